@@ -1,0 +1,208 @@
+# versionfs — top-level Makefile.
+#
+#   make                 build everything into $(BUILD)/ (default build/)
+#   make check           unit suites, integration tests, man page lint
+#   make asan            the same programs built with ASan+UBSan in build-asan/
+#   make check-asan      make check against the sanitizer build
+#   make bench           benchmarks (see bench/README.md); bench-quick < 5 min
+#   make demo            the quick-start demonstration
+#   make install         install under $(DESTDIR)$(prefix)
+#
+# Every variable below may be overridden on the command line.  Missing Debian
+# packages are installed by scripts/install-deps first, unless NO_DEPS=1.
+
+prefix      ?= /usr/local
+bindir      ?= $(prefix)/bin
+sbindir     ?= $(prefix)/sbin
+libdir      ?= $(prefix)/lib
+includedir  ?= $(prefix)/include
+mandir      ?= $(prefix)/share/man
+libexecdir  ?= $(prefix)/libexec
+sysconfdir  ?= /etc
+DESTDIR     ?=
+
+CC          ?= cc
+CFLAGS      ?= -O2 -g
+LDFLAGS     ?=
+BUILD       ?= build
+PKG_CONFIG  ?= pkg-config
+INSTALL     ?= install
+
+# Make's built-in default for CC is "cc"; keep it unless overridden.
+WARN     := -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes \
+            -Wmissing-prototypes -Wno-unused-parameter
+BASEFLAGS := -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -fPIC
+
+# ---- dependencies ----------------------------------------------------------
+NODEP_GOALS := clean distclean help
+ifeq ($(NO_DEPS),)
+ifneq ($(filter-out $(NODEP_GOALS),$(or $(MAKECMDGOALS),all)),)
+DEPS_STATUS := $(shell scripts/install-deps >&2; echo $$?)
+ifneq ($(DEPS_STATUS),0)
+$(error scripts/install-deps failed; install the packages it names or use NO_DEPS=1)
+endif
+endif
+endif
+export NO_DEPS := 1
+
+PKGS        := fuse3 lmdb libattr libxxhash
+PKG_CFLAGS  := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+LMDB_LIBS   := $(shell $(PKG_CONFIG) --libs lmdb 2>/dev/null)
+FUSE_LIBS   := $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null)
+ATTR_LIBS   := $(shell $(PKG_CONFIG) --libs libattr 2>/dev/null)
+XXH_LIBS    := $(shell $(PKG_CONFIG) --libs libxxhash 2>/dev/null)
+CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
+CHECK_LIBS  := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
+
+ALL_CFLAGS  = $(BASEFLAGS) $(WARN) -I. $(PKG_CFLAGS) $(CFLAGS) -MMD -MP
+
+# ---- sources ---------------------------------------------------------------
+BTREE_SRC   := $(wildcard btree/*.c)
+BTREE_OBJ   := $(BTREE_SRC:%.c=$(BUILD)/%.o)
+BTREE_LIB   := $(BUILD)/libvfsbtree.a
+
+# versionfs/: the daemon, the control client library and versionfs-ctl.
+CLIENT_SRC  := versionfs/client.c versionfs/proto.c
+CLIENT_OBJ  := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
+CLIENT_LIB  := $(BUILD)/libversionfs.a
+CLIENT_SO   := $(BUILD)/libversionfs.so.0
+CTL_SRC     := versionfs/ctl.c
+DAEMON_SRC  := $(filter-out $(CLIENT_SRC) $(CTL_SRC),$(wildcard versionfs/*.c))
+DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
+DAEMON_LIBOBJ := $(filter-out $(BUILD)/versionfs/main.o,$(DAEMON_OBJ))
+
+PROGS       := $(if $(wildcard versionfs/main.c),$(BUILD)/versionfs) \
+               $(if $(wildcard versionfs/ctl.c),$(BUILD)/versionfs-ctl)
+LIBS_OUT    := $(BTREE_LIB) $(if $(wildcard versionfs/client.c),$(CLIENT_LIB) $(CLIENT_SO))
+
+UNIT_SRC    := $(wildcard tests/unit/test_*.c)
+UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+TEST_HELPERS_SRC := $(wildcard tests/helpers/*.c)
+TEST_HELPERS := $(TEST_HELPERS_SRC:tests/helpers/%.c=$(BUILD)/tests/%)
+BENCH_SRC   := $(wildcard bench/*.c)
+BENCH_BIN   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+MANPAGES    := $(wildcard man/*.[1-8])
+
+.PHONY: all check check-unit check-integration check-man asan check-asan \
+        bench bench-quick demo install uninstall clean distclean help \
+        tests-build
+
+all: $(LIBS_OUT) $(PROGS)
+
+help:
+	@sed -n '2,13p' Makefile | sed 's/^# \{0,1\}//'
+
+# ---- rules -----------------------------------------------------------------
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BTREE_LIB): $(BTREE_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && $(AR) rcs $@ $^
+
+$(CLIENT_LIB): $(CLIENT_OBJ)
+	rm -f $@ && $(AR) rcs $@ $^
+
+$(CLIENT_SO): $(CLIENT_OBJ)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -shared \
+	    -Wl,-soname,libversionfs.so.0 -o $@ $^
+
+$(BUILD)/versionfs: $(DAEMON_OBJ) $(CLIENT_LIB) $(BTREE_LIB)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ \
+	    $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
+
+$(BUILD)/versionfs-ctl: $(BUILD)/versionfs/ctl.o $(CLIENT_LIB)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^
+
+# Unit suites link every library; the linker keeps what each one uses.
+$(BUILD)/tests/%: tests/unit/%.c $(BTREE_LIB) $(filter $(CLIENT_LIB),$(LIBS_OUT)) $(DAEMON_LIBOBJ)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
+	    $(DAEMON_LIBOBJ) $(filter $(CLIENT_LIB),$(LIBS_OUT)) $(BTREE_LIB) \
+	    $(CHECK_LIBS) $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
+
+$(BUILD)/tests/%: tests/helpers/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(ATTR_LIBS)
+
+$(BUILD)/bench/%: bench/%.c $(BTREE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BTREE_LIB) \
+	    $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
+
+tests-build: all $(UNIT_BIN) $(TEST_HELPERS)
+
+# ---- tests -----------------------------------------------------------------
+check: tests-build
+	@status=0; \
+	$(MAKE) --no-print-directory check-man || status=1; \
+	$(MAKE) --no-print-directory check-unit || status=1; \
+	$(MAKE) --no-print-directory check-integration || status=1; \
+	if [ $$status = 0 ]; then echo "make check: all passed"; \
+	else echo "make check: FAILED"; fi; exit $$status
+
+check-unit: tests-build
+	@BUILD=$(BUILD) tests/run-unit $(UNIT_BIN)
+
+check-integration: tests-build
+	@VFS_BUILD=$(abspath $(BUILD)) tests/integration/run $(T)
+
+check-man:
+	@tests/check-man $(MANPAGES)
+
+ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+              -fno-sanitize-recover=undefined
+asan:
+	@$(MAKE) --no-print-directory BUILD=build-asan CFLAGS="$(ASAN_FLAGS)" \
+	    LDFLAGS="-fsanitize=address,undefined" tests-build
+
+check-asan: asan
+	@$(MAKE) --no-print-directory BUILD=build-asan CFLAGS="$(ASAN_FLAGS)" \
+	    LDFLAGS="-fsanitize=address,undefined" check
+
+# ---- benchmarks and demo ---------------------------------------------------
+bench: all $(BENCH_BIN)
+	@VFS_BUILD=$(abspath $(BUILD)) bench/run full
+
+bench-quick: all $(BENCH_BIN)
+	@VFS_BUILD=$(abspath $(BUILD)) bench/run quick
+
+demo: all
+	@VFS_BUILD=$(abspath $(BUILD)) scripts/demo
+
+# ---- install ---------------------------------------------------------------
+install: all
+	$(INSTALL) -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir) \
+	    $(DESTDIR)$(includedir)/versionfs $(DESTDIR)$(mandir)/man3 \
+	    $(DESTDIR)$(mandir)/man5 $(DESTDIR)$(mandir)/man7 \
+	    $(DESTDIR)$(mandir)/man8
+	for p in $(PROGS); do $(INSTALL) -m 755 $$p $(DESTDIR)$(bindir)/; done
+	$(INSTALL) -m 644 $(BTREE_LIB) $(DESTDIR)$(libdir)/
+	$(INSTALL) -m 644 btree/btree.h $(DESTDIR)$(includedir)/versionfs/
+	if [ -f $(CLIENT_LIB) ]; then \
+	    $(INSTALL) -m 644 $(CLIENT_LIB) $(DESTDIR)$(libdir)/; \
+	    $(INSTALL) -m 755 $(CLIENT_SO) $(DESTDIR)$(libdir)/; \
+	    ln -sf libversionfs.so.0 $(DESTDIR)$(libdir)/libversionfs.so; \
+	    $(INSTALL) -m 644 versionfs/client.h $(DESTDIR)$(includedir)/versionfs/; \
+	fi
+	for m in $(MANPAGES); do \
+	    s=$${m##*.}; $(INSTALL) -m 644 $$m $(DESTDIR)$(mandir)/man$$s/; done
+	if [ -f cr-hooks/Makefile.inc ]; then \
+	    $(MAKE) -f cr-hooks/Makefile.inc DESTDIR=$(DESTDIR) bindir=$(bindir) \
+	        libexecdir=$(libexecdir) sysconfdir=$(sysconfdir) install; fi
+
+uninstall:
+	for p in $(notdir $(PROGS)); do rm -f $(DESTDIR)$(bindir)/$$p; done
+	rm -f $(DESTDIR)$(libdir)/libvfsbtree.a $(DESTDIR)$(libdir)/libversionfs.*
+	rm -rf $(DESTDIR)$(includedir)/versionfs
+	for m in $(notdir $(MANPAGES)); do \
+	    s=$${m##*.}; rm -f $(DESTDIR)$(mandir)/man$$s/$$m; done
+
+clean:
+	rm -rf build build-asan
+
+distclean: clean
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

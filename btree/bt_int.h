@@ -1,0 +1,154 @@
+/*
+ * bt_int.h — private to libvfsbtree: the environment and transaction
+ * structures, key/value codecs and error helpers shared by its .c files.
+ */
+#ifndef VFS_BT_INT_H
+#define VFS_BT_INT_H
+
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "btree.h"
+
+enum bt_db {
+	BT_DB_EXTENTS,
+	BT_DB_DIRENTS,
+	BT_DB_INODES,
+	BT_DB_CKPTS,
+	BT_DB_TAGS,
+	BT_DB_ELOG,
+	BT_DB_TRASH,
+	BT_DB_KV,
+	BT_DB_U64,
+	BT_DB_COUNT
+};
+
+/* Record magics (first two bytes of each value, little-endian). */
+#define BT_MAGIC_DIRENT	0x4544	/* "DE" */
+#define BT_MAGIC_INODE	0x4e49	/* "IN" */
+#define BT_MAGIC_CKPT	0x4b43	/* "CK" */
+#define BT_MAGIC_TAG	0x4754	/* "TG" */
+#define BT_MAGIC_TRASH	0x5254	/* "TR" */
+#define BT_MAGIC_U64	0x3436	/* "64" */
+#define BT_RECVER	1
+
+/*
+ * Lock order: resize_lock (shared by every live transaction, exclusive to
+ * grow the map) -> LMDB's writer mutex -> pool_lock (leaf).
+ */
+struct bt_env {
+	MDB_env *mdb;
+	MDB_dbi dbi[BT_DB_COUNT];
+	unsigned flags;			/* BT_ENV_* */
+	uint64_t map_max;
+	pthread_rwlock_t resize_lock;
+	unsigned grow_count;		/* protected by resize_lock (excl) */
+	pthread_mutex_t pool_lock;
+	struct bt_txn *pool;		/* recycled read txns; pool_lock */
+	unsigned pool_len;		/* pool_lock */
+};
+
+struct bt_txn {
+	bt_env *env;
+	MDB_txn *mt;
+	bool rdonly;
+	bool map_full;			/* a put hit MDB_MAP_FULL: grow at end */
+	bool broken;			/* an error happened: commit refuses */
+	struct bt_txn *next;		/* pool link */
+};
+
+/* ---- errors ---- */
+int bt_seterr(int err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+int bt_mdb_err(bt_txn *txn, int rc, const char *what);
+#define BT_CORRUPT(...) bt_seterr(BT_ECORRUPT, __VA_ARGS__)
+
+/* ---- integer codecs ---- */
+static inline void bt_put_be64(unsigned char *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--) {
+		p[i] = (unsigned char)v;
+		v >>= 8;
+	}
+}
+
+static inline uint64_t bt_get_be64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static inline void bt_put_le64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++) {
+		p[i] = (unsigned char)v;
+		v >>= 8;
+	}
+}
+
+static inline uint64_t bt_get_le64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static inline void bt_put_le32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++) {
+		p[i] = (unsigned char)v;
+		v >>= 8;
+	}
+}
+
+static inline uint32_t bt_get_le32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static inline void bt_put_le16(unsigned char *p, uint16_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+}
+
+static inline uint16_t bt_get_le16(const unsigned char *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+/* Check a record header (magic, version) of value v of at least minlen. */
+int bt_check_hdr(const MDB_val *v, uint16_t magic, size_t minlen,
+		 const char *db, const char *keydesc);
+
+/* The write-side helpers refuse read-only transactions. */
+static inline int bt_need_write(bt_txn *txn)
+{
+	if (txn->rdonly)
+		return bt_seterr(-EROFS, "write in a read-only transaction");
+	return 0;
+}
+
+static inline MDB_dbi bt_dbi(bt_txn *txn, enum bt_db db)
+{
+	return txn->env->dbi[db];
+}
+
+/* Open a cursor on db, mapping errors. */
+int bt_cursor(bt_txn *txn, enum bt_db db, MDB_cursor **cur);
+
+/* mdb_put / mdb_del with error mapping (MAP_FULL -> -EAGAIN, ...). */
+int bt_put(bt_txn *txn, enum bt_db db, MDB_val *k, MDB_val *v,
+	   unsigned flags, const char *what);
+int bt_del(bt_txn *txn, enum bt_db db, MDB_val *k, MDB_val *v,
+	   const char *what);
+int bt_get(bt_txn *txn, enum bt_db db, MDB_val *k, MDB_val *v,
+	   const char *what);
+
+#endif /* VFS_BT_INT_H */

@@ -1,0 +1,489 @@
+/*
+ * btree.h — libvfsbtree: the versioned indexes of versionfs, stored in LMDB.
+ *
+ * This header is the whole API and its manual.  libvfsbtree owns every LMDB
+ * access of the project: no other module includes <lmdb.h>.
+ *
+ * OVERVIEW
+ *
+ *   An environment (bt_env) is one LMDB environment in a directory.  All
+ *   reads and writes happen inside transactions (bt_txn).  Any number of read
+ *   transactions run concurrently with one write transaction; a read
+ *   transaction sees the snapshot that was committed when it began.
+ *
+ *   The environment holds these indexes (LMDB sub-databases):
+ *
+ *   extents   per-version extent maps.  The map of (inode, version) says, for
+ *             every page (4 KiB) of that version of the file, which version
+ *             holds its bytes, or that the page is a hole.  Each (ino, ver)
+ *             map is its own B-tree (an LMDB dup-sorted sub-database of fixed
+ *             24-byte extents), so cloning a map is a bulk copy.
+ *   dirents   directory entries with birth and death epochs.
+ *   inodes    one record per (inode, version) in which the inode changed.
+ *   ckpts     checkpoint records (id, parent, time, state, tag).
+ *   tags      tag -> checkpoint id, unique.
+ *   elog      the epoch log: what changed in each epoch (inodes, entries).
+ *   trash     (inode, version) pairs whose store files await deletion.
+ *   kv        small named values: counters and settings of the store.
+ *   u64map    small u64 -> u64 tables, several per environment.
+ *
+ * KEYS AND VALUES ON DISK (see also versionfs-btree(3))
+ *
+ *   Integers in keys are big-endian, so LMDB's byte order is numeric order;
+ *   integers in values are little-endian.  Every record value starts with a
+ *   2-byte magic and a 1-byte record version and has a fixed or checked
+ *   size; every value read is checked before use.  A value that fails a
+ *   check makes the call return BT_ECORRUPT, and bt_last_error() then names
+ *   the database, the key and the field at fault.  Nothing in this library
+ *   asserts on, or crashes over, what it reads from disk.
+ *
+ * ERRORS
+ *
+ *   Functions return 0 on success or a negative error code:
+ *     -ENOENT       no such record (a normal outcome of lookups)
+ *     -EEXIST       the record exists already (adds)
+ *     -EINVAL       bad argument (zero count, overflowing range, long name)
+ *     -ENOMEM       out of memory
+ *     -EAGAIN       (write transactions only) the LMDB map was full; it has
+ *                   been grown.  The transaction is dead: abort it and run
+ *                   it again.  bt_txn_run() does this for you.
+ *     -EROFS        write attempted in a read-only transaction or environment
+ *     BT_ECORRUPT   (-EUCLEAN, "Structure needs cleaning", as XFS and ext4
+ *                   report EFSCORRUPTED) a value failed validation
+ *     -EIO          any other LMDB failure; bt_last_error() has LMDB's text
+ *   The library never prints and never exits.
+ *
+ *   After an error inside a write transaction, the transaction may hold
+ *   half of an update: abort it.  Never commit after a failed call.
+ *
+ * THREADS
+ *
+ *   A bt_env is shared by all threads.  A bt_txn and anything derived from it
+ *   is used by one thread at a time.  A write transaction must be committed
+ *   or aborted by the thread that began it.  A thread has at most one write
+ *   transaction; it may hold read transactions beside it.  Do not block on
+ *   other threads' locks while holding a transaction: growing a full map
+ *   waits for every transaction of the process to end.
+ *
+ * LIFETIME OF RETURNED POINTERS
+ *
+ *   Strings and buffers returned inside result structs (dirent names, inode
+ *   aux data, checkpoint tags) point into the database map and are valid
+ *   until the end of the transaction, or in a write transaction until the
+ *   next write.  Copy them to keep them.
+ */
+#ifndef VFS_BTREE_H
+#define VFS_BTREE_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BT_ECORRUPT	(-EUCLEAN)
+
+/* Largest page number + 1: file offsets up to 2^63 bytes, pages of 4 KiB. */
+#define BT_PAGE_LIMIT	(UINT64_C(1) << 51)
+/* The "holder" of pages that are holes. */
+#define BT_HOLE		UINT64_MAX
+/* Death epoch of an entry that is still alive. */
+#define BT_ALIVE	UINT64_MAX
+/* Longest directory entry name, as NAME_MAX. */
+#define BT_NAME_MAX	255
+/* Longest checkpoint tag. */
+#define BT_TAG_MAX	127
+/* Longest inode aux data (base path of a base-layer inode). */
+#define BT_AUX_MAX	4000
+
+typedef struct bt_env bt_env;
+typedef struct bt_txn bt_txn;
+
+/* ------------------------------------------------------------------ */
+/* Environment                                                          */
+/* ------------------------------------------------------------------ */
+
+/* Flags of bt_env_open(). */
+#define BT_ENV_RDONLY	0x1	/* open read-only (fsck, inspection) */
+#define BT_ENV_NOSYNC	0x2	/* commits do not fsync at all: tests and
+				   benchmarks only; a power loss can corrupt */
+
+struct bt_env_opts {
+	uint64_t map_size;	/* initial map size in bytes; 0 = 1 GiB */
+	uint64_t map_max;	/* growth limit in bytes; 0 = 1 TiB */
+	unsigned max_readers;	/* concurrent read transactions; 0 = 1024 */
+};
+
+/*
+ * Open (creating if needed, unless BT_ENV_RDONLY) the environment in
+ * directory `dir`, which must exist.  `opts` may be NULL for defaults.
+ *
+ * Durability: commits write data pages with fdatasync but do not sync the
+ * meta page (LMDB's MDB_NOMETASYNC): a power loss may undo the last committed
+ * transaction but never corrupts the database.  Call bt_env_sync() after a
+ * commit that must be durable (a checkpoint, an fsync).
+ *
+ * Returns 0 and sets *envp, or -errno.
+ */
+int bt_env_open(bt_env **envp, const char *dir, unsigned flags,
+		const struct bt_env_opts *opts);
+
+/* Close the environment.  No transaction may be active.  NULL is a no-op. */
+void bt_env_close(bt_env *env);
+
+/* Flush everything committed so far to stable storage (meta page too). */
+int bt_env_sync(bt_env *env);
+
+struct bt_env_info {
+	uint64_t map_size;	/* current map size, bytes */
+	uint64_t used_bytes;	/* pages in use (high-water mark), bytes */
+	uint64_t page_size;	/* LMDB page size */
+	uint64_t last_txnid;	/* id of the last committed transaction */
+	unsigned grow_count;	/* times the map grew since open */
+};
+int bt_env_info(bt_env *env, struct bt_env_info *info);
+
+/*
+ * Text describing the last error returned to this thread (corruption
+ * details, LMDB messages).  Valid until the thread's next libvfsbtree call.
+ * Never NULL.
+ */
+const char *bt_last_error(void);
+
+/* ------------------------------------------------------------------ */
+/* Transactions                                                         */
+/* ------------------------------------------------------------------ */
+
+#define BT_TXN_RDONLY	0x1
+
+/* Begin a transaction.  Read-only ones are cheap (recycled handles). */
+int bt_txn_begin(bt_env *env, unsigned flags, bt_txn **txnp);
+
+/*
+ * Commit and free the transaction (for a read-only one, just free it).
+ * On error the transaction is aborted and freed all the same; -EAGAIN means
+ * the map was full and was grown: run the transaction again.
+ */
+int bt_txn_commit(bt_txn *txn);
+
+/* Abort and free the transaction.  NULL is a no-op. */
+void bt_txn_abort(bt_txn *txn);
+
+/*
+ * Run fn(txn, arg) in a write transaction and commit it.  If fn or the commit
+ * returns -EAGAIN (map grown), the transaction is aborted and fn runs again in
+ * a new one; so fn must not have side effects outside the transaction.  If
+ * fn returns another non-zero value, the transaction is aborted and that
+ * value returned.
+ */
+int bt_txn_run(bt_env *env, int (*fn)(bt_txn *txn, void *arg), void *arg);
+
+/* Non-zero if txn is read-only. */
+int bt_txn_rdonly(const bt_txn *txn);
+
+/* ------------------------------------------------------------------ */
+/* Extent maps                                                          */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The map of (ino, ver) is a sorted list of extents: pages [page, page+count)
+ * are held by version `holder` (holder <= ver), that is, their bytes are in
+ * the content of that version.  Pages not covered are holes and read as
+ * zeros.  Invariants kept by every write and checked on every read:
+ * count >= 1, page + count <= BT_PAGE_LIMIT, extents do not overlap, and two
+ * adjacent extents never have the same holder (they are merged).
+ * A map that has no extent is "empty"; an empty map and an absent map read
+ * the same (all holes) — bt_ext_exists() tells them apart.
+ */
+struct bt_extent {
+	uint64_t page;		/* first page */
+	uint64_t count;		/* number of pages, >= 1 */
+	uint64_t holder;	/* version holding the bytes, or BT_HOLE */
+};
+
+/*
+ * Find what holds `page` in map (ino, ver).  Always succeeds on a valid map:
+ * *out is the extent containing page, or if page is in a hole, the whole hole
+ * (holder BT_HOLE), from the end of the previous extent (or 0) to the start
+ * of the next one (or BT_PAGE_LIMIT).
+ */
+int bt_ext_lookup(bt_txn *txn, uint64_t ino, uint64_t ver, uint64_t page,
+		  struct bt_extent *out);
+
+/*
+ * Describe pages [page, page + count) of map (ino, ver) as consecutive runs,
+ * holes included, clipped to the range.  Fills at most `max` runs and sets
+ * *n.  If the range needs more than `max` runs, the runs stop early: the
+ * caller sees that the last run ends before page + count and calls again
+ * from there.
+ */
+int bt_ext_runs(bt_txn *txn, uint64_t ino, uint64_t ver, uint64_t page,
+		uint64_t count, struct bt_extent *runs, size_t max, size_t *n);
+
+/*
+ * Make pages [page, page + count) of map (ino, ver) held by `holder` (a
+ * version <= ver, or BT_HOLE to punch them out), splitting the extents it
+ * cuts and merging with neighbours of the same holder.  Creates the map if
+ * absent.
+ */
+int bt_ext_set(bt_txn *txn, uint64_t ino, uint64_t ver, uint64_t page,
+	       uint64_t count, uint64_t holder);
+
+/* Drop every page >= npages from map (ino, ver). */
+int bt_ext_truncate(bt_txn *txn, uint64_t ino, uint64_t ver, uint64_t npages);
+
+/*
+ * Copy map (ino, from) to (ino, to), which must be absent or empty (else
+ * -EEXIST).  Cost is a bulk copy: about 24 bytes per extent.  Copying an
+ * absent map creates an empty one.
+ */
+int bt_ext_clone(bt_txn *txn, uint64_t ino, uint64_t from, uint64_t to);
+
+/* Remove map (ino, ver) entirely.  -ENOENT if it does not exist. */
+int bt_ext_drop(bt_txn *txn, uint64_t ino, uint64_t ver);
+
+/* 1 if map (ino, ver) exists (possibly empty), 0 if not, or -errno. */
+int bt_ext_exists(bt_txn *txn, uint64_t ino, uint64_t ver);
+
+/* Number of extents in map (ino, ver) (0 if absent). */
+int bt_ext_count(bt_txn *txn, uint64_t ino, uint64_t ver, uint64_t *count);
+
+/*
+ * Call cb for each extent of map (ino, ver) that ends after `from_page`, in
+ * order.  A non-zero return from cb stops the walk and is returned.
+ */
+typedef int (*bt_ext_cb)(const struct bt_extent *e, void *arg);
+int bt_ext_foreach(bt_txn *txn, uint64_t ino, uint64_t ver, uint64_t from_page,
+		   bt_ext_cb cb, void *arg);
+
+/*
+ * Call cb(ino, ver, arg) for every map of `ino` (ver ascending), or of every
+ * inode when ino is 0.  Non-zero from cb stops the walk and is returned.
+ */
+int bt_ext_maps(bt_txn *txn, uint64_t ino,
+		int (*cb)(uint64_t ino, uint64_t ver, void *arg), void *arg);
+
+/* ------------------------------------------------------------------ */
+/* Directory entries                                                    */
+/* ------------------------------------------------------------------ */
+
+/*
+ * An entry (dir, name) lives in epochs [birth, death).  It is visible in
+ * version v when birth <= v < death.  An entry that is alive has death ==
+ * BT_ALIVE.  At most one entry of a name is visible in any version; a name
+ * may have several entries over time (create, unlink, create again), told
+ * apart by birth.
+ */
+struct bt_dirent {
+	uint64_t dir;
+	const char *name;	/* not NUL-terminated: use namelen */
+	size_t namelen;
+	uint64_t birth;
+	uint64_t death;
+	uint64_t ino;
+	uint32_t type;		/* file type bits (S_IFMT part of st_mode) */
+};
+
+/* Find the entry `name` of `dir` visible in version `at`.  -ENOENT if none. */
+int bt_dir_lookup(bt_txn *txn, uint64_t dir, const char *name, size_t namelen,
+		  uint64_t at, struct bt_dirent *out);
+
+/*
+ * Add entry (dir, name) born in `birth`, alive, pointing at ino.  -EEXIST if
+ * an entry of that name is alive in `birth` or a record with that birth
+ * exists.
+ */
+int bt_dir_add(bt_txn *txn, uint64_t dir, const char *name, size_t namelen,
+	       uint64_t birth, uint64_t ino, uint32_t type);
+
+/*
+ * End entry (dir, name, birth) in epoch `death`.  If death == birth the
+ * record is deleted (it leaves nothing behind).  -ENOENT if no such record.
+ */
+int bt_dir_kill(bt_txn *txn, uint64_t dir, const char *name, size_t namelen,
+		uint64_t birth, uint64_t death);
+
+/* Set the death of record (dir, name, birth) to `death` (BT_ALIVE revives). */
+int bt_dir_set_death(bt_txn *txn, uint64_t dir, const char *name,
+		     size_t namelen, uint64_t birth, uint64_t death);
+
+/* Delete record (dir, name, birth).  -ENOENT if absent. */
+int bt_dir_del(bt_txn *txn, uint64_t dir, const char *name, size_t namelen,
+	       uint64_t birth);
+
+/* Fetch record (dir, name, birth) whatever its death. */
+int bt_dir_get(bt_txn *txn, uint64_t dir, const char *name, size_t namelen,
+	       uint64_t birth, struct bt_dirent *out);
+
+/* Visibility filter of bt_dir_foreach(): every record, whatever its epochs. */
+#define BT_DIR_ALL	UINT64_MAX
+
+/*
+ * Call cb for each entry of dir visible in version `at` (or every record if
+ * at == BT_DIR_ALL), in name order, starting with the first name >= `after`
+ * (NULL: from the start; with a name, records of that exact name are
+ * skipped, so `after` can be the last name seen).  Non-zero from cb stops
+ * the walk and is returned.
+ */
+typedef int (*bt_dir_cb)(const struct bt_dirent *d, void *arg);
+int bt_dir_foreach(bt_txn *txn, uint64_t dir, uint64_t at, const char *after,
+		   size_t afterlen, bt_dir_cb cb, void *arg);
+
+/* 1 if dir has no entry visible in `at`, 0 if it has one, or -errno. */
+int bt_dir_empty(bt_txn *txn, uint64_t dir, uint64_t at);
+
+/* ------------------------------------------------------------------ */
+/* Inode records                                                        */
+/* ------------------------------------------------------------------ */
+
+/*
+ * One record per (ino, ver) in which the inode changed.  The state of an
+ * inode in version v is given by its record with the highest ver <= v.
+ * Record version 0 describes a base-layer inode (its aux data is the path of
+ * the file in the backing directory).
+ */
+#define BT_INO_META	0x01	/* a metadata file exists for this version */
+#define BT_INO_DATA	0x02	/* an extent map exists for this version */
+#define BT_INO_BASE	0x04	/* base-layer inode (ver 0 record) */
+#define BT_INO_LISTED	0x08	/* directory: its base entries were imported */
+#define BT_INO_GONE	0x10	/* inode does not exist in this version */
+#define BT_INO_XATTR	0x20	/* the metadata file carries user xattrs */
+
+struct bt_inode {
+	uint64_t ino;
+	uint64_t ver;
+	uint32_t flags;		/* BT_INO_* */
+	uint32_t type;		/* file type bits (S_IFMT part of st_mode) */
+	uint64_t data_ver;	/* version whose extent map describes the data
+				   in this version (0: base file or none) */
+	uint64_t size;		/* file size in this version (informational;
+				   the metadata file is authoritative) */
+	const void *aux;	/* optional payload (base path) */
+	size_t auxlen;		/* <= BT_AUX_MAX */
+};
+
+/* Put (create or replace) record (rec->ino, rec->ver). */
+int bt_inode_put(bt_txn *txn, const struct bt_inode *rec);
+
+/* Record (ino, ver) exactly.  -ENOENT if absent. */
+int bt_inode_get(bt_txn *txn, uint64_t ino, uint64_t ver, struct bt_inode *out);
+
+/* The record of ino with the highest version <= at.  -ENOENT if none. */
+int bt_inode_find(bt_txn *txn, uint64_t ino, uint64_t at, struct bt_inode *out);
+
+/* Delete record (ino, ver).  -ENOENT if absent. */
+int bt_inode_del(bt_txn *txn, uint64_t ino, uint64_t ver);
+
+/*
+ * Call cb for each record of ino (ver ascending), or of every inode when
+ * ino == 0.  Non-zero from cb stops the walk and is returned.
+ */
+typedef int (*bt_inode_cb)(const struct bt_inode *rec, void *arg);
+int bt_inode_foreach(bt_txn *txn, uint64_t ino, bt_inode_cb cb, void *arg);
+
+/* ------------------------------------------------------------------ */
+/* Checkpoints and tags                                                 */
+/* ------------------------------------------------------------------ */
+
+#define BT_CKPT_ACTIVE	1	/* a checkpoint of the mount */
+#define BT_CKPT_DELETED	2	/* deleted, its space not yet reclaimed */
+
+struct bt_ckpt {
+	uint64_t id;
+	uint64_t parent;	/* checkpoint this one descends from, 0: none */
+	uint64_t time_ns;	/* CLOCK_REALTIME when taken */
+	uint32_t state;		/* BT_CKPT_* */
+	uint32_t flags;		/* reserved, 0 */
+	uint64_t files;		/* inodes changed in the epoch it closed */
+	uint64_t bytes;		/* bytes written in that epoch (pages * 4096) */
+	char tag[BT_TAG_MAX + 1];	/* NUL-terminated, "" if none */
+};
+
+/*
+ * Put checkpoint record c, replacing any record of that id, and keep the tag
+ * index in step.  -EEXIST if c->tag is used by another checkpoint.
+ * -EINVAL if the tag is too long.
+ */
+int bt_ckpt_put(bt_txn *txn, const struct bt_ckpt *c);
+int bt_ckpt_get(bt_txn *txn, uint64_t id, struct bt_ckpt *out);
+/* -ENOENT if no checkpoint has this tag. */
+int bt_ckpt_by_tag(bt_txn *txn, const char *tag, struct bt_ckpt *out);
+/* Delete record id and its tag.  -ENOENT if absent. */
+int bt_ckpt_del(bt_txn *txn, uint64_t id);
+/* Highest checkpoint id (any state), or -ENOENT if there is none. */
+int bt_ckpt_last(bt_txn *txn, struct bt_ckpt *out);
+/* Each checkpoint in id order.  Non-zero from cb stops and is returned. */
+typedef int (*bt_ckpt_cb)(const struct bt_ckpt *c, void *arg);
+int bt_ckpt_foreach(bt_txn *txn, bt_ckpt_cb cb, void *arg);
+
+/* ------------------------------------------------------------------ */
+/* Epoch log                                                            */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The epoch log records, per epoch, what changed in it, so that checkpoint,
+ * rollback, replication and cleaning cost O(changes):
+ *   BT_LOG_INODE   inode `ino` has a record (ino, epoch)
+ *   BT_LOG_DIRENT  entry (dir, name, birth) was born or killed in the epoch
+ * Adding an entry twice is harmless (it is one key).
+ */
+#define BT_LOG_INODE	1
+#define BT_LOG_DIRENT	2
+
+struct bt_log {
+	uint64_t epoch;
+	uint32_t kind;		/* BT_LOG_* */
+	uint64_t ino;		/* INODE: the inode; DIRENT: the directory */
+	const char *name;	/* DIRENT only */
+	size_t namelen;
+	uint64_t birth;		/* DIRENT only */
+};
+
+int bt_log_add_inode(bt_txn *txn, uint64_t epoch, uint64_t ino);
+int bt_log_add_dirent(bt_txn *txn, uint64_t epoch, uint64_t dir,
+		      const char *name, size_t namelen, uint64_t birth);
+/* Remove one entry (l->epoch, l->kind, ...).  -ENOENT if absent. */
+int bt_log_del(bt_txn *txn, const struct bt_log *l);
+/* Each entry of `epoch` (inodes first, then entries).  cb as usual. */
+typedef int (*bt_log_cb)(const struct bt_log *l, void *arg);
+int bt_log_foreach(bt_txn *txn, uint64_t epoch, bt_log_cb cb, void *arg);
+/* Delete every entry of `epoch`. */
+int bt_log_drop(bt_txn *txn, uint64_t epoch);
+/* Number of BT_LOG_INODE entries of `epoch`. */
+int bt_log_count_inodes(bt_txn *txn, uint64_t epoch, uint64_t *count);
+
+/* ------------------------------------------------------------------ */
+/* Trash: store files waiting to be deleted                             */
+/* ------------------------------------------------------------------ */
+
+/* `what` bits say which files of (ino, ver) to delete; the meaning is the
+   caller's (versionfs: 1 = metadata file, 2 = content file). */
+int bt_trash_add(bt_txn *txn, uint64_t ino, uint64_t ver, uint32_t what);
+int bt_trash_del(bt_txn *txn, uint64_t ino, uint64_t ver);
+typedef int (*bt_trash_cb)(uint64_t ino, uint64_t ver, uint32_t what,
+			   void *arg);
+/* At most `max` entries (0: all), in (ino, ver) order. */
+int bt_trash_foreach(bt_txn *txn, size_t max, bt_trash_cb cb, void *arg);
+
+/* ------------------------------------------------------------------ */
+/* Small values                                                         */
+/* ------------------------------------------------------------------ */
+
+/* Named u64 values (counters, settings).  Names are <= 64 bytes. */
+int bt_kv_get_u64(bt_txn *txn, const char *name, uint64_t *val);
+int bt_kv_put_u64(bt_txn *txn, const char *name, uint64_t val);
+/* Add delta to a counter (absent counts as 0), returning the old value. */
+int bt_kv_fetch_add(bt_txn *txn, const char *name, uint64_t delta,
+		    uint64_t *old);
+
+/* Small u64 -> u64 tables; `table` is a number chosen by the caller. */
+int bt_u64_get(bt_txn *txn, uint32_t table, uint64_t key, uint64_t *val);
+int bt_u64_put(bt_txn *txn, uint32_t table, uint64_t key, uint64_t val);
+int bt_u64_del(bt_txn *txn, uint32_t table, uint64_t key);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VFS_BTREE_H */

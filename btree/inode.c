@@ -1,0 +1,165 @@
+/*
+ * inode.c — per-version inode records.
+ *
+ * Key: (ino, ver), 16 bytes big-endian, so the records of one inode are
+ * adjacent and in version order; "the state in version v" is one
+ * MDB_SET_RANGE seek to (ino, v) and, unless it hit exactly, one step back.
+ *
+ * Value: magic "IN", record version, pad, flags (LE32), type (LE32), aux
+ * length (LE32), data_ver (LE64), size (LE64), then the aux bytes.
+ */
+#include <stdio.h>
+
+#include "bt_int.h"
+
+#define IN_HDR		32
+#define IN_FLAGS	(BT_INO_META | BT_INO_DATA | BT_INO_BASE | \
+			 BT_INO_LISTED | BT_INO_GONE | BT_INO_XATTR)
+
+static int in_dec(const MDB_val *k, const MDB_val *v, struct bt_inode *r)
+{
+	const unsigned char *vp = v->mv_data;
+	char kd[64];
+	int rc;
+
+	if (k->mv_size != 16)
+		return BT_CORRUPT("inodes: key of %zu bytes", k->mv_size);
+	r->ino = bt_get_be64(k->mv_data);
+	r->ver = bt_get_be64((const unsigned char *)k->mv_data + 8);
+	snprintf(kd, sizeof(kd), "(ino %llu, ver %llu)",
+		 (unsigned long long)r->ino, (unsigned long long)r->ver);
+	if ((rc = bt_check_hdr(v, BT_MAGIC_INODE, IN_HDR, "inodes", kd)))
+		return rc;
+	r->flags = bt_get_le32(vp + 4);
+	r->type = bt_get_le32(vp + 8);
+	r->auxlen = bt_get_le32(vp + 12);
+	r->data_ver = bt_get_le64(vp + 16);
+	r->size = bt_get_le64(vp + 24);
+	r->aux = r->auxlen ? vp + IN_HDR : NULL;
+	if (r->flags & ~(uint32_t)IN_FLAGS)
+		return BT_CORRUPT("inodes: key %s: unknown flags 0x%x", kd,
+				  r->flags);
+	if (r->type & ~0170000u)
+		return BT_CORRUPT("inodes: key %s: bad type 0%o", kd, r->type);
+	if (r->auxlen > BT_AUX_MAX || v->mv_size != IN_HDR + r->auxlen)
+		return BT_CORRUPT("inodes: key %s: value of %zu bytes with aux "
+				  "length %zu", kd, v->mv_size, r->auxlen);
+	if (r->data_ver > r->ver)
+		return BT_CORRUPT("inodes: key %s: data version %llu is newer",
+				  kd, (unsigned long long)r->data_ver);
+	if ((r->flags & BT_INO_DATA) && r->data_ver != r->ver)
+		return BT_CORRUPT("inodes: key %s: DATA flag but data version "
+				  "%llu", kd, (unsigned long long)r->data_ver);
+	if (r->ino == 0)
+		return BT_CORRUPT("inodes: key %s: inode 0", kd);
+	return 0;
+}
+
+int bt_inode_put(bt_txn *txn, const struct bt_inode *r)
+{
+	unsigned char kb[16], vb[IN_HDR + BT_AUX_MAX];
+	MDB_val k = { sizeof(kb), kb }, v;
+	int rc;
+
+	if ((rc = bt_need_write(txn)))
+		return rc;
+	if (r->ino == 0 || r->auxlen > BT_AUX_MAX ||
+	    (r->flags & ~(uint32_t)IN_FLAGS) || (r->type & ~0170000u) ||
+	    r->data_ver > r->ver ||
+	    ((r->flags & BT_INO_DATA) && r->data_ver != r->ver))
+		return bt_seterr(-EINVAL, "inodes: bad record (ino %llu, ver "
+				 "%llu)", (unsigned long long)r->ino,
+				 (unsigned long long)r->ver);
+	bt_put_be64(kb, r->ino);
+	bt_put_be64(kb + 8, r->ver);
+	bt_put_le16(vb, BT_MAGIC_INODE);
+	vb[2] = BT_RECVER;
+	vb[3] = 0;
+	bt_put_le32(vb + 4, r->flags);
+	bt_put_le32(vb + 8, r->type);
+	bt_put_le32(vb + 12, (uint32_t)r->auxlen);
+	bt_put_le64(vb + 16, r->data_ver);
+	bt_put_le64(vb + 24, r->size);
+	if (r->auxlen)
+		memcpy(vb + IN_HDR, r->aux, r->auxlen);
+	v.mv_data = vb;
+	v.mv_size = IN_HDR + r->auxlen;
+	return bt_put(txn, BT_DB_INODES, &k, &v, 0, "inodes: put");
+}
+
+int bt_inode_get(bt_txn *txn, uint64_t ino, uint64_t ver, struct bt_inode *out)
+{
+	unsigned char kb[16];
+	MDB_val k = { sizeof(kb), kb }, v;
+	int rc;
+
+	bt_put_be64(kb, ino);
+	bt_put_be64(kb + 8, ver);
+	if ((rc = bt_get(txn, BT_DB_INODES, &k, &v, "inodes: get")))
+		return rc;
+	return in_dec(&k, &v, out);
+}
+
+int bt_inode_find(bt_txn *txn, uint64_t ino, uint64_t at, struct bt_inode *out)
+{
+	unsigned char kb[16];
+	MDB_val k = { sizeof(kb), kb }, v;
+	MDB_cursor *cur;
+	int rc;
+
+	bt_put_be64(kb, ino);
+	bt_put_be64(kb + 8, at);
+	if ((rc = bt_cursor(txn, BT_DB_INODES, &cur)))
+		return rc;
+	rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	if (rc == 0 && !(k.mv_size == 16 && !memcmp(k.mv_data, kb, 16)))
+		rc = mdb_cursor_get(cur, &k, &v, MDB_PREV);
+	else if (rc == MDB_NOTFOUND)
+		rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+	if (rc == 0) {
+		if (k.mv_size != 16 || memcmp(k.mv_data, kb, 8))
+			rc = -ENOENT;
+		else
+			rc = in_dec(&k, &v, out);
+	} else {
+		rc = bt_mdb_err(txn, rc, "inodes: find");
+	}
+	mdb_cursor_close(cur);
+	return rc;
+}
+
+int bt_inode_del(bt_txn *txn, uint64_t ino, uint64_t ver)
+{
+	unsigned char kb[16];
+	MDB_val k = { sizeof(kb), kb };
+
+	bt_put_be64(kb, ino);
+	bt_put_be64(kb + 8, ver);
+	return bt_del(txn, BT_DB_INODES, &k, NULL, "inodes: delete");
+}
+
+int bt_inode_foreach(bt_txn *txn, uint64_t ino, bt_inode_cb cb, void *arg)
+{
+	unsigned char kb[16];
+	MDB_val k = { sizeof(kb), kb }, v;
+	struct bt_inode r;
+	MDB_cursor *cur;
+	MDB_cursor_op op;
+	int rc, ret = 0;
+
+	bt_put_be64(kb, ino);
+	bt_put_be64(kb + 8, 0);
+	if ((rc = bt_cursor(txn, BT_DB_INODES, &cur)))
+		return rc;
+	op = ino ? MDB_SET_RANGE : MDB_FIRST;
+	for (; (rc = mdb_cursor_get(cur, &k, &v, op)) == 0; op = MDB_NEXT) {
+		if (ino && (k.mv_size != 16 || memcmp(k.mv_data, kb, 8)))
+			break;
+		if ((ret = in_dec(&k, &v, &r)) || (ret = cb(&r, arg)))
+			break;
+	}
+	mdb_cursor_close(cur);
+	if (rc && rc != MDB_NOTFOUND)
+		return bt_mdb_err(txn, rc, "inodes: walk");
+	return ret;
+}

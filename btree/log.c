@@ -1,0 +1,354 @@
+/*
+ * log.c — the epoch log, the trash list and small values.
+ *
+ * elog:   key epoch (BE64) | kind (1 byte) | ino or dir (BE64)
+ *             [ | name | NUL | birth (BE64) ]   (DIRENT entries)
+ *         value: magic "EL", record version, pad (4 bytes).
+ *         Inode entries sort before entry entries within an epoch.
+ * trash:  key (ino, ver) BE -> magic "TR", record version, pad, what (LE32).
+ * kv:     key name -> LE64 value (exactly 8 bytes).
+ * u64map: key table (BE32) | key (BE64) -> magic "64", version, pad, pad32,
+ *         value (LE64).
+ */
+#include <stdio.h>
+
+#include "bt_int.h"
+
+#define BT_MAGIC_ELOG	0x4c45	/* "EL" */
+#define EL_KEYMAX	(8 + 1 + 8 + BT_NAME_MAX + 1 + 8)
+
+static size_t el_key(unsigned char *k, const struct bt_log *l)
+{
+	bt_put_be64(k, l->epoch);
+	k[8] = (unsigned char)l->kind;
+	bt_put_be64(k + 9, l->ino);
+	if (l->kind != BT_LOG_DIRENT)
+		return 17;
+	memcpy(k + 17, l->name, l->namelen);
+	k[17 + l->namelen] = 0;
+	bt_put_be64(k + 18 + l->namelen, l->birth);
+	return 26 + l->namelen;
+}
+
+static int el_dec(const MDB_val *k, const MDB_val *v, struct bt_log *l)
+{
+	const unsigned char *p = k->mv_data;
+	char kd[48];
+	int rc;
+
+	if (k->mv_size < 17)
+		return BT_CORRUPT("elog: key of %zu bytes", k->mv_size);
+	l->epoch = bt_get_be64(p);
+	l->kind = p[8];
+	l->ino = bt_get_be64(p + 9);
+	l->name = NULL;
+	l->namelen = 0;
+	l->birth = 0;
+	snprintf(kd, sizeof(kd), "(epoch %llu, kind %u, ino %llu)",
+		 (unsigned long long)l->epoch, l->kind,
+		 (unsigned long long)l->ino);
+	if ((rc = bt_check_hdr(v, BT_MAGIC_ELOG, 4, "elog", kd)))
+		return rc;
+	if (l->kind == BT_LOG_INODE) {
+		if (k->mv_size != 17)
+			return BT_CORRUPT("elog: key %s: %zu bytes", kd,
+					  k->mv_size);
+		return 0;
+	}
+	if (l->kind != BT_LOG_DIRENT)
+		return BT_CORRUPT("elog: key %s: unknown kind", kd);
+	if (k->mv_size < 27 || k->mv_size > EL_KEYMAX ||
+	    p[k->mv_size - 9] != 0 ||
+	    memchr(p + 17, 0, k->mv_size - 26) != p + k->mv_size - 9)
+		return BT_CORRUPT("elog: key %s: bad entry name", kd);
+	l->name = (const char *)p + 17;
+	l->namelen = k->mv_size - 26;
+	l->birth = bt_get_be64(p + k->mv_size - 8);
+	return 0;
+}
+
+static int el_add(bt_txn *txn, const struct bt_log *l)
+{
+	unsigned char kb[EL_KEYMAX], vb[4] = { 0 };
+	MDB_val k = { 0, kb }, v = { 4, vb };
+
+	bt_put_le16(vb, BT_MAGIC_ELOG);
+	vb[2] = BT_RECVER;
+	k.mv_size = el_key(kb, l);
+	return bt_put(txn, BT_DB_ELOG, &k, &v, 0, "elog: add");
+}
+
+int bt_log_add_inode(bt_txn *txn, uint64_t epoch, uint64_t ino)
+{
+	struct bt_log l = { .epoch = epoch, .kind = BT_LOG_INODE, .ino = ino };
+
+	return el_add(txn, &l);
+}
+
+int bt_log_add_dirent(bt_txn *txn, uint64_t epoch, uint64_t dir,
+		      const char *name, size_t namelen, uint64_t birth)
+{
+	struct bt_log l = { epoch, BT_LOG_DIRENT, dir, name, namelen, birth };
+
+	if (namelen == 0 || namelen > BT_NAME_MAX || memchr(name, 0, namelen))
+		return bt_seterr(-EINVAL, "elog: bad entry name");
+	return el_add(txn, &l);
+}
+
+int bt_log_del(bt_txn *txn, const struct bt_log *l)
+{
+	unsigned char kb[EL_KEYMAX];
+	MDB_val k = { 0, kb };
+
+	if (l->kind == BT_LOG_DIRENT && (l->namelen == 0 ||
+					 l->namelen > BT_NAME_MAX))
+		return bt_seterr(-EINVAL, "elog: bad entry name");
+	k.mv_size = el_key(kb, l);
+	return bt_del(txn, BT_DB_ELOG, &k, NULL, "elog: delete");
+}
+
+int bt_log_foreach(bt_txn *txn, uint64_t epoch, bt_log_cb cb, void *arg)
+{
+	unsigned char kb[8];
+	MDB_val k = { 8, kb }, v;
+	struct bt_log l;
+	MDB_cursor *cur;
+	MDB_cursor_op op = MDB_SET_RANGE;
+	int rc, ret = 0;
+
+	bt_put_be64(kb, epoch);
+	if ((rc = bt_cursor(txn, BT_DB_ELOG, &cur)))
+		return rc;
+	for (; (rc = mdb_cursor_get(cur, &k, &v, op)) == 0; op = MDB_NEXT) {
+		if (k.mv_size < 8 || bt_get_be64(k.mv_data) != epoch)
+			break;
+		if ((ret = el_dec(&k, &v, &l)) || (ret = cb(&l, arg)))
+			break;
+	}
+	mdb_cursor_close(cur);
+	if (rc && rc != MDB_NOTFOUND)
+		return bt_mdb_err(txn, rc, "elog: walk");
+	return ret;
+}
+
+int bt_log_drop(bt_txn *txn, uint64_t epoch)
+{
+	unsigned char kb[8];
+	MDB_val k = { 8, kb }, v;
+	MDB_cursor *cur;
+	int rc;
+
+	if ((rc = bt_need_write(txn)))
+		return rc;
+	bt_put_be64(kb, epoch);
+	if ((rc = bt_cursor(txn, BT_DB_ELOG, &cur)))
+		return rc;
+	while ((rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE)) == 0) {
+		if (k.mv_size < 8 || bt_get_be64(k.mv_data) != epoch)
+			break;
+		if ((rc = mdb_cursor_del(cur, 0)))
+			break;
+		k.mv_data = kb;
+		k.mv_size = 8;
+	}
+	mdb_cursor_close(cur);
+	if (rc && rc != MDB_NOTFOUND)
+		return bt_mdb_err(txn, rc, "elog: drop");
+	return 0;
+}
+
+static int el_count(const struct bt_log *l, void *arg)
+{
+	if (l->kind != BT_LOG_INODE)
+		return 1;
+	++*(uint64_t *)arg;
+	return 0;
+}
+
+int bt_log_count_inodes(bt_txn *txn, uint64_t epoch, uint64_t *count)
+{
+	int rc;
+
+	*count = 0;
+	rc = bt_log_foreach(txn, epoch, el_count, count);
+	return rc == 1 ? 0 : rc;
+}
+
+/* ---- trash ---- */
+
+int bt_trash_add(bt_txn *txn, uint64_t ino, uint64_t ver, uint32_t what)
+{
+	unsigned char kb[16], vb[8] = { 0 };
+	MDB_val k = { 16, kb }, v = { 8, vb }, old;
+	int rc;
+
+	bt_put_be64(kb, ino);
+	bt_put_be64(kb + 8, ver);
+	/* Merge with an existing entry's bits. */
+	rc = bt_get(txn, BT_DB_TRASH, &k, &old, "trash: get");
+	if (rc == 0 && old.mv_size == 8)
+		what |= bt_get_le32((const unsigned char *)old.mv_data + 4);
+	else if (rc && rc != -ENOENT)
+		return rc;
+	bt_put_le16(vb, BT_MAGIC_TRASH);
+	vb[2] = BT_RECVER;
+	bt_put_le32(vb + 4, what);
+	return bt_put(txn, BT_DB_TRASH, &k, &v, 0, "trash: add");
+}
+
+int bt_trash_del(bt_txn *txn, uint64_t ino, uint64_t ver)
+{
+	unsigned char kb[16];
+	MDB_val k = { 16, kb };
+
+	bt_put_be64(kb, ino);
+	bt_put_be64(kb + 8, ver);
+	return bt_del(txn, BT_DB_TRASH, &k, NULL, "trash: delete");
+}
+
+int bt_trash_foreach(bt_txn *txn, size_t max, bt_trash_cb cb, void *arg)
+{
+	MDB_cursor *cur;
+	MDB_val k, v;
+	MDB_cursor_op op = MDB_FIRST;
+	size_t n = 0;
+	int rc, ret = 0;
+
+	if ((rc = bt_cursor(txn, BT_DB_TRASH, &cur)))
+		return rc;
+	for (; (rc = mdb_cursor_get(cur, &k, &v, op)) == 0; op = MDB_NEXT) {
+		const unsigned char *kp = k.mv_data;
+		char kd[48];
+
+		if (max && n++ >= max)
+			break;
+		if (k.mv_size != 16) {
+			ret = BT_CORRUPT("trash: key of %zu bytes", k.mv_size);
+			break;
+		}
+		snprintf(kd, sizeof(kd), "(ino %llu, ver %llu)",
+			 (unsigned long long)bt_get_be64(kp),
+			 (unsigned long long)bt_get_be64(kp + 8));
+		if ((ret = bt_check_hdr(&v, BT_MAGIC_TRASH, 8, "trash", kd)))
+			break;
+		ret = cb(bt_get_be64(kp), bt_get_be64(kp + 8),
+			 bt_get_le32((const unsigned char *)v.mv_data + 4), arg);
+		if (ret)
+			break;
+	}
+	mdb_cursor_close(cur);
+	if (rc && rc != MDB_NOTFOUND)
+		return bt_mdb_err(txn, rc, "trash: walk");
+	return ret;
+}
+
+/* ---- named values ---- */
+
+static int kv_key(const char *name, MDB_val *k)
+{
+	size_t len = strlen(name);
+
+	if (len == 0 || len > 64)
+		return bt_seterr(-EINVAL, "kv: bad name length");
+	k->mv_data = (void *)name;
+	k->mv_size = len;
+	return 0;
+}
+
+int bt_kv_get_u64(bt_txn *txn, const char *name, uint64_t *val)
+{
+	MDB_val k, v;
+	int rc;
+
+	if ((rc = kv_key(name, &k)) ||
+	    (rc = bt_get(txn, BT_DB_KV, &k, &v, "kv: get")))
+		return rc;
+	if (v.mv_size != 8)
+		return BT_CORRUPT("kv: key '%s': value of %zu bytes", name,
+				  v.mv_size);
+	*val = bt_get_le64(v.mv_data);
+	return 0;
+}
+
+int bt_kv_put_u64(bt_txn *txn, const char *name, uint64_t val)
+{
+	unsigned char vb[8];
+	MDB_val k, v = { 8, vb };
+	int rc;
+
+	if ((rc = kv_key(name, &k)))
+		return rc;
+	bt_put_le64(vb, val);
+	return bt_put(txn, BT_DB_KV, &k, &v, 0, "kv: put");
+}
+
+int bt_kv_fetch_add(bt_txn *txn, const char *name, uint64_t delta,
+		    uint64_t *old)
+{
+	uint64_t cur = 0;
+	int rc = bt_kv_get_u64(txn, name, &cur);
+
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (cur + delta < cur)
+		return bt_seterr(-EOVERFLOW, "kv: counter '%s' overflows",
+				 name);
+	if ((rc = bt_kv_put_u64(txn, name, cur + delta)))
+		return rc;
+	if (old)
+		*old = cur;
+	return 0;
+}
+
+/* ---- u64 tables ---- */
+
+static void u64_key(unsigned char kb[12], uint32_t table, uint64_t key)
+{
+	kb[0] = (unsigned char)(table >> 24);
+	kb[1] = (unsigned char)(table >> 16);
+	kb[2] = (unsigned char)(table >> 8);
+	kb[3] = (unsigned char)table;
+	bt_put_be64(kb + 4, key);
+}
+
+int bt_u64_get(bt_txn *txn, uint32_t table, uint64_t key, uint64_t *val)
+{
+	unsigned char kb[12];
+	MDB_val k = { 12, kb }, v;
+	char kd[48];
+	int rc;
+
+	u64_key(kb, table, key);
+	if ((rc = bt_get(txn, BT_DB_U64, &k, &v, "u64map: get")))
+		return rc;
+	snprintf(kd, sizeof(kd), "(table %u, key %llu)", table,
+		 (unsigned long long)key);
+	if ((rc = bt_check_hdr(&v, BT_MAGIC_U64, 16, "u64map", kd)))
+		return rc;
+	if (v.mv_size != 16)
+		return BT_CORRUPT("u64map: key %s: value of %zu bytes", kd,
+				  v.mv_size);
+	*val = bt_get_le64((const unsigned char *)v.mv_data + 8);
+	return 0;
+}
+
+int bt_u64_put(bt_txn *txn, uint32_t table, uint64_t key, uint64_t val)
+{
+	unsigned char kb[12], vb[16] = { 0 };
+	MDB_val k = { 12, kb }, v = { 16, vb };
+
+	u64_key(kb, table, key);
+	bt_put_le16(vb, BT_MAGIC_U64);
+	vb[2] = BT_RECVER;
+	bt_put_le64(vb + 8, val);
+	return bt_put(txn, BT_DB_U64, &k, &v, 0, "u64map: put");
+}
+
+int bt_u64_del(bt_txn *txn, uint32_t table, uint64_t key)
+{
+	unsigned char kb[12];
+	MDB_val k = { 12, kb };
+
+	u64_key(kb, table, key);
+	return bt_del(txn, BT_DB_U64, &k, NULL, "u64map: delete");
+}
