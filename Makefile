@@ -58,18 +58,18 @@ ALL_CFLAGS  = $(BASEFLAGS) $(WARN) -I. $(PKG_CFLAGS) $(CFLAGS) -MMD -MP
 
 # ---- sources ---------------------------------------------------------------
 BTREE_SRC   := $(wildcard btree/*.c)
-BTREE_OBJ   := $(BTREE_SRC:%.c=$(BUILD)/%.o)
+BTREE_OBJ   := $(BTREE_SRC:%.c=$(BUILD)/obj/%.o)
 BTREE_LIB   := $(BUILD)/libvfsbtree.a
 
 # versionfs/: the daemon, the control client library and versionfs-ctl.
 CLIENT_SRC  := versionfs/client.c versionfs/proto.c
-CLIENT_OBJ  := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
+CLIENT_OBJ  := $(CLIENT_SRC:%.c=$(BUILD)/obj/%.o)
 CLIENT_LIB  := $(BUILD)/libversionfs.a
 CLIENT_SO   := $(BUILD)/libversionfs.so.0
 CTL_SRC     := versionfs/ctl.c
 DAEMON_SRC  := $(filter-out $(CLIENT_SRC) $(CTL_SRC),$(wildcard versionfs/*.c))
-DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
-DAEMON_LIBOBJ := $(filter-out $(BUILD)/versionfs/main.o,$(DAEMON_OBJ))
+DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
+DAEMON_LIBOBJ := $(filter-out $(BUILD)/obj/versionfs/main.o,$(DAEMON_OBJ))
 
 PROGS       := $(if $(wildcard versionfs/main.c),$(BUILD)/versionfs) \
                $(if $(wildcard versionfs/ctl.c),$(BUILD)/versionfs-ctl)
@@ -94,7 +94,7 @@ help:
 	@sed -n '2,13p' Makefile | sed 's/^# \{0,1\}//'
 
 # ---- rules -----------------------------------------------------------------
-$(BUILD)/%.o: %.c
+$(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
@@ -113,7 +113,7 @@ $(BUILD)/versionfs: $(DAEMON_OBJ) $(CLIENT_LIB) $(BTREE_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ \
 	    $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
 
-$(BUILD)/versionfs-ctl: $(BUILD)/versionfs/ctl.o $(CLIENT_LIB)
+$(BUILD)/versionfs-ctl: $(BUILD)/obj/versionfs/ctl.o $(CLIENT_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^
 
 # Unit suites link every library; the linker keeps what each one uses.

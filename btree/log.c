@@ -59,7 +59,7 @@ static int el_dec(const MDB_val *k, const MDB_val *v, struct bt_log *l)
 		return BT_CORRUPT("elog: key %s: unknown kind", kd);
 	if (k->mv_size < 27 || k->mv_size > EL_KEYMAX ||
 	    p[k->mv_size - 9] != 0 ||
-	    memchr(p + 17, 0, k->mv_size - 26) != p + k->mv_size - 9)
+	    memchr(p + 17, 0, k->mv_size - 25) != p + k->mv_size - 9)
 		return BT_CORRUPT("elog: key %s: bad entry name", kd);
 	l->name = (const char *)p + 17;
 	l->namelen = k->mv_size - 26;

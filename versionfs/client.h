@@ -1,0 +1,143 @@
+/*
+ * client.h — libversionfs: control a versionfs mount from a program.
+ *
+ * versionfs-ctl(8) is a thin command-line front end to this library;
+ * applications and checkpoint libraries (SCR, VeloC, DMTCP plugins, ...)
+ * link it to take and restore file-system checkpoints at the same instant as
+ * their own:
+ *
+ *     uint64_t id;
+ *     char err[256];
+ *     write_my_checkpoint_files(...);
+ *     if (vfs_checkpoint_path("/scratch/job", "step-100", &id, err,
+ *                             sizeof(err)) != 0)
+ *             ... the files are not protected: fail the checkpoint ...
+ *
+ *     // at restart, before reading anything:
+ *     vfs_rollback_tag_path("/scratch/job", "step-100", NULL, err,
+ *                           sizeof(err));
+ *
+ * Link with -lversionfs.  Thread-safe: a vfs_client handle is used by one
+ * thread at a time; separate handles are independent.
+ *
+ * ERRORS.  Functions return 0 on success or a negative errno value.  When
+ * the daemon refused the request (an unknown checkpoint, a tag in use, a
+ * permission check) the value is the daemon's errno and vfs_client_error()
+ * returns its explanation, e.g. "no checkpoint 12".  Local failures say what
+ * failed too ("/x is not a versionfs mount").  Typical values:
+ *   -ENOENT     no such checkpoint or tag
+ *   -EEXIST     the tag names an older checkpoint
+ *   -EINVAL     malformed tag or argument
+ *   -EPERM      caller is neither root nor the mount's owner
+ *   -ENOTSUP    the path is not inside a versionfs mount
+ *   -ECONNREFUSED  the daemon is not running (a dead mount)
+ */
+#ifndef VERSIONFS_CLIENT_H
+#define VERSIONFS_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VFS_TAG_MAX	127
+
+typedef struct vfs_client vfs_client;
+
+/*
+ * Connect to the daemon serving the mount that contains `path` (the mount
+ * point or any path inside it).  The daemon is found through the mount's
+ * device number; the connection checks that the daemon runs as root or as
+ * the user who mounted.  On failure *out is NULL and, if err is not NULL,
+ * err holds a message.
+ */
+int vfs_client_open(const char *path, vfs_client **out, char *err,
+		    size_t errlen);
+void vfs_client_close(vfs_client *c);
+
+/* Explanation of the last error on c ("" if none).  Valid until the next
+   call on c. */
+const char *vfs_client_error(const vfs_client *c);
+
+/*
+ * Take a checkpoint.  The kernel's dirty pages of the mount are flushed
+ * first (syncfs(2)).  tag may be NULL.  Repeating the tag of the latest
+ * checkpoint returns that checkpoint's id without taking a new one (hooks
+ * may retry); a tag used by an older checkpoint is refused with -EEXIST.
+ * When this returns 0 the checkpoint is on stable storage.
+ */
+int vfs_checkpoint(vfs_client *c, const char *tag, uint64_t *id);
+
+/*
+ * Roll the whole mount back to checkpoint id (or to the checkpoint tagged
+ * `tag`; *id, if not NULL, receives its number).  Later checkpoints are
+ * discarded.  Processes must not write to the mount meanwhile.
+ */
+int vfs_rollback(vfs_client *c, uint64_t id);
+int vfs_rollback_tag(vfs_client *c, const char *tag, uint64_t *id);
+
+#define VFS_CKPT_ACTIVE		1
+#define VFS_CKPT_DELETED	2
+
+struct vfs_ckpt_info {
+	uint64_t id;
+	uint64_t parent;	/* 0: none */
+	uint64_t time_ns;	/* since the Epoch, CLOCK_REALTIME */
+	uint64_t files;		/* inodes changed in the epoch it closed */
+	uint64_t bytes;		/* bytes written in that epoch */
+	int state;		/* VFS_CKPT_* */
+	char tag[VFS_TAG_MAX + 1];
+};
+
+/* The checkpoints, oldest first.  Free *v with free(3). */
+int vfs_list(vfs_client *c, struct vfs_ckpt_info **v, size_t *n);
+
+struct vfs_status {
+	uint64_t epoch;		/* the open epoch: the next checkpoint's id */
+	uint64_t parent;	/* the checkpoint it descends from, 0: none */
+	uint64_t checkpoints;	/* number of checkpoints */
+	uint64_t store_bytes;	/* disk space used by BACKING/.versionfs */
+	uint64_t index_bytes;	/* of which the LMDB index */
+	uint64_t dirty_files;	/* files with changes not yet persisted */
+	uint64_t changed_files;	/* files changed since the last checkpoint */
+	uint64_t pid;		/* of the daemon */
+	uint64_t format;	/* store format version */
+	char backing[4096];
+	char mount[4096];
+};
+
+int vfs_status(vfs_client *c, struct vfs_status *st);
+
+/* One difference between two states, as zfs-diff(8) prints them. */
+struct vfs_diff_entry {
+	char kind;		/* '+' added, '-' removed, 'M' modified,
+				   'R' renamed (path -> path2) */
+	char *path;		/* relative to the mount, starting with "/" */
+	char *path2;		/* new name for 'R', else NULL */
+};
+
+/*
+ * Differences from checkpoint a to checkpoint b, or to the live state when
+ * b is 0.  Free with vfs_diff_free().
+ */
+int vfs_diff(vfs_client *c, uint64_t a, uint64_t b,
+	     struct vfs_diff_entry **v, size_t *n);
+void vfs_diff_free(struct vfs_diff_entry *v, size_t n);
+
+/* Delete checkpoints; their space is reclaimed by the cleaner. */
+int vfs_delete(vfs_client *c, const uint64_t *ids, size_t n);
+
+/* One-shot conveniences: open, call, close.  Messages go to err. */
+int vfs_checkpoint_path(const char *path, const char *tag, uint64_t *id,
+			char *err, size_t errlen);
+int vfs_rollback_path(const char *path, uint64_t id, char *err,
+		      size_t errlen);
+int vfs_rollback_tag_path(const char *path, const char *tag, uint64_t *id,
+			  char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VERSIONFS_CLIENT_H */

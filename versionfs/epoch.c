@@ -1,0 +1,682 @@
+/*
+ * epoch.c — checkpoints, rollback, and what the control commands report.
+ *
+ * Checkpoint of the open epoch E (epoch_lock exclusive, so no operation
+ * runs; the client called syncfs(2) on the mount first, so the kernel's
+ * dirty pages have reached us as writes):
+ *
+ *   1. persist every dirty vnode (metadata files, then one LMDB
+ *      transaction with their maps and records);
+ *   2. syncfs(2) the store: every content and metadata file written in E,
+ *      including those persisted earlier at close, and the LMDB pages are
+ *      on disk;
+ *   3. one LMDB transaction records checkpoint E and opens epoch E + 1;
+ *      commit and sync it.
+ *
+ * The checkpoint exists from step 3's sync on, and then its data was already
+ * durable: a crash at any earlier point leaves no checkpoint E and the open
+ * epoch intact.  The cost is O(files changed in E): nothing scans the tree.
+ *
+ * Rollback to checkpoint c from open epoch E, in one LMDB transaction: for
+ * each epoch e in (c, E], walk its log: drop inode records and maps of e,
+ * delete entries born in e, revive entries that died in e, queue the files
+ * of e for deletion (trash), drop the log and the checkpoint record of e;
+ * then open epoch E + 1 (ids are never reused) descending from c.  After the
+ * commit, every live vnode is marked stale (reloaded on next use) and the
+ * kernel is told to forget the attributes, pages and names that changed
+ * (fuse_lowlevel_notify_inval_*), outside any lock: invalidation may make
+ * the kernel write back dirty pages, which needs our worker threads.
+ * The trash is emptied by a background thread (purge), crash-safely: an
+ * entry leaves the trash only after its files are gone.
+ *
+ * Diff walks the two trees in one read transaction (a consistent snapshot)
+ * and compares inode records: a file is modified when its record in force
+ * differs.  Renames are matched by inode number.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proto_int.h"
+#include "vfs_int.h"
+
+int ep_valid_tag(const char *tag)
+{
+	size_t n = strlen(tag);
+
+	if (n == 0 || n > BT_TAG_MAX)
+		return -EINVAL;
+	for (const char *p = tag; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || strchr("._:@+-=,", *p)))
+			return -EINVAL;
+	return 0;
+}
+
+/* ---- checkpoint ---- */
+
+struct ck_arg {
+	struct bt_ckpt c;
+	uint64_t E;
+};
+
+static int ck_txn(bt_txn *txn, void *arg)
+{
+	struct ck_arg *a = arg;
+	int rc;
+
+	if ((rc = bt_log_count_inodes(txn, a->E, &a->c.files)) ||
+	    (rc = bt_ckpt_put(txn, &a->c)) ||
+	    (rc = bt_kv_put_u64(txn, "epoch", a->E + 1)) ||
+	    (rc = bt_kv_put_u64(txn, "parent", a->E)))
+		return rc;
+	return 0;
+}
+
+/* After a checkpoint, a vnode's write descriptor holds an old version. */
+static void ck_retire_wfd(struct vnode *vn, void *arg)
+{
+	uint64_t E = *(uint64_t *)arg;
+	unsigned slot;
+
+	if (vn->view || vn->wfd < 0)
+		return;
+	slot = vn->rfd_next++ % VN_RFDS;
+	if (vn->rfd[slot].fd >= 0)
+		close(vn->rfd[slot].fd);
+	vn->rfd[slot].fd = vn->wfd;
+	vn->rfd[slot].ver = E;
+	vn->wfd = -1;
+}
+
+int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
+		  size_t errlen)
+{
+	struct ck_arg a = { 0 };
+	struct bt_ckpt old;
+	bt_txn *txn;
+	uint64_t E;
+	int rc;
+
+	*existed = false;
+	if (tag && ep_valid_tag(tag)) {
+		snprintf(err, errlen, "malformed tag '%.40s' (1 to %d "
+			 "characters from A-Z a-z 0-9 . _ : @ + - = ,)", tag,
+			 BT_TAG_MAX);
+		return -EINVAL;
+	}
+	pthread_rwlock_wrlock(&vfs->epoch_lock);
+	E = vfs->epoch;
+	if (tag) {
+		if ((rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn)))
+			goto fail_lmdb;
+		rc = bt_ckpt_by_tag(txn, tag, &old);
+		bt_txn_abort(txn);
+		if (rc == 0 && old.id == vfs->parent) {
+			*id = old.id;	/* a retry: same answer */
+			*existed = true;
+			goto out;
+		}
+		if (rc == 0) {
+			snprintf(err, errlen, "tag '%s' is used by checkpoint "
+				 "%llu", tag, (unsigned long long)old.id);
+			rc = -EEXIST;
+			goto out;
+		}
+		if (rc != -ENOENT)
+			goto fail_lmdb;
+	}
+	if ((rc = vn_persist_all())) {
+		snprintf(err, errlen, "saving the open epoch failed: %s",
+			 strerror(-rc));
+		goto out;
+	}
+	if ((rc = store_sync_all(vfs))) {
+		snprintf(err, errlen, "syncing the store: %s", strerror(-rc));
+		goto out;
+	}
+	a.E = E;
+	a.c.id = E;
+	a.c.parent = vfs->parent;
+	a.c.state = BT_CKPT_ACTIVE;
+	a.c.bytes = vfs->epoch_pages * VFS_PAGE;
+	{
+		struct timespec now = vfs_now();
+
+		a.c.time_ns = (uint64_t)now.tv_sec * 1000000000u +
+			      (uint64_t)now.tv_nsec;
+	}
+	if (tag)
+		snprintf(a.c.tag, sizeof(a.c.tag), "%s", tag);
+	if ((rc = bt_txn_run(vfs->env, ck_txn, &a)) ||
+	    (rc = bt_env_sync(vfs->env)))
+		goto fail_lmdb;
+	vfs->parent = E;
+	vfs->epoch = E + 1;
+	vfs->epoch_pages = 0;
+	vfs->full_sync = false;
+	vn_foreach(ck_retire_wfd, &E);
+	*id = E;
+	vfs_dbg("checkpoint %llu taken", (unsigned long long)E);
+out:
+	pthread_rwlock_unlock(&vfs->epoch_lock);
+	return rc;
+fail_lmdb:
+	snprintf(err, errlen, "index: %s", bt_last_error());
+	vfs_log(LOG_ERR, "checkpoint %llu: %s", (unsigned long long)E,
+		bt_last_error());
+	rc = rc == -EAGAIN || rc == -ENOSPC ? rc : -EIO;
+	goto out;
+}
+
+/* ---- rollback ---- */
+
+struct inval {
+	uint64_t dir;			/* 0: an inode (ino), else an entry */
+	uint64_t ino;
+	char *name;
+};
+
+struct rb_arg {
+	uint64_t c, E;
+	struct inval *v;
+	size_t n, cap;
+	int err;
+};
+
+static void rb_note(struct rb_arg *a, uint64_t dir, uint64_t ino,
+		    const char *name, size_t len)
+{
+	struct inval *nv;
+
+	if (a->err)
+		return;
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 64;
+
+		nv = realloc(a->v, cap * sizeof(*nv));
+		if (!nv) {
+			a->err = -ENOMEM;
+			return;
+		}
+		a->v = nv;
+		a->cap = cap;
+	}
+	nv = &a->v[a->n];
+	nv->dir = dir;
+	nv->ino = ino;
+	nv->name = name ? strndup(name, len) : NULL;
+	if (name && !nv->name) {
+		a->err = -ENOMEM;
+		return;
+	}
+	a->n++;
+}
+
+static void rb_reset(struct rb_arg *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->v[i].name);
+	a->n = 0;
+	a->err = 0;
+}
+
+struct rb_walk {
+	bt_txn *txn;
+	struct rb_arg *a;
+	uint64_t e;
+};
+
+static int rb_entry(const struct bt_log *l, void *arg)
+{
+	struct rb_walk *w = arg;
+	struct bt_dirent d;
+	int rc;
+
+	if (l->kind == BT_LOG_INODE) {
+		rc = bt_inode_del(w->txn, l->ino, w->e);
+		if (rc && rc != -ENOENT)
+			return rc;
+		rc = bt_ext_drop(w->txn, l->ino, w->e);
+		if (rc && rc != -ENOENT)
+			return rc;
+		rb_note(w->a, 0, l->ino, NULL, 0);
+		return bt_trash_add(w->txn, l->ino, w->e,
+				    VFS_TRASH_META | VFS_TRASH_CONTENT);
+	}
+	rc = bt_dir_get(w->txn, l->ino, l->name, l->namelen, l->birth, &d);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	if (d.birth == w->e)
+		rc = bt_dir_del(w->txn, l->ino, l->name, l->namelen, l->birth);
+	else if (d.death == w->e)
+		rc = bt_dir_set_death(w->txn, l->ino, l->name, l->namelen,
+				      l->birth, BT_ALIVE);
+	rb_note(w->a, l->ino, 0, l->name, l->namelen);
+	return rc;
+}
+
+static int rb_txn(bt_txn *txn, void *arg)
+{
+	struct rb_arg *a = arg;
+	int rc;
+
+	rb_reset(a);
+	/* Also the inodes created in discarded epochs carry trash entries
+	   for files of epochs they never had: deleting nothing is harmless. */
+	for (uint64_t e = a->c + 1; e <= a->E; e++) {
+		struct rb_walk w = { txn, a, e };
+
+		if ((rc = bt_log_foreach(txn, e, rb_entry, &w)))
+			return rc;
+		if ((rc = bt_log_drop(txn, e)))
+			return rc;
+		rc = bt_ckpt_del(txn, e);
+		if (rc && rc != -ENOENT)
+			return rc;
+		rb_note(a, VFS_CKDIR_INO, e, NULL, 0);
+	}
+	if (a->err)
+		return a->err;
+	if ((rc = bt_kv_put_u64(txn, "epoch", a->E + 1)) ||
+	    (rc = bt_kv_put_u64(txn, "parent", a->c)))
+		return rc;
+	return 0;
+}
+
+/* Forget pending changes and cached state of every vnode (rollback). */
+static void rb_reset_vnode(struct vnode *vn, void *arg)
+{
+	struct rb_arg *a = arg;
+
+	if (vn->special)
+		return;
+	if (vn->view) {
+		if (vn->view > a->c)
+			vn->gone = true;
+		return;
+	}
+	/* With the writeback cache the kernel keeps its own size and times
+	   of regular files: remember what it has, to correct it below. */
+	vn->kern_valid = vn->loaded && S_ISREG(vn->type) && vn->nlookup;
+	vn->kern_size = vn->m.size;
+	vn->kern_atime = vn->m.atime;
+	vn->kern_mtime = vn->m.mtime;
+	ps_free(&vn->delta);
+	vn->trunc = UINT64_MAX;
+	vn->delta_pages = 0;
+	vn->meta_dirty = vn->map_dirty = false;
+	vn->stale = true;
+	vn_close_fds(vn);
+}
+
+/*
+ * The kernel never takes the size or times of a regular file from us while
+ * the writeback cache is on (it owns them), and invalidation does not reset
+ * them.  A truncate(2) does: the kernel sets i_size to the size we answer,
+ * and a utimensat(2) sets the times it asks for.  So, for a file the kernel
+ * knows whose size or times the rollback changed, issue both through the
+ * mount from this thread; op_setattr recognises our thread and changes
+ * nothing.  Open descriptors then see the restored size too.
+ */
+static void rb_fix_kernel(struct vnode *vn)
+{
+	struct timespec ts[2];
+	char path[PATH_MAX];
+	uint64_t size;
+	bool differ = false;
+	int rc;
+
+	pthread_rwlock_rdlock(&vfs->epoch_lock);
+	pthread_mutex_lock(&vn->lock);
+	rc = vn->kern_valid ? vn_refresh(vn) : -ENOENT;
+	if (!rc) {
+		size = vn->m.size;
+		ts[0] = vn->m.atime;
+		ts[1] = vn->m.mtime;
+		differ = size != vn->kern_size ||
+			 ts[1].tv_sec != vn->kern_mtime.tv_sec ||
+			 ts[1].tv_nsec != vn->kern_mtime.tv_nsec;
+	}
+	vn->kern_valid = false;
+	pthread_mutex_unlock(&vn->lock);
+	pthread_rwlock_unlock(&vfs->epoch_lock);
+	if (!differ || vn_path(vn, path, sizeof(path)))
+		return;
+	if (truncate(path, (off_t)size) || utimensat(AT_FDCWD, path, ts,
+						      AT_SYMLINK_NOFOLLOW))
+		vfs_dbg("rollback: refreshing the kernel's view of %s: %s",
+			path, strerror(errno));
+}
+
+struct notify {
+	struct vnode *dir;		/* parent for an entry, or NULL */
+	struct vnode *vn;		/* inode to invalidate */
+	char *name;
+};
+
+struct u64vec {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static void dropped_note(struct u64vec *d, uint64_t vino)
+{
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 64;
+		uint64_t *nv = realloc(d->v, cap * sizeof(*nv));
+
+		if (!nv)
+			return;		/* the rollback itself is unaffected */
+		d->v = nv;
+		d->cap = cap;
+	}
+	d->v[d->n++] = vino;
+}
+
+int ep_rollback(uint64_t id, const char *tag, uint64_t *to, char *err,
+		size_t errlen)
+{
+	struct u64vec dropped = { 0 };
+	struct rb_arg a = { 0 };
+	struct notify *nt = NULL;
+	size_t nn = 0;
+	struct bt_ckpt c;
+	bt_txn *txn;
+	int rc;
+
+	pthread_rwlock_wrlock(&vfs->epoch_lock);
+	if ((rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn)))
+		goto fail_lmdb;
+	rc = tag ? bt_ckpt_by_tag(txn, tag, &c) : bt_ckpt_get(txn, id, &c);
+	bt_txn_abort(txn);
+	if (rc == -ENOENT || (rc == 0 && c.state != BT_CKPT_ACTIVE)) {
+		if (tag)
+			snprintf(err, errlen, "no checkpoint tagged '%s'", tag);
+		else
+			snprintf(err, errlen, "no checkpoint %llu",
+				 (unsigned long long)id);
+		rc = -ENOENT;
+		goto out;
+	}
+	if (rc)
+		goto fail_lmdb;
+	/* Drop every unsaved change first: they belong to the discarded
+	   epoch.  Dirty vnodes leave the dirty list. */
+	for (;;) {
+		struct vnode *vn;
+
+		pthread_mutex_lock(&vfs->dirty_lock);
+		vn = vfs->dirty;
+		if (vn) {
+			vfs->dirty = vn->dnext;
+			vfs->ndirty--;
+		}
+		pthread_mutex_unlock(&vfs->dirty_lock);
+		if (!vn)
+			break;
+		vn->dirty = false;
+		vn->dnext = NULL;
+		if (!vn->view && !vn->special)
+			dropped_note(&dropped, vn->vino);
+		vn_put(vn);
+	}
+	a.c = c.id;
+	a.E = vfs->epoch;
+	rc = bt_txn_run(vfs->env, rb_txn, &a);
+	/* Unsaved changes are changes too: the kernel must forget them. */
+	for (size_t i = 0; !rc && i < dropped.n; i++)
+		rb_note(&a, 0, dropped.v[i], NULL, 0);
+	free(dropped.v);
+	if (!rc && a.err)
+		rc = a.err;
+	if (!rc)
+		rc = bt_env_sync(vfs->env);
+	if (rc) {
+		rb_reset(&a);
+		free(a.v);
+		goto fail_lmdb;
+	}
+	vfs->epoch = a.E + 1;
+	vfs->parent = c.id;
+	vfs->epoch_pages = 0;
+	vn_foreach(rb_reset_vnode, &a);
+	/* Collect the kernel invalidations while vnodes cannot go away. */
+	nt = calloc(a.n ? a.n : 1, sizeof(*nt));
+	pthread_mutex_lock(&vfs->table_lock);
+	for (size_t i = 0; nt && i < a.n; i++) {
+		struct inval *iv = &a.v[i];
+		struct vnode *vn;
+
+		if (iv->dir == VFS_CKDIR_INO) {
+			nt[nn].dir = vfs->ckdir;
+			nt[nn].name = malloc(24);
+			if (nt[nn].name) {
+				snprintf(nt[nn].name, 24, "%llu",
+					 (unsigned long long)iv->ino);
+				vfs->ckdir->refs++;
+				nn++;
+			}
+			continue;
+		}
+		vn = vn_find_locked(0, iv->dir ? iv->dir : iv->ino);
+		if (!vn || (vn->nlookup == 0 && !iv->dir))
+			continue;
+		vn->refs++;
+		if (iv->dir) {
+			nt[nn].dir = vn;
+			nt[nn].name = iv->name;
+			iv->name = NULL;
+		} else {
+			nt[nn].vn = vn;
+		}
+		nn++;
+	}
+	pthread_mutex_unlock(&vfs->table_lock);
+	*to = c.id;
+	vfs_dbg("rolled back to checkpoint %llu (%zu changes undone)",
+		(unsigned long long)c.id, a.n);
+out:
+	pthread_rwlock_unlock(&vfs->epoch_lock);
+	/* Outside every lock: the kernel may call back into us. */
+	for (size_t i = 0; i < nn; i++) {
+		if (!nt[i].dir)
+			continue;
+		fuse_lowlevel_notify_inval_entry(vfs->se, vn_nodeid(nt[i].dir),
+						 nt[i].name,
+						 strlen(nt[i].name));
+		vn_put(nt[i].dir);
+		free(nt[i].name);
+	}
+	vfs->fixup_tid = gettid();
+	for (size_t i = 0; i < nn; i++) {
+		if (nt[i].dir)
+			continue;
+		fuse_lowlevel_notify_inval_inode(vfs->se, vn_nodeid(nt[i].vn),
+						 0, 0);
+		rb_fix_kernel(nt[i].vn);
+		vn_put(nt[i].vn);
+	}
+	vfs->fixup_tid = 0;
+	free(nt);
+	rb_reset(&a);
+	free(a.v);
+	if (!rc)
+		ep_purge_kick();
+	return rc;
+fail_lmdb:
+	snprintf(err, errlen, "index: %s", bt_last_error());
+	vfs_log(LOG_ERR, "rollback: %s", bt_last_error());
+	rc = -EIO;
+	goto out;
+}
+
+/* ---- purge: delete the files of discarded versions ---- */
+
+void ep_purge_kick(void)
+{
+	pthread_mutex_lock(&vfs->purge_lock);
+	vfs->purge_wake = true;
+	pthread_cond_signal(&vfs->purge_cond);
+	pthread_mutex_unlock(&vfs->purge_lock);
+}
+
+struct trash_item {
+	uint64_t ino, ver;
+	uint32_t what;
+};
+
+struct trash_batch {
+	struct trash_item v[256];
+	size_t n;
+};
+
+static int trash_collect(uint64_t ino, uint64_t ver, uint32_t what, void *arg)
+{
+	struct trash_batch *b = arg;
+
+	b->v[b->n++] = (struct trash_item){ ino, ver, what };
+	return 0;
+}
+
+static int trash_done(bt_txn *txn, void *arg)
+{
+	struct trash_batch *b = arg;
+	int rc;
+
+	for (size_t i = 0; i < b->n; i++) {
+		rc = bt_trash_del(txn, b->v[i].ino, b->v[i].ver);
+		if (rc && rc != -ENOENT)
+			return rc;
+	}
+	return 0;
+}
+
+/* Empty the trash; returns when it is empty or on error. */
+static void purge_run(void)
+{
+	struct trash_batch *b = malloc(sizeof(*b));
+	bt_txn *txn;
+
+	if (!b)
+		return;
+	for (;;) {
+		b->n = 0;
+		if (bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))
+			break;
+		if (bt_trash_foreach(txn, 256, trash_collect, b)) {
+			vfs_log(LOG_ERR, "trash: %s", bt_last_error());
+			bt_txn_abort(txn);
+			break;
+		}
+		bt_txn_abort(txn);
+		if (b->n == 0)
+			break;
+		for (size_t i = 0; i < b->n; i++)
+			store_unlink(b->v[i].ino, b->v[i].ver, b->v[i].what);
+		if (bt_txn_run(vfs->env, trash_done, b)) {
+			vfs_log(LOG_ERR, "trash: %s", bt_last_error());
+			break;
+		}
+	}
+	free(b);
+}
+
+void *ep_purge_thread(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&vfs->purge_lock);
+	for (;;) {
+		while (!vfs->purge_wake && !vfs->stopping)
+			pthread_cond_wait(&vfs->purge_cond, &vfs->purge_lock);
+		if (vfs->stopping)
+			break;
+		vfs->purge_wake = false;
+		pthread_mutex_unlock(&vfs->purge_lock);
+		purge_run();
+		pthread_mutex_lock(&vfs->purge_lock);
+	}
+	pthread_mutex_unlock(&vfs->purge_lock);
+	return NULL;
+}
+
+/* ---- list and status ---- */
+
+static int list_cb(const struct bt_ckpt *c, void *arg)
+{
+	struct cbuf *b = arg;
+
+	if (c->state != BT_CKPT_ACTIVE)
+		return 0;
+	cb_rec(b);
+	cb_u64(b, F_ID, c->id);
+	cb_u64(b, F_PARENT, c->parent);
+	cb_u64(b, F_TIME, c->time_ns);
+	cb_u64(b, F_FILES, c->files);
+	cb_u64(b, F_BYTES, c->bytes);
+	cb_u64(b, F_STATE, c->state);
+	if (c->tag[0])
+		cb_str(b, F_TAG, c->tag, strlen(c->tag));
+	return b->err;
+}
+
+int ep_list(struct ctl_out *out)
+{
+	bt_txn *txn;
+	int rc;
+
+	pthread_rwlock_rdlock(&vfs->epoch_lock);
+	rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn);
+	if (!rc) {
+		rc = bt_ckpt_foreach(txn, list_cb, &out->b);
+		bt_txn_abort(txn);
+	}
+	pthread_rwlock_unlock(&vfs->epoch_lock);
+	return rc == -ENOMEM || rc == -E2BIG ? rc : rc ? -EIO : 0;
+}
+
+static int count_cb(const struct bt_ckpt *c, void *arg)
+{
+	if (c->state == BT_CKPT_ACTIVE)
+		++*(uint64_t *)arg;
+	return 0;
+}
+
+int ep_status(struct ctl_out *out)
+{
+	uint64_t n = 0, changed = 0, idx = 0;
+	struct bt_env_info ei;
+	bt_txn *txn;
+	int rc;
+
+	pthread_rwlock_rdlock(&vfs->epoch_lock);
+	rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn);
+	if (!rc) {
+		rc = bt_ckpt_foreach(txn, count_cb, &n);
+		if (!rc)
+			rc = bt_log_count_inodes(txn, vfs->epoch, &changed);
+		bt_txn_abort(txn);
+	}
+	if (bt_env_info(vfs->env, &ei) == 0)
+		idx = ei.used_bytes;
+	cb_u64(&out->b, F_EPOCH, vfs->epoch);
+	cb_u64(&out->b, F_PARENT, vfs->parent);
+	cb_u64(&out->b, F_NCKPT, n);
+	cb_u64(&out->b, F_DIRTY, vfs->ndirty);
+	cb_u64(&out->b, F_CHANGED, changed + vfs->ndirty);
+	pthread_rwlock_unlock(&vfs->epoch_lock);
+	cb_u64(&out->b, F_STORE_BYTES, store_bytes(vfs));
+	cb_u64(&out->b, F_INDEX_BYTES, idx);
+	cb_u64(&out->b, F_PID, (uint64_t)getpid());
+	cb_u64(&out->b, F_FORMAT, VFS_FORMAT);
+	cb_str(&out->b, F_BACKING, vfs->backing, strlen(vfs->backing));
+	cb_str(&out->b, F_MOUNT, vfs->mountpoint, strlen(vfs->mountpoint));
+	return rc ? -EIO : out->b.err;
+}

@@ -1,0 +1,972 @@
+/*
+ * node.c — vnodes: the daemon's in-memory inodes, their table, loading and
+ * persisting.
+ *
+ * Identity.  A vnode is (view, vino): view 0 is the live file system, view c
+ * the read-only view of checkpoint c.  The FUSE node id is the vnode's
+ * address (the live root is FUSE_ROOT_ID), as in libfuse's passthrough_ll.
+ * A vnode lives while the kernel holds lookups on it (nlookup) or the daemon
+ * holds references (refs: operations in flight, open handles, and the dirty
+ * list).
+ *
+ * State of a live vnode.  Its attributes (m), the version of its inode
+ * record in force (meta_ver) and of its extent map (data_ver) say what LMDB
+ * and the store hold.  Changes made in the open epoch E are kept in memory
+ * until persisted: m (meta_dirty), the pages written in E (delta) and a
+ * truncation point (trunc).  Persisting, at fsync, last close, forget,
+ * checkpoint, unmount and when the delta grows large, is two steps:
+ *
+ *   files  write meta.E (creating it on the first change in E, with the
+ *          xattrs of the previous version copied onto it);
+ *   index  in an LMDB transaction: on the first data change in E clone the
+ *          previous map to map E (or build it from the base file), apply the
+ *          truncation and the delta runs, and put the inode record (ino, E)
+ *          and the epoch log entry.
+ *
+ * Files go first so that an index entry never points at a missing file; a
+ * crash between the two leaves an unreferenced file, which is harmless.
+ * Nothing here commits per write(2): a write only sets bits in the delta.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "vfs_int.h"
+
+/* The daemon (main.c sets it up); global so every layer reaches it. */
+struct vfs *vfs;
+
+static size_t vn_hash(uint64_t view, uint64_t vino, size_t size)
+{
+	uint64_t h = vino * 0x9e3779b97f4a7c15ull ^ view * 0xc2b2ae3d27d4eb4full;
+
+	return (size_t)(h ^ h >> 29) & (size - 1);
+}
+
+static struct vnode *vn_alloc(uint64_t view, uint64_t vino)
+{
+	struct vnode *vn = calloc(1, sizeof(*vn));
+
+	if (!vn)
+		return NULL;
+	vn->view = view;
+	vn->vino = vino;
+	pthread_mutex_init(&vn->lock, NULL);
+	ps_init(&vn->delta);
+	vn->trunc = UINT64_MAX;
+	vn->wfd = vn->base_fd = -1;
+	for (int i = 0; i < VN_RFDS; i++)
+		vn->rfd[i].fd = -1;
+	return vn;
+}
+
+void vn_close_fds(struct vnode *vn)
+{
+	if (vn->wfd >= 0)
+		close(vn->wfd);
+	if (vn->base_fd >= 0)
+		close(vn->base_fd);
+	vn->wfd = vn->base_fd = -1;
+	for (int i = 0; i < VN_RFDS; i++) {
+		if (vn->rfd[i].fd >= 0)
+			close(vn->rfd[i].fd);
+		vn->rfd[i].fd = -1;
+	}
+}
+
+static void vn_free(struct vnode *vn)
+{
+	vn_close_fds(vn);
+	ps_free(&vn->delta);
+	vm_clear(&vn->m);
+	free(vn->base_path);
+	free(vn->pname);
+	pthread_mutex_destroy(&vn->lock);
+	free(vn);
+}
+
+static void table_insert(struct vnode *vn)
+{
+	size_t h = vn_hash(vn->view, vn->vino, vfs->table_size);
+
+	vn->hnext = vfs->table[h];
+	vfs->table[h] = vn;
+	vfs->table_count++;
+}
+
+static void table_remove(struct vnode *vn)
+{
+	struct vnode **pp = &vfs->table[vn_hash(vn->view, vn->vino,
+						vfs->table_size)];
+
+	for (; *pp; pp = &(*pp)->hnext) {
+		if (*pp == vn) {
+			*pp = vn->hnext;
+			vfs->table_count--;
+			return;
+		}
+	}
+}
+
+/* Double the table when it is full (table_lock held). */
+static void table_grow(void)
+{
+	size_t nsize = vfs->table_size * 2;
+	struct vnode **nt = calloc(nsize, sizeof(*nt));
+	struct vnode **old = vfs->table;
+	size_t osize = vfs->table_size;
+
+	if (!nt)
+		return;			/* keep the longer chains */
+	vfs->table = nt;
+	vfs->table_size = nsize;
+	vfs->table_count = 0;
+	for (size_t i = 0; i < osize; i++) {
+		struct vnode *vn = old[i], *next;
+
+		for (; vn; vn = next) {
+			next = vn->hnext;
+			table_insert(vn);
+		}
+	}
+	free(old);
+}
+
+int vn_table_init(struct vfs *v)
+{
+	struct vnode *root;
+	int rc;
+
+	v->table_size = 4096;
+	v->table = calloc(v->table_size, sizeof(*v->table));
+	if (!v->table)
+		return -ENOMEM;
+	v->ckdir = vn_alloc(0, 0);
+	root = vn_alloc(0, VFS_ROOT_INO);
+	if (!v->ckdir || !root)
+		return -ENOMEM;
+	v->ckdir->special = true;
+	v->ckdir->loaded = true;
+	v->ckdir->type = S_IFDIR;
+	v->ckdir->m.mode = S_IFDIR | 0555;
+	v->ckdir->m.nlink = 2;
+	v->ckdir->m.atime = v->ckdir->m.mtime = v->ckdir->m.ctime = vfs_now();
+	v->ckdir->nlookup = v->ckdir->refs = 1;	/* pinned */
+	root->nlookup = root->refs = 1;		/* pinned */
+	table_insert(root);
+	pthread_mutex_lock(&root->lock);
+	rc = vn_load(root, NULL);
+	pthread_mutex_unlock(&root->lock);
+	return rc;
+}
+
+void vn_table_free(struct vfs *v)
+{
+	for (size_t i = 0; i < v->table_size; i++) {
+		struct vnode *vn = v->table[i], *next;
+
+		for (; vn; vn = next) {
+			next = vn->hnext;
+			vn_free(vn);
+		}
+	}
+	free(v->table);
+	v->table = NULL;
+	if (v->ckdir)
+		vn_free(v->ckdir);
+	v->ckdir = NULL;
+}
+
+struct vnode *vn_find_locked(uint64_t view, uint64_t vino)
+{
+	struct vnode *vn = vfs->table[vn_hash(view, vino, vfs->table_size)];
+
+	for (; vn; vn = vn->hnext)
+		if (vn->vino == vino && vn->view == view)
+			return vn;
+	return NULL;
+}
+
+struct vnode *vn_from_ino(fuse_ino_t ino)
+{
+	struct vnode *vn;
+
+	pthread_mutex_lock(&vfs->table_lock);
+	vn = ino == FUSE_ROOT_ID ? vn_find_locked(0, VFS_ROOT_INO) :
+				   (struct vnode *)(uintptr_t)ino;
+	vn->refs++;
+	pthread_mutex_unlock(&vfs->table_lock);
+	return vn;
+}
+
+void vn_ref(struct vnode *vn)
+{
+	pthread_mutex_lock(&vfs->table_lock);
+	vn->refs++;
+	pthread_mutex_unlock(&vfs->table_lock);
+}
+
+/* Free vn if nothing holds it any more (table_lock held); true if freed. */
+static bool vn_maybe_free(struct vnode *vn)
+{
+	if (vn->refs || vn->nlookup || vn->special)
+		return false;
+	table_remove(vn);
+	return true;
+}
+
+void vn_put(struct vnode *vn)
+{
+	bool gone;
+
+	pthread_mutex_lock(&vfs->table_lock);
+	vn->refs--;
+	gone = vn_maybe_free(vn);
+	pthread_mutex_unlock(&vfs->table_lock);
+	if (gone)
+		vn_free(vn);
+}
+
+void vn_lookup_inc(struct vnode *vn)
+{
+	pthread_mutex_lock(&vfs->table_lock);
+	vn->nlookup++;
+	pthread_mutex_unlock(&vfs->table_lock);
+}
+
+void vn_set_name(struct vnode *vn, uint64_t pino, const char *name)
+{
+	char *copy;
+
+	if (vn->view || vn->special || vn->vino == VFS_ROOT_INO)
+		return;
+	copy = strdup(name);
+	pthread_mutex_lock(&vfs->table_lock);
+	free(vn->pname);
+	vn->pname = copy;
+	vn->pino = pino;
+	pthread_mutex_unlock(&vfs->table_lock);
+}
+
+int vn_path(struct vnode *vn, char *buf, size_t len)
+{
+	const char *parts[256];
+	size_t n = 0, pos;
+	int rc = 0;
+
+	pthread_mutex_lock(&vfs->table_lock);
+	while (vn && vn->vino != VFS_ROOT_INO) {
+		if (!vn->pname || n == 256) {
+			rc = -ENOENT;
+			break;
+		}
+		parts[n++] = vn->pname;
+		vn = vn_find_locked(0, vn->pino);
+	}
+	if (!vn)
+		rc = -ENOENT;
+	pos = (size_t)snprintf(buf, len, "%s", vfs->mountpoint);
+	while (!rc && n--) {
+		int w = snprintf(buf + pos, pos < len ? len - pos : 0, "/%s",
+				 parts[n]);
+
+		pos += (size_t)w;
+		if (pos >= len)
+			rc = -ENAMETOOLONG;
+	}
+	pthread_mutex_unlock(&vfs->table_lock);
+	return rc;
+}
+
+void vn_forget(struct vnode *vn, uint64_t n)
+{
+	bool gone;
+
+	pthread_mutex_lock(&vfs->table_lock);
+	vn->nlookup = n > vn->nlookup ? 0 : vn->nlookup - n;
+	gone = vn_maybe_free(vn);
+	pthread_mutex_unlock(&vfs->table_lock);
+	if (gone)
+		vn_free(vn);
+}
+
+void vn_foreach(void (*fn)(struct vnode *vn, void *arg), void *arg)
+{
+	pthread_mutex_lock(&vfs->table_lock);
+	for (size_t i = 0; i < vfs->table_size; i++)
+		for (struct vnode *vn = vfs->table[i]; vn; vn = vn->hnext)
+			fn(vn, arg);
+	pthread_mutex_unlock(&vfs->table_lock);
+}
+
+/* ---- loading ---- */
+
+static int vn_corrupt(struct vnode *vn, const char *what, const char *why)
+{
+	vfs_log(LOG_ERR, "inode %llu (view %llu): %s: %s",
+		(unsigned long long)vn->vino, (unsigned long long)vn->view,
+		what, why);
+	return -EIO;
+}
+
+int vn_load_base_path(struct vnode *vn, bt_txn *txn)
+{
+	struct bt_inode base;
+	bt_txn *own = NULL;
+	int rc;
+
+	if (vn->base_path)
+		return 0;
+	if (!txn) {
+		if ((rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &own)))
+			return rc;
+		txn = own;
+	}
+	rc = bt_inode_get(txn, vn->vino, 0, &base);
+	if (rc == 0 && !(base.flags & BT_INO_BASE))
+		rc = -ENOENT;
+	if (rc == 0) {
+		vn->rec_flags = base.flags;
+		vn->base_size = base.size;
+		vn->base_path = strndup(base.aux ? base.aux : "", base.auxlen);
+		if (!vn->base_path)
+			rc = -ENOMEM;
+	} else if (rc == -ENOENT) {
+		vn->rec_flags = 0;
+		rc = 0;
+	}
+	bt_txn_abort(own);
+	return rc;
+}
+
+/* Attributes of the base-layer file, read in place. */
+static int vn_load_base_meta(struct vnode *vn)
+{
+	struct stat st;
+
+	if (fstatat(vfs->backing_fd, vn->base_path, &st,
+		    AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) < 0)
+		return vn_corrupt(vn, vn->base_path, strerror(errno));
+	vm_clear(&vn->m);
+	vm_from_stat(&vn->m, &st);
+	if (vn->vino == VFS_ROOT_INO && vn->m.nlink > 2)
+		vn->m.nlink--;		/* .versionfs is hidden */
+	if (S_ISLNK(st.st_mode)) {
+		char buf[4097];
+		ssize_t n = readlinkat(vfs->backing_fd, vn->base_path, buf,
+				       sizeof(buf) - 1);
+
+		if (n < 0)
+			return vn_corrupt(vn, vn->base_path, strerror(errno));
+		buf[n] = 0;
+		vn->m.target = strdup(buf);
+		if (!vn->m.target)
+			return -ENOMEM;
+	}
+	vn->m.flags = VM_XATTR;		/* may have some: check on copy */
+	return 0;
+}
+
+int vn_load(struct vnode *vn, bt_txn *txn)
+{
+	uint64_t at = vn_at(vn);
+	struct bt_inode rec;
+	bt_txn *own = NULL;
+	char why[96], name[64];
+	int rc, fd;
+
+	if (vn->special)
+		return 0;
+	if (!txn) {
+		if ((rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &own)))
+			return rc;
+		txn = own;
+	}
+	rc = bt_inode_find(txn, vn->vino, at, &rec);
+	if (rc == -ENOENT) {
+		vn->gone = true;
+		rc = -ESTALE;
+		goto out;
+	}
+	if (rc) {
+		rc = vn_corrupt(vn, "inode record", bt_last_error());
+		goto out;
+	}
+	free(vn->base_path);
+	vn->base_path = NULL;
+	if ((rc = vn_load_base_path(vn, txn))) {
+		rc = vn_corrupt(vn, "base record", bt_last_error());
+		goto out;
+	}
+	vn->type = rec.type;
+	vn->meta_ver = rec.ver;
+	vn->data_ver = rec.data_ver;
+	if (rec.ver == 0) {
+		if (!vn->base_path) {
+			rc = vn_corrupt(vn, "inode record", "version 0 is not "
+					"a base-layer inode");
+			goto out;
+		}
+		rc = vn_load_base_meta(vn);
+	} else {
+		fd = store_open_meta(vn->vino, rec.ver, O_RDONLY);
+		store_meta_name(name, sizeof(name), vn->vino, rec.ver);
+		if (fd < 0) {
+			rc = vn_corrupt(vn, name, strerror(-fd));
+			goto out;
+		}
+		rc = vm_read_fd(fd, vn->vino, rec.ver, &vn->m, why,
+				sizeof(why));
+		close(fd);
+		if (rc == BT_ECORRUPT)
+			rc = vn_corrupt(vn, name, why);
+		else if (rc)
+			rc = vn_corrupt(vn, name, strerror(-rc));
+	}
+	if (!rc && (vn->m.mode & S_IFMT) != vn->type)
+		rc = vn_corrupt(vn, "metadata", "file type differs from the "
+				"inode record");
+	if (!rc) {
+		vn->loaded = true;
+		vn->stale = false;
+	}
+out:
+	bt_txn_abort(own);
+	return rc;
+}
+
+int vn_refresh(struct vnode *vn)
+{
+	if (vn->gone)
+		return -ESTALE;
+	if (vn->loaded && !vn->stale)
+		return 0;
+	return vn_load(vn, NULL);
+}
+
+int vn_get(uint64_t view, uint64_t vino, struct vnode **out)
+{
+	struct vnode *vn, *fresh = NULL;
+	int rc;
+
+	*out = NULL;
+	pthread_mutex_lock(&vfs->table_lock);
+	vn = vn_find_locked(view, vino);
+	if (!vn) {
+		pthread_mutex_unlock(&vfs->table_lock);
+		fresh = vn_alloc(view, vino);
+		if (!fresh)
+			return -ENOMEM;
+		pthread_mutex_lock(&vfs->table_lock);
+		vn = vn_find_locked(view, vino);
+		if (!vn) {
+			vn = fresh;
+			fresh = NULL;
+			if (vfs->table_count >= vfs->table_size)
+				table_grow();
+			table_insert(vn);
+		}
+	}
+	vn->refs++;
+	pthread_mutex_unlock(&vfs->table_lock);
+	if (fresh)
+		vn_free(fresh);
+	pthread_mutex_lock(&vn->lock);
+	rc = vn_refresh(vn);
+	pthread_mutex_unlock(&vn->lock);
+	if (rc) {
+		vn_put(vn);
+		return rc;
+	}
+	*out = vn;
+	return 0;
+}
+
+void vn_stat(const struct vnode *vn, struct stat *st)
+{
+	vm_to_stat(&vn->m, vn->view ? VFS_VIEW_INO(vn->view, vn->vino) :
+		   vn->vino, st);
+	if (vn->special)
+		st->st_ino = VFS_CKDIR_INO;
+}
+
+/* ---- descriptors ---- */
+
+int vn_base_fd(struct vnode *vn)
+{
+	int fd;
+
+	if (vn->base_fd >= 0)
+		return vn->base_fd;
+	if (!vn->base_path)
+		return -EIO;
+	fd = openat(vfs->backing_fd, vn->base_path,
+		    O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+	if (fd < 0 && errno == EPERM)
+		fd = openat(vfs->backing_fd, vn->base_path,
+			    O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		vfs_log(LOG_ERR, "base file %s: %s", vn->base_path,
+			strerror(errno));
+		return -EIO;
+	}
+	vn->base_fd = fd;
+	return fd;
+}
+
+int vn_wfd(struct vnode *vn)
+{
+	int fd;
+
+	if (vn->wfd >= 0)
+		return vn->wfd;
+	fd = store_open_content(vn->vino, vfs->epoch, O_RDWR | O_CREAT);
+	if (fd < 0) {
+		vfs_log(LOG_ERR, "content of inode %llu epoch %llu: %s",
+			(unsigned long long)vn->vino,
+			(unsigned long long)vfs->epoch, strerror(-fd));
+		return fd;
+	}
+	vn->wfd = fd;
+	return fd;
+}
+
+int vn_content_fd(struct vnode *vn, uint64_t ver)
+{
+	unsigned slot;
+	int fd;
+
+	if (ver == 0)
+		return vn_base_fd(vn);
+	if (!vn->view && ver == vfs->epoch)
+		return vn_wfd(vn);
+	for (int i = 0; i < VN_RFDS; i++)
+		if (vn->rfd[i].fd >= 0 && vn->rfd[i].ver == ver)
+			return vn->rfd[i].fd;
+	fd = store_open_content(vn->vino, ver, O_RDONLY);
+	if (fd < 0) {
+		char name[64];
+
+		store_content_name(name, sizeof(name), vn->vino, ver);
+		vfs_log(LOG_ERR, "inode %llu: %s: %s",
+			(unsigned long long)vn->vino, name, strerror(-fd));
+		return -EIO;
+	}
+	slot = vn->rfd_next++ % VN_RFDS;
+	if (vn->rfd[slot].fd >= 0)
+		close(vn->rfd[slot].fd);
+	vn->rfd[slot].fd = fd;
+	vn->rfd[slot].ver = ver;
+	return fd;
+}
+
+/* ---- persisting ---- */
+
+void vn_mark_dirty(struct vnode *vn)
+{
+	if (vn->dirty)
+		return;
+	vn->dirty = true;
+	vn_ref(vn);
+	pthread_mutex_lock(&vfs->dirty_lock);
+	vn->dnext = vfs->dirty;
+	vfs->dirty = vn;
+	vfs->ndirty++;
+	pthread_mutex_unlock(&vfs->dirty_lock);
+}
+
+static void vn_unmark_dirty(struct vnode *vn)
+{
+	struct vnode **pp;
+
+	if (!vn->dirty)
+		return;
+	pthread_mutex_lock(&vfs->dirty_lock);
+	for (pp = &vfs->dirty; *pp; pp = &(*pp)->dnext) {
+		if (*pp == vn) {
+			*pp = vn->dnext;
+			vfs->ndirty--;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&vfs->dirty_lock);
+	vn->dirty = false;
+	vn->dnext = NULL;
+	/* The caller still holds its own reference, so this never frees. */
+	pthread_mutex_lock(&vfs->table_lock);
+	vn->refs--;
+	pthread_mutex_unlock(&vfs->table_lock);
+}
+
+static bool vn_needs_version(const struct vnode *vn)
+{
+	return vn->meta_ver < vfs->epoch;
+}
+
+int vn_persist_files(struct vnode *vn)
+{
+	uint64_t E = vfs->epoch;
+	int fd, rc;
+
+	if (vn->view || vn->special || vn->gone)
+		return 0;
+	if (!vn_needs_version(vn) && !vn->meta_dirty)
+		return 0;
+	if (vn_needs_version(vn)) {
+		fd = store_open_meta(vn->vino, E, O_RDWR | O_CREAT | O_TRUNC);
+		if (fd < 0)
+			return fd;
+		/* Carry the previous version's xattrs over. */
+		if (vn->m.flags & VM_XATTR) {
+			int src = -1, n;
+			char path[PATH_MAX + 32];
+
+			if (vn->meta_ver == 0) {
+				store_base_path(path, sizeof(path),
+						vn->base_path);
+				n = xa_copy(-1, path, fd);
+			} else {
+				src = store_open_meta(vn->vino, vn->meta_ver,
+						      O_RDONLY);
+				n = src < 0 ? src : xa_copy(src, NULL, fd);
+				if (src >= 0)
+					close(src);
+			}
+			if (n < 0) {
+				close(fd);
+				return n;
+			}
+			if (n == 0)
+				vn->m.flags &= ~VM_XATTR;
+		}
+	} else {
+		fd = store_open_meta(vn->vino, E, O_WRONLY);
+		if (fd < 0)
+			return fd;
+	}
+	rc = vm_write_fd(fd, vn->vino, E, &vn->m);
+	close(fd);
+	return rc;
+}
+
+/* Build map E for a vnode whose data has never changed in E. */
+static int vn_start_map(struct vnode *vn, bt_txn *txn, uint64_t E)
+{
+	int rc;
+
+	if (vn->data_ver)
+		return bt_ext_clone(txn, vn->vino, vn->data_ver, E);
+	rc = bt_ext_truncate(txn, vn->vino, E, 0);	/* creates it empty */
+	if (!rc && vn->base_path && S_ISREG(vn->type) && vn->base_size)
+		rc = bt_ext_set(txn, vn->vino, E, 0,
+				(vn->base_size + VFS_PAGE - 1) / VFS_PAGE, 0);
+	return rc;
+}
+
+int vn_persist_index(struct vnode *vn, bt_txn *txn)
+{
+	uint64_t E = vfs->epoch, data_ver = vn->data_ver, s, c, p;
+	struct bt_inode rec;
+	int rc;
+
+	if (vn->view || vn->special || vn->gone)
+		return 0;
+	if (!vn_needs_version(vn) && !vn->meta_dirty && !vn->map_dirty)
+		return 0;
+	if (vn->map_dirty) {
+		if (data_ver < E && (rc = vn_start_map(vn, txn, E)))
+			return rc;
+		if (vn->trunc != UINT64_MAX &&
+		    (rc = bt_ext_truncate(txn, vn->vino, E, vn->trunc)))
+			return rc;
+		for (p = 0; ps_next_run(&vn->delta, p, BT_PAGE_LIMIT, true,
+					&s, &c); p = s + c)
+			if ((rc = bt_ext_set(txn, vn->vino, E, s, c, E)))
+				return rc;
+		data_ver = E;
+	}
+	if (!vn_needs_version(vn) && data_ver == vn->data_ver)
+		return 0;		/* record (ino, E) is up to date */
+	rec = (struct bt_inode){
+		.ino = vn->vino, .ver = E, .type = vn->type,
+		.flags = BT_INO_META | (data_ver == E ? BT_INO_DATA : 0),
+		.data_ver = data_ver, .size = vn->m.size,
+	};
+	if ((rc = bt_inode_put(txn, &rec)))
+		return rc;
+	return bt_log_add_inode(txn, E, vn->vino);
+}
+
+void vn_persist_done(struct vnode *vn)
+{
+	uint64_t E = vfs->epoch;
+
+	if (vn->view || vn->special)
+		return;
+	if (vn->map_dirty) {
+		vn->data_ver = E;
+		__atomic_add_fetch(&vfs->epoch_pages, vn->delta_pages,
+				   __ATOMIC_RELAXED);
+	}
+	if (vn->meta_ver < E && !vn->gone)
+		vn->meta_ver = E;
+	ps_free(&vn->delta);
+	vn->trunc = UINT64_MAX;
+	vn->delta_pages = 0;
+	vn->meta_dirty = vn->map_dirty = false;
+	vn_unmark_dirty(vn);
+}
+
+struct persist_one {
+	struct vnode *vn;
+};
+
+static int persist_one_txn(bt_txn *txn, void *arg)
+{
+	return vn_persist_index(((struct persist_one *)arg)->vn, txn);
+}
+
+static int vn_sync_files(struct vnode *vn)
+{
+	int fd, rc = 0;
+
+	if (vn->wfd >= 0 && fdatasync(vn->wfd))
+		return -errno;
+	if (vn->meta_ver == vfs->epoch) {
+		fd = store_open_meta(vn->vino, vfs->epoch, O_RDONLY);
+		if (fd >= 0) {
+			if (fsync(fd))
+				rc = -errno;
+			close(fd);
+		}
+	}
+	return rc;
+}
+
+int vn_persist(struct vnode *vn, bool durable)
+{
+	struct persist_one a = { vn };
+	int rc;
+
+	if (vn->view || vn->special || vn->gone)
+		return 0;
+	if (vn->dirty && (rc = vn_persist_files(vn)))
+		goto fail;
+	if (durable && (rc = vn_sync_files(vn)))
+		goto fail;
+	if (vn->dirty) {
+		rc = bt_txn_run(vfs->env, persist_one_txn, &a);
+		if (rc)
+			goto fail;
+		vn_persist_done(vn);
+	}
+	if (durable && (rc = bt_env_sync(vfs->env)))
+		goto fail;
+	return 0;
+fail:
+	vfs_log(LOG_ERR, "persisting inode %llu: %s",
+		(unsigned long long)vn->vino,
+		rc == BT_ECORRUPT || rc == -EIO ? bt_last_error() :
+		strerror(-rc));
+	return rc == BT_ECORRUPT ? -EIO : rc;
+}
+
+/*
+ * Persist a batch of vnodes in one transaction; the caller holds their
+ * locks and either holds epoch_lock exclusively or ns_lock (so holding
+ * many vnode locks is allowed).  A vnode whose index update fails (a corrupt
+ * map) is logged, its pending changes dropped, and the batch retried
+ * without it: one damaged file must not stop the others from being saved.
+ * Durability is the caller's: a checkpoint syncs the whole store, because
+ * files persisted earlier are not in the batch but still need syncing.
+ */
+struct persist_all {
+	struct vnode **v;
+	size_t n;
+	size_t failed;			/* index of the failing vnode */
+};
+
+static int persist_all_txn(bt_txn *txn, void *arg)
+{
+	struct persist_all *a = arg;
+	int rc;
+
+	for (size_t i = 0; i < a->n; i++) {
+		if (!a->v[i])
+			continue;
+		if ((rc = vn_persist_index(a->v[i], txn))) {
+			a->failed = i;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static void vn_drop_pending(struct vnode *vn)
+{
+	ps_free(&vn->delta);
+	vn->trunc = UINT64_MAX;
+	vn->delta_pages = 0;
+	vn->meta_dirty = vn->map_dirty = false;
+	vn->stale = true;
+	vn_unmark_dirty(vn);
+}
+
+/* Entries set to NULL in v are skipped (and dropped vnodes are NULLed). */
+static int persist_batch(struct vnode **v, size_t n)
+{
+	struct persist_all a = { v, n, 0 };
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i] || !(rc = vn_persist_files(v[i])))
+			continue;
+		vfs_log(LOG_ERR, "persisting inode %llu: %s",
+			(unsigned long long)v[i]->vino, strerror(-rc));
+		return rc;
+	}
+	for (;;) {
+		a.failed = SIZE_MAX;
+		rc = bt_txn_run(vfs->env, persist_all_txn, &a);
+		if (rc == 0 || a.failed == SIZE_MAX || rc != BT_ECORRUPT)
+			break;
+		vfs_log(LOG_ERR, "inode %llu: %s; its unsaved changes are "
+			"dropped", (unsigned long long)v[a.failed]->vino,
+			bt_last_error());
+		vn_drop_pending(v[a.failed]);
+		v[a.failed] = NULL;
+	}
+	if (rc) {
+		vfs_log(LOG_ERR, "persisting: %s", bt_last_error());
+		return rc == BT_ECORRUPT ? -EIO : rc;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (v[i])
+			vn_persist_done(v[i]);
+	return 0;
+}
+
+/*
+ * Take up to max dirty vnodes (all if max is 0; only those without open
+ * handles if closed_only), referenced, into a new array.
+ */
+static struct vnode **dirty_snapshot(size_t max, bool closed_only, size_t *n)
+{
+	struct vnode **v;
+	size_t cap;
+
+	*n = 0;
+	pthread_mutex_lock(&vfs->dirty_lock);
+	cap = max && max < vfs->ndirty ? max : vfs->ndirty;
+	v = calloc(cap ? cap : 1, sizeof(*v));
+	for (struct vnode *vn = vfs->dirty; v && vn && *n < cap;
+	     vn = vn->dnext) {
+		if (closed_only && vn->opens)
+			continue;
+		vn_ref(vn);
+		v[(*n)++] = vn;
+	}
+	pthread_mutex_unlock(&vfs->dirty_lock);
+	return v;
+}
+
+int vn_persist_all(void)
+{
+	struct vnode **v, **orig;
+	size_t n;
+	int rc;
+
+	v = dirty_snapshot(0, false, &n);
+	if (!v)
+		return -ENOMEM;
+	orig = calloc(n ? n : 1, sizeof(*orig));
+	if (!orig) {
+		free(v);
+		return -ENOMEM;
+	}
+	memcpy(orig, v, n * sizeof(*v));
+	for (size_t i = 0; i < n; i++)
+		pthread_mutex_lock(&v[i]->lock);
+	rc = persist_batch(v, n);
+	for (size_t i = 0; i < n; i++) {
+		pthread_mutex_unlock(&orig[i]->lock);
+		vn_put(orig[i]);
+	}
+	free(orig);
+	free(v);
+	return rc;
+}
+
+/*
+ * The flusher persists closed files in the background, in batches of one
+ * transaction each: the open epoch's changes reach LMDB within about a
+ * second of the last close without a commit (and its fdatasync) per file.
+ */
+#define FLUSH_BATCH	512
+
+static void flush_some(void)
+{
+	struct vnode **v, **orig;
+	size_t n, m = 0;
+
+	pthread_rwlock_rdlock(&vfs->epoch_lock);
+	pthread_mutex_lock(&vfs->ns_lock);
+	v = dirty_snapshot(FLUSH_BATCH, true, &n);
+	orig = v ? calloc(n ? n : 1, sizeof(*orig)) : NULL;
+	if (v && orig) {
+		for (size_t i = 0; i < n; i++) {
+			pthread_mutex_lock(&v[i]->lock);
+			orig[i] = v[i];
+			if (v[i]->opens || !v[i]->dirty) {
+				pthread_mutex_unlock(&v[i]->lock);
+				orig[i] = NULL;
+				vn_put(v[i]);
+				continue;
+			}
+			v[m++] = v[i];
+		}
+		persist_batch(v, m);
+		for (size_t i = 0; i < n; i++) {
+			if (!orig[i])
+				continue;
+			pthread_mutex_unlock(&orig[i]->lock);
+			vn_put(orig[i]);
+		}
+	}
+	free(orig);
+	free(v);
+	pthread_mutex_unlock(&vfs->ns_lock);
+	pthread_rwlock_unlock(&vfs->epoch_lock);
+}
+
+void vn_flush_kick(void)
+{
+	pthread_mutex_lock(&vfs->flush_lock);
+	pthread_cond_signal(&vfs->flush_cond);
+	pthread_mutex_unlock(&vfs->flush_lock);
+}
+
+void *vn_flusher(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&vfs->flush_lock);
+	while (!vfs->stopping) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&vfs->flush_cond, &vfs->flush_lock, &ts);
+		if (vfs->stopping)
+			break;
+		pthread_mutex_unlock(&vfs->flush_lock);
+		if (vfs->ndirty)
+			flush_some();
+		pthread_mutex_lock(&vfs->flush_lock);
+	}
+	pthread_mutex_unlock(&vfs->flush_lock);
+	return NULL;
+}

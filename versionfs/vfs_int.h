@@ -1,0 +1,337 @@
+/*
+ * vfs_int.h — private to the versionfs daemon: the global state, in-memory
+ * inodes (vnodes), the store and the functions the daemon's files share.
+ *
+ * LOCK ORDER (acquire left to right, release in any order):
+ *
+ *   epoch_lock (rw) -> ns_lock -> vnode.lock -> table_lock | dirty_lock
+ *                                            -> LMDB (inside libvfsbtree)
+ *
+ *   epoch_lock  every FUSE operation and control request takes it: shared for
+ *               operations, exclusive for checkpoint, rollback and diff.  It
+ *               is writer-preferring and never taken recursively.
+ *   ns_lock     serialises namespace changes (create, link, unlink, rename,
+ *               mkdir, rmdir ...).  Only a thread holding ns_lock (or
+ *               epoch_lock exclusively) may hold more than one vnode lock.
+ *   vnode.lock  the state of one vnode (attributes, delta, descriptors).
+ *   table_lock  the vnode hash table, lookup counts and references.
+ *   dirty_lock  the list of vnodes with unpersisted changes.
+ *
+ * No lock and no LMDB transaction is held across a fuse_reply_*() call.
+ */
+#ifndef VFS_INT_H
+#define VFS_INT_H
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <time.h>
+
+#include "btree/btree.h"
+#include "proto_int.h"
+
+#define VFS_PAGE		4096u
+#define VFS_PAGE_SHIFT		12
+#define VFS_ROOT_INO		1	/* vino of the root directory */
+#define VFS_FORMAT		1	/* store format version */
+#define VFS_CKPT_DIR		".checkpoints"
+#define VFS_STORE_DIR		".versionfs"
+/* st_ino of (checkpoint c, vino) in a checkpoint view */
+#define VFS_VIEW_INO(c, vino)	((vino) + ((uint64_t)(c) << 40))
+#define VFS_CKDIR_INO		UINT64_C(0xffffffffffffff00)
+
+/* u64 tables in libvfsbtree */
+#define VFS_TBL_BASEINO		1	/* backing st_ino -> vino */
+
+/* Trash bits (bt_trash_add) */
+#define VFS_TRASH_META		1
+#define VFS_TRASH_CONTENT	2
+
+/* ---- logging (log.c) ---- */
+void vfs_log_init(bool foreground, bool debug);
+void vfs_log(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+extern bool vfs_debug;
+#define vfs_dbg(...) do { if (vfs_debug) vfs_log(LOG_DEBUG, __VA_ARGS__); } while (0)
+
+/* ---- metadata (meta.c) ---- */
+#define VM_XATTR	0x1	/* the metadata file carries xattrs */
+
+struct vmeta {
+	uint32_t mode;			/* type and permission bits */
+	uint32_t uid, gid;
+	uint32_t nlink;
+	uint32_t flags;			/* VM_* */
+	uint64_t rdev;
+	uint64_t size;
+	struct timespec atime, mtime, ctime;
+	char *target;			/* symlink target (malloc'ed) or NULL */
+};
+
+void vm_clear(struct vmeta *m);
+int vm_copy(struct vmeta *dst, const struct vmeta *src);
+void vm_from_stat(struct vmeta *m, const struct stat *st);
+void vm_to_stat(const struct vmeta *m, uint64_t ino, struct stat *st);
+/* Encode/decode the on-disk metadata record of (ino, ver). */
+int vm_write_fd(int fd, uint64_t ino, uint64_t ver, const struct vmeta *m);
+int vm_read_fd(int fd, uint64_t ino, uint64_t ver, struct vmeta *m,
+	       char *why, size_t whylen);
+
+/* ---- page sets: pages written in the open epoch (pageset.c) ---- */
+struct pageset {
+	struct ps_leaf **leaf;		/* sorted by index */
+	size_t n, cap;
+	uint64_t pages;			/* number of pages set */
+};
+
+void ps_init(struct pageset *ps);
+void ps_free(struct pageset *ps);
+bool ps_test(const struct pageset *ps, uint64_t page);
+int ps_set(struct pageset *ps, uint64_t page, uint64_t count);
+void ps_clear_from(struct pageset *ps, uint64_t page);
+/* First run of set (want=true) or clear pages at or after `page`, clipped to
+   `end`; returns false if none.  For clear runs `end` is required. */
+bool ps_next_run(const struct pageset *ps, uint64_t page, uint64_t end,
+		 bool want, uint64_t *start, uint64_t *count);
+static inline bool ps_empty(const struct pageset *ps) { return ps->pages == 0; }
+
+/* ---- vnodes ---- */
+#define VN_RFDS		4
+
+struct vnode {
+	/* identity: immutable */
+	uint64_t vino;
+	uint64_t view;			/* 0: live; else checkpoint id */
+	bool special;			/* the .checkpoints directory */
+
+	/* protected by table_lock */
+	struct vnode *hnext;
+	uint64_t nlookup;		/* kernel references */
+	int refs;			/* in-flight operations, handles, dirty */
+	uint64_t pino;			/* parent and name the kernel last */
+	char *pname;			/* used for it (live view), for paths */
+
+	pthread_mutex_t lock;
+	/* protected by lock */
+	bool loaded;			/* attributes below are valid */
+	bool stale;			/* rollback changed it: reload */
+	bool gone;			/* no longer exists in its view */
+	bool dirty;			/* on the dirty list */
+	struct vmeta m;
+	uint32_t type;			/* S_IFMT bits, immutable once loaded */
+	uint64_t meta_ver;		/* version of the inode record in force */
+	uint64_t data_ver;		/* version of the extent map in force */
+	uint32_t rec_flags;		/* BT_INO_* of the vino's base record */
+	uint64_t base_size;		/* base layer: size of the base file */
+	char *base_path;		/* base layer: path under the backing dir */
+	bool meta_dirty;		/* m newer than meta file of `epoch` */
+	bool map_dirty;			/* delta/trunc not yet in LMDB */
+	struct pageset delta;		/* pages held by the open epoch */
+	uint64_t trunc;			/* pages >= trunc are holes in the base
+					   map (UINT64_MAX: no truncation) */
+	uint64_t delta_pages;		/* pages added since the last persist */
+	int wfd;			/* content file of the open epoch */
+	int base_fd;			/* base file, read-only */
+	struct { uint64_t ver; int fd; } rfd[VN_RFDS];	/* older contents */
+	unsigned rfd_next;
+	int opens;			/* open file handles */
+	uint64_t kern_size;		/* size and times the kernel caches */
+	struct timespec kern_atime, kern_mtime;	/* (set by rollback) */
+	bool kern_valid;
+
+	struct vnode *dnext;		/* dirty list, dirty_lock */
+};
+
+/* ---- the daemon ---- */
+struct vfs {
+	/* set at start, immutable after */
+	char *backing;			/* absolute path of the backing dir */
+	char *mountpoint;
+	int backing_fd;			/* O_PATH|O_DIRECTORY of the backing dir */
+	int store_fd;			/* BACKING/.versionfs */
+	int obj_fd;			/* BACKING/.versionfs/obj */
+	int lock_fd;
+	bt_env *env;
+	struct fuse_session *se;
+	uid_t owner;			/* may control the mount besides root */
+	double timeout;			/* entry/attr timeout, seconds */
+	bool foreground;
+	dev_t dev;			/* st_dev of the mount */
+	pid_t fixup_tid;		/* thread fixing kernel caches, or 0 */
+	int ctl_fd;			/* listening control socket */
+
+	pthread_rwlock_t epoch_lock;
+	uint64_t epoch;			/* open epoch; epoch_lock */
+	uint64_t parent;		/* checkpoint the epoch descends from */
+	bool full_sync;			/* next checkpoint must syncfs the store */
+
+	pthread_mutex_t ns_lock;
+
+	pthread_mutex_t table_lock;
+	struct vnode **table;		/* table_lock */
+	size_t table_size, table_count;
+	struct vnode *ckdir;		/* the .checkpoints directory */
+
+	pthread_mutex_t dirty_lock;
+	struct vnode *dirty;		/* list of dirty vnodes; dirty_lock */
+	size_t ndirty;
+
+	pthread_mutex_t flush_lock;
+	pthread_cond_t flush_cond;
+	pthread_t flush_thread;
+
+	pthread_mutex_t purge_lock;
+	pthread_cond_t purge_cond;
+	bool purge_wake, stopping;
+	pthread_t purge_thread, ctl_thread;
+	bool threads_started;
+
+	/* statistics of the open epoch (epoch_lock shared + atomics) */
+	uint64_t epoch_pages;		/* pages persisted in the open epoch */
+};
+
+extern struct vfs *vfs;
+
+/* ---- store.c ---- */
+int store_open(struct vfs *v, const char *backing, bool create_ok);
+void store_close(struct vfs *v);
+/* "obj/xx/<ino>.meta.<ver>" relative to obj_fd, in buf (>= 64 bytes) */
+void store_meta_name(char *buf, size_t len, uint64_t ino, uint64_t ver);
+void store_content_name(char *buf, size_t len, uint64_t ino, uint64_t ver);
+int store_open_meta(uint64_t ino, uint64_t ver, int flags);
+int store_open_content(uint64_t ino, uint64_t ver, int flags);
+int store_unlink(uint64_t ino, uint64_t ver, uint32_t what);
+uint64_t store_bytes(struct vfs *v);
+int store_sync_all(struct vfs *v);
+/* Path usable by path-based syscalls without crossing the mount. */
+void store_base_path(char *buf, size_t len, const char *rel);
+
+/* ---- node.c ---- */
+int vn_table_init(struct vfs *v);
+void vn_table_free(struct vfs *v);
+struct vnode *vn_from_ino(fuse_ino_t ino);	/* nodeid -> vnode, +ref */
+struct vnode *vn_find_locked(uint64_t view, uint64_t vino); /* table_lock */
+static inline fuse_ino_t vn_nodeid(const struct vnode *vn)
+{
+	return vn->vino == VFS_ROOT_INO && vn->view == 0 ? FUSE_ROOT_ID :
+	       (fuse_ino_t)(uintptr_t)vn;
+}
+/* Find or create vnode (view, vino) loaded at its view; +ref. */
+int vn_get(uint64_t view, uint64_t vino, struct vnode **out);
+void vn_ref(struct vnode *vn);
+void vn_put(struct vnode *vn);
+void vn_lookup_inc(struct vnode *vn);		/* +1 nlookup (entry reply) */
+/* Remember that the kernel reaches vn as `name` in directory pino. */
+void vn_set_name(struct vnode *vn, uint64_t pino, const char *name);
+/* Path of vn under the mount point from the remembered names. */
+int vn_path(struct vnode *vn, char *buf, size_t len);
+void vn_forget(struct vnode *vn, uint64_t n);
+/* Version used to read vn's view: checkpoint id, or the open epoch. */
+static inline uint64_t vn_at(const struct vnode *vn)
+{
+	return vn->view ? vn->view : vfs->epoch;
+}
+/* Reload if stale; -ESTALE if gone.  Called with vn->lock held. */
+int vn_refresh(struct vnode *vn);
+int vn_load(struct vnode *vn, bt_txn *txn);
+void vn_stat(const struct vnode *vn, struct stat *st);
+void vn_mark_dirty(struct vnode *vn);
+/* Persist vn's pending state: files first, then LMDB in txn. */
+int vn_persist_files(struct vnode *vn);
+int vn_persist_index(struct vnode *vn, bt_txn *txn);
+void vn_persist_done(struct vnode *vn);
+/* Persist one vnode in its own transaction (lock held). */
+int vn_persist(struct vnode *vn, bool durable);
+/* Persist every dirty vnode in one transaction (epoch_lock exclusive). */
+int vn_persist_all(void);
+/* The background flusher of closed dirty files. */
+void *vn_flusher(void *arg);
+void vn_flush_kick(void);
+void vn_close_fds(struct vnode *vn);
+int vn_base_fd(struct vnode *vn);
+int vn_content_fd(struct vnode *vn, uint64_t ver);
+int vn_wfd(struct vnode *vn);
+int vn_load_base_path(struct vnode *vn, bt_txn *txn);
+/* Apply fn to every vnode in the table (table_lock held; fn must not lock
+   the table). */
+void vn_foreach(void (*fn)(struct vnode *vn, void *arg), void *arg);
+
+/* ---- data.c ---- */
+int data_read(struct vnode *vn, size_t size, off_t off,
+	      struct fuse_bufvec **bufv, int **fds, size_t *nfds);
+int data_write(struct vnode *vn, struct fuse_bufvec *in, off_t off,
+	       size_t *written);
+int data_truncate(struct vnode *vn, uint64_t size);
+int data_fallocate(struct vnode *vn, int mode, off_t off, off_t len);
+int data_lseek(struct vnode *vn, off_t off, int whence, off_t *res);
+
+/* ---- dir.c ---- */
+int dir_ensure_listed(struct vnode *dir);
+int dir_lookup(struct vnode *dir, const char *name, struct vnode **out);
+int dir_create(struct vnode *dir, const char *name, mode_t mode, dev_t rdev,
+	       const char *target, const struct fuse_ctx *ctx,
+	       struct vnode **out);
+int dir_link(struct vnode *vn, struct vnode *dir, const char *name);
+int dir_unlink(struct vnode *dir, const char *name, bool isdir);
+int dir_rename(struct vnode *dir, const char *name, struct vnode *ndir,
+	       const char *nname, unsigned flags);
+struct dirent_buf {
+	char *name;
+	uint64_t ino;			/* st_ino to report */
+	uint32_t type;
+};
+struct dir_list {
+	struct dirent_buf *e;
+	size_t n, cap;
+	char *names;
+	size_t nlen, ncap;
+};
+int dir_list(struct vnode *dir, struct dir_list *out);
+void dir_list_free(struct dir_list *l);
+
+/* ---- xattr.c ---- */
+int xa_get(struct vnode *vn, const char *name, void *buf, size_t size,
+	   ssize_t *len);
+int xa_list(struct vnode *vn, char *buf, size_t size, ssize_t *len);
+int xa_set(struct vnode *vn, const char *name, const void *val, size_t size,
+	   int flags);
+int xa_remove(struct vnode *vn, const char *name);
+int xa_copy(int src_fd, const char *src_path, int dst_fd);
+
+/* ---- epoch.c: checkpoint, rollback, list, diff, status ---- */
+struct ctl_out {
+	struct cbuf b;			/* reply payload being built */
+};
+int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
+		  size_t errlen);
+int ep_rollback(uint64_t id, const char *tag, uint64_t *to, char *err,
+		size_t errlen);
+int ep_list(struct ctl_out *out);
+int ep_status(struct ctl_out *out);
+int ep_diff(uint64_t a, uint64_t b, bool b_live, struct ctl_out *out,
+	    char *err, size_t errlen);
+int ep_valid_tag(const char *tag);
+void ep_purge_kick(void);
+void *ep_purge_thread(void *arg);
+
+/* ---- ctlsrv.c ---- */
+int ctl_listen(struct vfs *v);
+void *ctl_thread(void *arg);
+
+/* ---- fuseops.c ---- */
+extern const struct fuse_lowlevel_ops vfs_ops;
+
+/* ---- time helpers ---- */
+static inline struct timespec vfs_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts;
+}
+
+#endif /* VFS_INT_H */
