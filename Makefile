@@ -125,7 +125,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(BTREE_LIB) $(filter $(CLIENT_LIB),$(LIBS_OUT)
 
 $(BUILD)/tests/%: tests/helpers/%.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(ATTR_LIBS)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(ATTR_LIBS) $(XXH_LIBS)
 
 $(BUILD)/bench/%: bench/%.c $(BTREE_LIB)
 	@mkdir -p $(@D)

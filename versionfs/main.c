@@ -344,7 +344,9 @@ int main(int argc, char *argv[])
 		struct fuse_loop_config *lc = fuse_loop_cfg_create();
 
 		fuse_loop_cfg_set_clone_fd(lc, co.clone_fd);
-		fuse_loop_cfg_set_idle_threads(lc, co.max_idle_threads);
+		/* libfuse 3.14 complains about its own "unset" value */
+		if (co.max_idle_threads <= 100000)
+			fuse_loop_cfg_set_idle_threads(lc, co.max_idle_threads);
 		if (co.max_threads > 0 && co.max_threads <= 100000)
 			fuse_loop_cfg_set_max_threads(lc, co.max_threads);
 		ret = fuse_session_loop_mt(v.se, lc);

@@ -112,7 +112,7 @@ uint64_t store_bytes(struct vfs *v)
 	char path[64];
 	uint64_t total;
 
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", v->store_fd);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d/.", v->store_fd);
 	pthread_mutex_lock(&du_lock);
 	du_total = 0;
 	nftw(path, du_add, 16, FTW_PHYS);

@@ -1,0 +1,126 @@
+# lib.sh — shared helpers of the integration tests (sourced, bash).
+#
+# A test sources this file, then uses:
+#   need_root                     skip (exit 77) unless root with /dev/fuse
+#   T                             its private temp dir (removed at exit)
+#   make_fs ext4|xfs [SIZE] [MKFS-OPTS...]
+#                                 loop image mounted at $T/<fs>, prints path
+#   vfs_mount BACKING MNT [OPTS]  start versionfs; returns when mounted
+#   vfs_umount MNT                unmount (waits for the daemon to exit)
+#   vfs_kill9 MNT                 kill -9 the daemon, detach the dead mount
+#   ctl ARGS...                   versionfs-ctl
+#   fail MSG / skip MSG / note MSG
+# The EXIT trap unmounts every FUSE and loop mount the test made, kills its
+# daemons and removes $T, whatever happened.
+set -u
+
+: "${VFS_BUILD:?VFS_BUILD must point at the build directory}"
+VFS="$VFS_BUILD/versionfs"
+VFSCTL="$VFS_BUILD/versionfs-ctl"
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/vfs-test.XXXXXX")
+chmod 755 "$T"		# tests run some commands as an unprivileged user
+_vfs_mounts=()
+_loop_mounts=()
+
+note() { printf '# %s\n' "$*"; }
+fail() { printf 'FAIL: %s\n' "$*"; exit 1; }
+skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
+
+need_root() {
+	[ "$(id -u)" = 0 ] || skip "needs root (loop mounts)"
+	[ -c /dev/fuse ] || skip "no /dev/fuse"
+}
+
+_cleanup() {
+	local m i
+	for ((i = ${#_vfs_mounts[@]} - 1; i >= 0; i--)); do
+		m=${_vfs_mounts[$i]}
+		if mountpoint -q "$m" 2>/dev/null || grep -q " $m fuse" /proc/mounts; then
+			fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null
+		fi
+	done
+	# daemons of this test that survived (their backing dirs are under $T)
+	pkill -9 -f "versionfs.* $T/" 2>/dev/null
+	for i in $(seq 50); do
+		pgrep -f "versionfs.* $T/" >/dev/null || break
+		sleep 0.1
+	done
+	for ((i = ${#_loop_mounts[@]} - 1; i >= 0; i--)); do
+		umount "${_loop_mounts[$i]}" || umount -l "${_loop_mounts[$i]}"
+	done
+	rm -rf "$T"
+}
+trap _cleanup EXIT
+trap 'exit 130' INT TERM
+
+# make_fs ext4|xfs [SIZE] [extra mkfs options...]
+make_fs() {
+	local fs=$1 size=${2:-512M} img dir
+	shift; [ $# -gt 0 ] && shift
+	img="$T/$fs.img"
+	dir="$T/$fs"
+	truncate -s "$size" "$img" || fail "truncate $img"
+	case $fs in
+	ext4) mkfs.ext4 -q -F "$@" "$img" >/dev/null 2>&1 || fail "mkfs.ext4" ;;
+	xfs) mkfs.xfs -q -f "$@" "$img" >/dev/null 2>&1 || fail "mkfs.xfs" ;;
+	*) fail "make_fs: unknown fs $fs" ;;
+	esac
+	mkdir -p "$dir"
+	mount -o loop "$img" "$dir" || fail "mount $img"
+	_loop_mounts+=("$dir")
+	echo "$dir"
+}
+
+# vfs_mount BACKING MNT [versionfs options...]
+vfs_mount() {
+	local b=$1 m=$2
+	shift 2
+	mkdir -p "$b" "$m"
+	"$VFS" "$@" "$b" "$m" || fail "versionfs $b $m exited $?"
+	_vfs_mounts+=("$m")
+	grep -q " $(realpath "$m") fuse.versionfs " /proc/mounts ||
+		fail "versionfs returned but $m is not mounted"
+}
+
+# pid of the daemon serving mount m (from its store's lock file)
+vfs_pid() {
+	local src
+	src=$(awk -v m="$(realpath "$1")" '$2 == m && $3 == "fuse.versionfs" { s = $1 } END { print s }' /proc/mounts)
+	[ -n "$src" ] && cat "$src/.versionfs/lock" 2>/dev/null
+}
+
+vfs_umount() {
+	local m=$1 pid i
+	pid=$(vfs_pid "$m")
+	for i in $(seq 50); do
+		fusermount3 -u "$m" 2>/dev/null && break
+		sleep 0.1
+	done
+	mountpoint -q "$m" && fail "cannot unmount $m"
+	# the daemon saves and exits after the unmount; wait for it
+	if [ -n "$pid" ]; then
+		for i in $(seq 300); do
+			kill -0 "$pid" 2>/dev/null || return 0
+			sleep 0.1
+		done
+		fail "daemon $pid of $m did not exit"
+	fi
+}
+
+vfs_kill9() {
+	local m=$1 pid i
+	pid=$(vfs_pid "$m")
+	[ -n "$pid" ] || fail "no daemon pid for $m"
+	kill -9 "$pid"
+	for i in $(seq 100); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
+}
+
+ctl() { "$VFSCTL" "$@"; }
+
+# assert_eq GOT WANT MSG
+assert_eq() { [ "$1" = "$2" ] || fail "$3: got '$1', want '$2'"; }
