@@ -45,6 +45,9 @@ struct bt_env {
 	uint64_t map_max;
 	pthread_rwlock_t resize_lock;
 	unsigned grow_count;		/* protected by resize_lock (excl) */
+	pthread_mutex_t gate_lock;	/* leaf; see bt_txn_begin() */
+	pthread_cond_t gate_cond;
+	unsigned grow_waiting;		/* gate_lock; read racily too */
 	pthread_mutex_t pool_lock;
 	struct bt_txn *pool;		/* recycled read txns; pool_lock */
 	unsigned pool_len;		/* pool_lock */

@@ -38,6 +38,8 @@
 #define BT_POOL_MAX	64
 
 static __thread char bt_errbuf[512];
+/* Transactions this thread holds (any environment). */
+static __thread int bt_txn_held;
 
 const char *bt_last_error(void)
 {
@@ -222,6 +224,8 @@ int bt_env_open(bt_env **envp, const char *dir, unsigned flags,
 	env->map_max = max;
 	pthread_rwlock_init(&env->resize_lock, NULL);
 	pthread_mutex_init(&env->pool_lock, NULL);
+	pthread_mutex_init(&env->gate_lock, NULL);
+	pthread_cond_init(&env->gate_cond, NULL);
 
 	rc = mdb_env_create(&env->mdb);
 	if (rc) {
@@ -281,6 +285,8 @@ void bt_env_close(bt_env *env)
 	mdb_env_close(env->mdb);
 	pthread_rwlock_destroy(&env->resize_lock);
 	pthread_mutex_destroy(&env->pool_lock);
+	pthread_mutex_destroy(&env->gate_lock);
+	pthread_cond_destroy(&env->gate_cond);
 	free(env);
 }
 
@@ -319,6 +325,10 @@ static int bt_grow(bt_env *env, uint64_t seen)
 	uint64_t want;
 	int rc = 0;
 
+	/* Close the gate to new transactions, so readers cannot starve us. */
+	pthread_mutex_lock(&env->gate_lock);
+	__atomic_add_fetch(&env->grow_waiting, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&env->gate_lock);
 	pthread_rwlock_wrlock(&env->resize_lock);
 	mdb_env_info(env->mdb, &ei);
 	if (ei.me_mapsize > seen)
@@ -338,6 +348,10 @@ static int bt_grow(bt_env *env, uint64_t seen)
 		env->grow_count++;
 out:
 	pthread_rwlock_unlock(&env->resize_lock);
+	pthread_mutex_lock(&env->gate_lock);
+	__atomic_sub_fetch(&env->grow_waiting, 1, __ATOMIC_SEQ_CST);
+	pthread_cond_broadcast(&env->gate_cond);
+	pthread_mutex_unlock(&env->gate_lock);
 	return rc;
 }
 
@@ -348,9 +362,21 @@ int bt_txn_begin(bt_env *env, unsigned flags, bt_txn **txnp)
 	int rc;
 
 	*txnp = NULL;
-	if (!ro && (env->flags & BT_ENV_RDONLY))
+	if (!(flags & BT_TXN_RDONLY) && (env->flags & BT_ENV_RDONLY))
 		return bt_seterr(-EROFS, "write transaction on a read-only "
 				 "environment");
+	/*
+	 * A thread holding no transaction waits while a grower is queued;
+	 * one holding some must not (the grower waits for those), and
+	 * glibc's reader-preferring rwlock lets it in.
+	 */
+	if (bt_txn_held <= 0 &&
+	    __atomic_load_n(&env->grow_waiting, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&env->gate_lock);
+		while (env->grow_waiting)
+			pthread_cond_wait(&env->gate_cond, &env->gate_lock);
+		pthread_mutex_unlock(&env->gate_lock);
+	}
 	pthread_rwlock_rdlock(&env->resize_lock);
 	if (ro) {
 		pthread_mutex_lock(&env->pool_lock);
@@ -392,6 +418,7 @@ ready:
 	t->broken = false;
 	t->next = NULL;
 	*txnp = t;
+	bt_txn_held++;
 	return 0;
 fail:
 	pthread_rwlock_unlock(&env->resize_lock);
@@ -420,6 +447,7 @@ static int bt_txn_finish(bt_txn *t, bool commit)
 			mdb_txn_abort(t->mt);
 			free(t);
 		}
+		bt_txn_held--;
 		pthread_rwlock_unlock(&env->resize_lock);
 		return 0;
 	}
@@ -436,6 +464,7 @@ static int bt_txn_finish(bt_txn *t, bool commit)
 	}
 	free(t);
 	mdb_env_info(env->mdb, &ei);
+	bt_txn_held--;
 	pthread_rwlock_unlock(&env->resize_lock);
 	if (full) {
 		int grc = bt_grow(env, ei.me_mapsize);

@@ -25,6 +25,7 @@
  * holder <= ver, and against its predecessor: no overlap and no unmerged
  * neighbour with the same holder.  A failure is BT_ECORRUPT naming the key.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "bt_int.h"
@@ -145,6 +146,26 @@ static int ext_seek(struct ext_ctx *c, uint64_t page, struct bt_extent *at,
 
 	ext_enc(d, page, 0, 0);
 	rc = mdb_cursor_get(c->cur, &k, &v, MDB_GET_BOTH_RANGE);
+	if (rc == MDB_NOTFOUND) {
+		/*
+		 * Either the map is absent, or no duplicate is >= (page, 0,
+		 * 0).  As page <= BT_PAGE_LIMIT, the end marker of a valid
+		 * map always is: if the key exists, the map is damaged.
+		 */
+		k = c->key;
+		rc = mdb_cursor_get(c->cur, &k, &v, MDB_SET_KEY);
+		if (rc == 0)
+			rc = mdb_cursor_get(c->cur, &k, &v, MDB_LAST_DUP);
+		if (rc)
+			return bt_mdb_err(c->txn, rc, "extents: seek");
+		rc = ext_dec(c, &v, at, NULL);
+		if (rc == 0)
+			rc = BT_CORRUPT("extents: key (ino %llu, ver %llu): "
+					"end marker missing",
+					(unsigned long long)c->ino,
+					(unsigned long long)c->ver);
+		return rc;
+	}
 	if (rc)
 		return bt_mdb_err(c->txn, rc, "extents: seek");
 	rc = ext_dec(c, &v, at, NULL);
@@ -623,7 +644,12 @@ int bt_ext_clone(bt_txn *txn, uint64_t ino, uint64_t from, uint64_t to)
 		len += v.mv_size;
 	}
 	if (rc != MDB_NOTFOUND) {
-		rc = bt_mdb_err(txn, rc, "extents: clone read");
+		char what[80];
+
+		snprintf(what, sizeof(what), "extents: key (ino %llu, ver "
+			 "%llu): clone read", (unsigned long long)ino,
+			 (unsigned long long)from);
+		rc = bt_mdb_err(txn, rc, what);
 		goto out;
 	}
 	/* Check the whole source before copying it. */

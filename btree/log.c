@@ -49,6 +49,9 @@ static int el_dec(const MDB_val *k, const MDB_val *v, struct bt_log *l)
 		 (unsigned long long)l->ino);
 	if ((rc = bt_check_hdr(v, BT_MAGIC_ELOG, 4, "elog", kd)))
 		return rc;
+	if (v->mv_size != 4)
+		return BT_CORRUPT("elog: key %s: value of %zu bytes", kd,
+				  v->mv_size);
 	if (l->kind == BT_LOG_INODE) {
 		if (k->mv_size != 17)
 			return BT_CORRUPT("elog: key %s: %zu bytes", kd,
@@ -176,6 +179,23 @@ int bt_log_count_inodes(bt_txn *txn, uint64_t epoch, uint64_t *count)
 
 /* ---- trash ---- */
 
+/* Check the value v of trash key kp (16 bytes). */
+static int trash_check(const unsigned char *kp, const MDB_val *v)
+{
+	char kd[48];
+	int rc;
+
+	snprintf(kd, sizeof(kd), "(ino %llu, ver %llu)",
+		 (unsigned long long)bt_get_be64(kp),
+		 (unsigned long long)bt_get_be64(kp + 8));
+	if ((rc = bt_check_hdr(v, BT_MAGIC_TRASH, 8, "trash", kd)))
+		return rc;
+	if (v->mv_size != 8)
+		return BT_CORRUPT("trash: key %s: value of %zu bytes", kd,
+				  v->mv_size);
+	return 0;
+}
+
 int bt_trash_add(bt_txn *txn, uint64_t ino, uint64_t ver, uint32_t what)
 {
 	unsigned char kb[16], vb[8] = { 0 };
@@ -186,9 +206,11 @@ int bt_trash_add(bt_txn *txn, uint64_t ino, uint64_t ver, uint32_t what)
 	bt_put_be64(kb + 8, ver);
 	/* Merge with an existing entry's bits. */
 	rc = bt_get(txn, BT_DB_TRASH, &k, &old, "trash: get");
-	if (rc == 0 && old.mv_size == 8)
+	if (rc == 0 && (rc = trash_check(kb, &old)))
+		return rc;
+	if (rc == 0)
 		what |= bt_get_le32((const unsigned char *)old.mv_data + 4);
-	else if (rc && rc != -ENOENT)
+	else if (rc != -ENOENT)
 		return rc;
 	bt_put_le16(vb, BT_MAGIC_TRASH);
 	vb[2] = BT_RECVER;
@@ -218,7 +240,6 @@ int bt_trash_foreach(bt_txn *txn, size_t max, bt_trash_cb cb, void *arg)
 		return rc;
 	for (; (rc = mdb_cursor_get(cur, &k, &v, op)) == 0; op = MDB_NEXT) {
 		const unsigned char *kp = k.mv_data;
-		char kd[48];
 
 		if (max && n++ >= max)
 			break;
@@ -226,10 +247,7 @@ int bt_trash_foreach(bt_txn *txn, size_t max, bt_trash_cb cb, void *arg)
 			ret = BT_CORRUPT("trash: key of %zu bytes", k.mv_size);
 			break;
 		}
-		snprintf(kd, sizeof(kd), "(ino %llu, ver %llu)",
-			 (unsigned long long)bt_get_be64(kp),
-			 (unsigned long long)bt_get_be64(kp + 8));
-		if ((ret = bt_check_hdr(&v, BT_MAGIC_TRASH, 8, "trash", kd)))
+		if ((ret = trash_check(kp, &v)))
 			break;
 		ret = cb(bt_get_be64(kp), bt_get_be64(kp + 8),
 			 bt_get_le32((const unsigned char *)v.mv_data + 4), arg);
