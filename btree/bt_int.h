@@ -49,6 +49,19 @@ struct bt_env {
 	pthread_cond_t gate_cond;
 	unsigned grow_waiting;		/* gate_lock; read racily too */
 	pthread_mutex_t pool_lock;
+	/* durable points (durable.c); dur_lock serialises them */
+	bool durable;			/* the scheme is on (not RDONLY/NOSYNC) */
+	pthread_mutex_t dur_lock;
+	MDB_txn *pin;			/* read txn holding the durable snapshot */
+	int dur_fd;			/* the side file */
+	unsigned char *dur_buf;
+	uint64_t dur_seq, dur_txnid;
+	uint32_t psize;
+	char boot[40];
+	unsigned durable_every;		/* commits between automatic points */
+	unsigned since_durable;		/* commits since the last point */
+	unsigned restored;		/* open restored the last durable point */
+	uint64_t restored_to;
 	struct bt_txn *pool;		/* recycled read txns; pool_lock */
 	unsigned pool_len;		/* pool_lock */
 };
@@ -142,6 +155,15 @@ static inline MDB_dbi bt_dbi(bt_txn *txn, enum bt_db db)
 {
 	return txn->env->dbi[db];
 }
+
+/* durable.c */
+int bt_durable_recover(const char *dir, unsigned *restored,
+		       uint64_t *to_txnid);
+int bt_durable_open(bt_env *env, const char *dir);
+int bt_durable_point(bt_env *env, bool clean);
+int bt_durable_before_resize(bt_env *env);
+int bt_durable_after_resize(bt_env *env);
+void bt_durable_close(bt_env *env);
 
 /* Open a cursor on db, mapping errors. */
 int bt_cursor(bt_txn *txn, enum bt_db db, MDB_cursor **cur);

@@ -96,7 +96,7 @@ extern "C" {
 /* Longest checkpoint tag. */
 #define BT_TAG_MAX	127
 /* Longest inode aux data (base path of a base-layer inode). */
-#define BT_AUX_MAX	4000
+#define BT_AUX_MAX	4096
 
 typedef struct bt_env bt_env;
 typedef struct bt_txn bt_txn;
@@ -107,23 +107,31 @@ typedef struct bt_txn bt_txn;
 
 /* Flags of bt_env_open(). */
 #define BT_ENV_RDONLY	0x1	/* open read-only (fsck, inspection) */
-#define BT_ENV_NOSYNC	0x2	/* commits do not fsync at all: tests and
+#define BT_ENV_NOSYNC	0x2	/* no durable points at all: tests and
 				   benchmarks only; a power loss can corrupt */
 
 struct bt_env_opts {
 	uint64_t map_size;	/* initial map size in bytes; 0 = 1 GiB */
 	uint64_t map_max;	/* growth limit in bytes; 0 = 1 TiB */
 	unsigned max_readers;	/* concurrent read transactions; 0 = 1024 */
+	unsigned durable_every;	/* automatic durable point after this many
+				   commits; 0 = 256 */
 };
 
 /*
  * Open (creating if needed, unless BT_ENV_RDONLY) the environment in
  * directory `dir`, which must exist.  `opts` may be NULL for defaults.
  *
- * Durability: commits write data pages with fdatasync but do not sync the
- * meta page (LMDB's MDB_NOMETASYNC): a power loss may undo the last committed
- * transaction but never corrupts the database.  Call bt_env_sync() after a
- * commit that must be durable (a checkpoint, an fsync).
+ * Durability: commits do not sync.  bt_env_sync() makes a durable point:
+ * everything committed before it is on stable storage.  A process crash
+ * loses nothing that was committed; a power loss (or kernel crash) may take
+ * the environment back to its last durable point, never further and never
+ * to a corrupt state (see durable.c): the next bt_env_open() of an
+ * environment that was not closed cleanly, on a machine that rebooted
+ * since, restores that point and says so in bt_env_info().  Open creates a
+ * durable point; bt_env_close() creates a final one, marked clean; a commit
+ * also creates one after every opts->durable_every commits (it then costs
+ * two fdatasyncs more), which bounds how much the file grows meanwhile.
  *
  * Returns 0 and sets *envp, or -errno.
  */
@@ -133,7 +141,12 @@ int bt_env_open(bt_env **envp, const char *dir, unsigned flags,
 /* Close the environment.  No transaction may be active.  NULL is a no-op. */
 void bt_env_close(bt_env *env);
 
-/* Flush everything committed so far to stable storage (meta page too). */
+/*
+ * Durable point: everything committed so far reaches stable storage and is
+ * what a power loss falls back to.  Costs two fdatasyncs.  The calling
+ * thread must not hold a write transaction.  A no-op with BT_ENV_NOSYNC or
+ * BT_ENV_RDONLY.
+ */
 int bt_env_sync(bt_env *env);
 
 struct bt_env_info {
@@ -141,7 +154,11 @@ struct bt_env_info {
 	uint64_t used_bytes;	/* pages in use (high-water mark), bytes */
 	uint64_t page_size;	/* LMDB page size */
 	uint64_t last_txnid;	/* id of the last committed transaction */
+	uint64_t durable_txnid;	/* last transaction made durable */
 	unsigned grow_count;	/* times the map grew since open */
+	unsigned restored;	/* 1: open restored the last durable point
+				   after an unclean shutdown and a reboot */
+	uint64_t restored_to;	/* ... the transaction it went back to */
 };
 int bt_env_info(bt_env *env, struct bt_env_info *info);
 
@@ -350,6 +367,16 @@ int bt_dir_empty(bt_txn *txn, uint64_t dir, uint64_t at);
 #define BT_INO_LISTED	0x08	/* directory: its base entries were imported */
 #define BT_INO_GONE	0x10	/* inode does not exist in this version */
 #define BT_INO_XATTR	0x20	/* the metadata file carries user xattrs */
+#define BT_INO_ATTR	0x40	/* `attr` holds the inode's attributes */
+
+/* Attributes of an inode version (a copy of what its metadata file says). */
+struct bt_attr {
+	uint32_t mode, uid, gid, nlink;
+	uint64_t rdev;
+	int64_t atime_sec, mtime_sec, ctime_sec;
+	uint32_t atime_nsec, mtime_nsec, ctime_nsec;
+	uint32_t flags;		/* the caller's */
+};
 
 struct bt_inode {
 	uint64_t ino;
@@ -358,9 +385,11 @@ struct bt_inode {
 	uint32_t type;		/* file type bits (S_IFMT part of st_mode) */
 	uint64_t data_ver;	/* version whose extent map describes the data
 				   in this version (0: base file or none) */
-	uint64_t size;		/* file size in this version (informational;
-				   the metadata file is authoritative) */
-	const void *aux;	/* optional payload (base path) */
+	uint64_t size;		/* file size in this version */
+	struct bt_attr attr;	/* valid with BT_INO_ATTR; then attr.mode's
+				   type bits must equal `type` */
+	const void *aux;	/* optional payload: base path (version 0),
+				   symlink target */
 	size_t auxlen;		/* <= BT_AUX_MAX */
 };
 

@@ -7,15 +7,10 @@
  * it instead of allocating a reader slot (mdb_txn_renew is ~10x cheaper than
  * mdb_txn_begin).
  *
- * Durability.  Commits run with MDB_NOMETASYNC: data pages are fdatasync'ed
- * at every commit, the meta page is not.  The previous meta page becomes
- * durable with the next commit's fdatasync (same file), so a power loss
- * loses at most the last transaction and never corrupts the database.
- * We deliberately do not use MDB_NOSYNC between checkpoints: with it, LMDB
- * may reuse pages of the last durable snapshot and the kernel may write a
- * newer meta page before the pages it points to, so a power loss could
- * destroy checkpoints that were already acknowledged.  bt_env_sync() makes
- * everything durable (used at checkpoints and fsync).
+ * Durability.  Commits do not sync (MDB_NOSYNC); bt_env_sync() makes a
+ * durable point, and durable.c explains why a power loss then cannot
+ * corrupt the database: the last durable snapshot is pinned and its meta
+ * page saved aside, and restored at open after an unclean reboot.
  *
  * Map growth.  LMDB fails a write with MDB_MAP_FULL when the map is full, and
  * mdb_env_set_mapsize() may only run while no transaction of the process is
@@ -202,7 +197,7 @@ int bt_env_open(bt_env **envp, const char *dir, unsigned flags,
 		const struct bt_env_opts *opts)
 {
 	uint64_t map = BT_DEFAULT_MAP, max = BT_DEFAULT_MAX;
-	unsigned readers = 1024, mflags;
+	unsigned readers = 1024, every = 256, mflags;
 	bt_env *env;
 	int rc;
 
@@ -214,6 +209,8 @@ int bt_env_open(bt_env **envp, const char *dir, unsigned flags,
 			max = opts->map_max;
 		if (opts->max_readers)
 			readers = opts->max_readers;
+		if (opts->durable_every)
+			every = opts->durable_every;
 	}
 	if (max < map)
 		max = map;
@@ -222,8 +219,10 @@ int bt_env_open(bt_env **envp, const char *dir, unsigned flags,
 		return -ENOMEM;
 	env->flags = flags;
 	env->map_max = max;
+	env->durable_every = every;
 	pthread_rwlock_init(&env->resize_lock, NULL);
 	pthread_mutex_init(&env->pool_lock, NULL);
+	pthread_mutex_init(&env->dur_lock, NULL);
 	pthread_mutex_init(&env->gate_lock, NULL);
 	pthread_cond_init(&env->gate_cond, NULL);
 
@@ -238,11 +237,14 @@ int bt_env_open(bt_env **envp, const char *dir, unsigned flags,
 		rc = bt_mdb_err(NULL, rc, "mdb_env_set");
 		goto fail_env;
 	}
-	mflags = MDB_NOTLS | MDB_NORDAHEAD | MDB_NOMETASYNC;
+	mflags = MDB_NOTLS | MDB_NORDAHEAD | MDB_NOSYNC;
 	if (flags & BT_ENV_RDONLY)
 		mflags |= MDB_RDONLY;
-	if (flags & BT_ENV_NOSYNC)
-		mflags |= MDB_NOSYNC;
+	env->durable = !(flags & (BT_ENV_RDONLY | BT_ENV_NOSYNC));
+	env->dur_fd = -1;
+	if (env->durable &&
+	    (rc = bt_durable_recover(dir, &env->restored, &env->restored_to)))
+		goto fail_env;
 	rc = mdb_env_open(env->mdb, dir, mflags, 0600);
 	if (rc) {
 		rc = bt_mdb_err(NULL, rc, "mdb_env_open");
@@ -259,10 +261,13 @@ int bt_env_open(bt_env **envp, const char *dir, unsigned flags,
 	rc = bt_open_dbs(env);
 	if (rc)
 		goto fail_env;
+	if (env->durable && (rc = bt_durable_open(env, dir)))
+		goto fail_env;
 	*envp = env;
 	return 0;
 
 fail_env:
+	bt_durable_close(env);
 	mdb_env_close(env->mdb);
 fail:
 	pthread_rwlock_destroy(&env->resize_lock);
@@ -282,19 +287,24 @@ void bt_env_close(bt_env *env)
 		mdb_txn_abort(t->mt);
 		free(t);
 	}
+	/* A last durable point, marked clean: no recovery at next open. */
+	if (env->durable)
+		bt_durable_point(env, true);
+	bt_durable_close(env);
 	mdb_env_close(env->mdb);
 	pthread_rwlock_destroy(&env->resize_lock);
 	pthread_mutex_destroy(&env->pool_lock);
 	pthread_mutex_destroy(&env->gate_lock);
 	pthread_cond_destroy(&env->gate_cond);
+	pthread_mutex_destroy(&env->dur_lock);
 	free(env);
 }
 
 int bt_env_sync(bt_env *env)
 {
-	if (env->flags & BT_ENV_RDONLY)
+	if (!env->durable)
 		return 0;
-	return bt_mdb_err(NULL, mdb_env_sync(env->mdb, 1), "mdb_env_sync");
+	return bt_durable_point(env, false);
 }
 
 int bt_env_info(bt_env *env, struct bt_env_info *info)
@@ -312,6 +322,9 @@ int bt_env_info(bt_env *env, struct bt_env_info *info)
 	info->page_size = st.ms_psize;
 	info->used_bytes = (uint64_t)(ei.me_last_pgno + 1) * st.ms_psize;
 	info->last_txnid = ei.me_last_txnid;
+	info->durable_txnid = env->dur_txnid;
+	info->restored = env->restored;
+	info->restored_to = env->restored_to;
 	pthread_rwlock_rdlock(&env->resize_lock);
 	info->grow_count = env->grow_count;
 	pthread_rwlock_unlock(&env->resize_lock);
@@ -341,11 +354,19 @@ static int bt_grow(bt_env *env, uint64_t seen)
 	want = ei.me_mapsize * 2;
 	if (want > env->map_max)
 		want = env->map_max;
+	/* The pinned durable snapshot is a live transaction: release it. */
+	if (env->durable && (rc = bt_durable_before_resize(env)))
+		goto out;
 	rc = mdb_env_set_mapsize(env->mdb, (size_t)want);
 	if (rc)
 		rc = bt_mdb_err(NULL, rc, "mdb_env_set_mapsize");
 	else
 		env->grow_count++;
+	if (env->durable) {
+		int prc = bt_durable_after_resize(env);
+
+		rc = rc ? rc : prc;
+	}
 out:
 	pthread_rwlock_unlock(&env->resize_lock);
 	pthread_mutex_lock(&env->gate_lock);
@@ -466,6 +487,12 @@ static int bt_txn_finish(bt_txn *t, bool commit)
 	mdb_env_info(env->mdb, &ei);
 	bt_txn_held--;
 	pthread_rwlock_unlock(&env->resize_lock);
+	/* Bound the pages a pinned durable snapshot keeps from reuse.  A
+	   failure here is not the commit's: the next point retries. */
+	if (commit && rc == 0 && env->durable && bt_txn_held == 0 &&
+	    __atomic_add_fetch(&env->since_durable, 1, __ATOMIC_RELAXED) >=
+	    env->durable_every)
+		bt_durable_point(env, false);
 	if (full) {
 		int grc = bt_grow(env, ei.me_mapsize);
 

@@ -6,15 +6,52 @@
  * MDB_SET_RANGE seek to (ino, v) and, unless it hit exactly, one step back.
  *
  * Value: magic "IN", record version, pad, flags (LE32), type (LE32), aux
- * length (LE32), data_ver (LE64), size (LE64), then the aux bytes.
+ * length (LE32), data_ver (LE64), size (LE64); then, with BT_INO_ATTR, 64
+ * bytes of attributes: mode, uid, gid, nlink (LE32 each), rdev (LE64),
+ * atime s (LE64), atime ns, mtime ns (LE32), mtime s, ctime s (LE64),
+ * ctime ns, flags (LE32); then the aux bytes.
  */
 #include <stdio.h>
 
 #include "bt_int.h"
 
 #define IN_HDR		32
+#define IN_ATTR		64
 #define IN_FLAGS	(BT_INO_META | BT_INO_DATA | BT_INO_BASE | \
-			 BT_INO_LISTED | BT_INO_GONE | BT_INO_XATTR)
+			 BT_INO_LISTED | BT_INO_GONE | BT_INO_XATTR | \
+			 BT_INO_ATTR)
+
+static void attr_enc(unsigned char *p, const struct bt_attr *a)
+{
+	bt_put_le32(p, a->mode);
+	bt_put_le32(p + 4, a->uid);
+	bt_put_le32(p + 8, a->gid);
+	bt_put_le32(p + 12, a->nlink);
+	bt_put_le64(p + 16, a->rdev);
+	bt_put_le64(p + 24, (uint64_t)a->atime_sec);
+	bt_put_le32(p + 32, a->atime_nsec);
+	bt_put_le32(p + 36, a->mtime_nsec);
+	bt_put_le64(p + 40, (uint64_t)a->mtime_sec);
+	bt_put_le64(p + 48, (uint64_t)a->ctime_sec);
+	bt_put_le32(p + 56, a->ctime_nsec);
+	bt_put_le32(p + 60, a->flags);
+}
+
+static void attr_dec(const unsigned char *p, struct bt_attr *a)
+{
+	a->mode = bt_get_le32(p);
+	a->uid = bt_get_le32(p + 4);
+	a->gid = bt_get_le32(p + 8);
+	a->nlink = bt_get_le32(p + 12);
+	a->rdev = bt_get_le64(p + 16);
+	a->atime_sec = (int64_t)bt_get_le64(p + 24);
+	a->atime_nsec = bt_get_le32(p + 32);
+	a->mtime_nsec = bt_get_le32(p + 36);
+	a->mtime_sec = (int64_t)bt_get_le64(p + 40);
+	a->ctime_sec = (int64_t)bt_get_le64(p + 48);
+	a->ctime_nsec = bt_get_le32(p + 56);
+	a->flags = bt_get_le32(p + 60);
+}
 
 static int in_dec(const MDB_val *k, const MDB_val *v, struct bt_inode *r)
 {
@@ -35,15 +72,30 @@ static int in_dec(const MDB_val *k, const MDB_val *v, struct bt_inode *r)
 	r->auxlen = bt_get_le32(vp + 12);
 	r->data_ver = bt_get_le64(vp + 16);
 	r->size = bt_get_le64(vp + 24);
-	r->aux = r->auxlen ? vp + IN_HDR : NULL;
 	if (r->flags & ~(uint32_t)IN_FLAGS)
 		return BT_CORRUPT("inodes: key %s: unknown flags 0x%x", kd,
 				  r->flags);
 	if (r->type & ~0170000u)
 		return BT_CORRUPT("inodes: key %s: bad type 0%o", kd, r->type);
-	if (r->auxlen > BT_AUX_MAX || v->mv_size != IN_HDR + r->auxlen)
-		return BT_CORRUPT("inodes: key %s: value of %zu bytes with aux "
-				  "length %zu", kd, v->mv_size, r->auxlen);
+	{
+		size_t hdr = IN_HDR + (r->flags & BT_INO_ATTR ? IN_ATTR : 0);
+
+		if (r->auxlen > BT_AUX_MAX || v->mv_size != hdr + r->auxlen)
+			return BT_CORRUPT("inodes: key %s: value of %zu bytes "
+					  "with aux length %zu", kd,
+					  v->mv_size, r->auxlen);
+		r->aux = r->auxlen ? vp + hdr : NULL;
+	}
+	memset(&r->attr, 0, sizeof(r->attr));
+	if (r->flags & BT_INO_ATTR) {
+		attr_dec(vp + IN_HDR, &r->attr);
+		if ((r->attr.mode & 0170000u) != r->type ||
+		    r->attr.atime_nsec >= 1000000000u ||
+		    r->attr.mtime_nsec >= 1000000000u ||
+		    r->attr.ctime_nsec >= 1000000000u)
+			return BT_CORRUPT("inodes: key %s: bad attributes "
+					  "(mode 0%o)", kd, r->attr.mode);
+	}
 	if (r->data_ver > r->ver)
 		return BT_CORRUPT("inodes: key %s: data version %llu is newer",
 				  kd, (unsigned long long)r->data_ver);
@@ -57,8 +109,9 @@ static int in_dec(const MDB_val *k, const MDB_val *v, struct bt_inode *r)
 
 int bt_inode_put(bt_txn *txn, const struct bt_inode *r)
 {
-	unsigned char kb[16], vb[IN_HDR + BT_AUX_MAX];
+	unsigned char kb[16], vb[IN_HDR + IN_ATTR + BT_AUX_MAX];
 	MDB_val k = { sizeof(kb), kb }, v;
+	size_t hdr = IN_HDR + (r->flags & BT_INO_ATTR ? IN_ATTR : 0);
 	int rc;
 
 	if ((rc = bt_need_write(txn)))
@@ -66,7 +119,9 @@ int bt_inode_put(bt_txn *txn, const struct bt_inode *r)
 	if (r->ino == 0 || r->auxlen > BT_AUX_MAX ||
 	    (r->flags & ~(uint32_t)IN_FLAGS) || (r->type & ~0170000u) ||
 	    r->data_ver > r->ver ||
-	    ((r->flags & BT_INO_DATA) && r->data_ver != r->ver))
+	    ((r->flags & BT_INO_DATA) && r->data_ver != r->ver) ||
+	    ((r->flags & BT_INO_ATTR) &&
+	     (r->attr.mode & 0170000u) != r->type))
 		return bt_seterr(-EINVAL, "inodes: bad record (ino %llu, ver "
 				 "%llu)", (unsigned long long)r->ino,
 				 (unsigned long long)r->ver);
@@ -80,10 +135,12 @@ int bt_inode_put(bt_txn *txn, const struct bt_inode *r)
 	bt_put_le32(vb + 12, (uint32_t)r->auxlen);
 	bt_put_le64(vb + 16, r->data_ver);
 	bt_put_le64(vb + 24, r->size);
+	if (r->flags & BT_INO_ATTR)
+		attr_enc(vb + IN_HDR, &r->attr);
 	if (r->auxlen)
-		memcpy(vb + IN_HDR, r->aux, r->auxlen);
+		memcpy(vb + hdr, r->aux, r->auxlen);
 	v.mv_data = vb;
-	v.mv_size = IN_HDR + r->auxlen;
+	v.mv_size = hdr + r->auxlen;
 	return bt_put(txn, BT_DB_INODES, &k, &v, 0, "inodes: put");
 }
 

@@ -443,9 +443,10 @@ static int ns_txn(bt_txn *txn, void *arg)
 		struct vnode *f = op->fresh;
 		struct bt_inode rec = {
 			.ino = f->vino, .ver = E, .flags = BT_INO_META,
-			.type = f->type, .size = f->m.size,
+			.type = f->type,
 		};
 
+		vm_to_rec(&f->m, &rec);
 		rc = bt_inode_put(txn, &rec);
 		if (!rc)
 			rc = bt_log_add_inode(txn, E, f->vino);

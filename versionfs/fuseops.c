@@ -380,6 +380,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!rc && S_ISDIR(vn->type))
 		rc = -EISDIR;
 	if (!rc)
+		rc = vn_check_meta(vn);
+	if (!rc)
 		vn->opens++;
 	pthread_mutex_unlock(&vn->lock);
 	RD_UNLOCK();

@@ -21,7 +21,13 @@
  *   112     -  symlink target
  *
  * The record is rewritten in place by one pwrite(2) (a single sector for
- * all but long symlinks, which never change).  A reader checks magic,
+ * all but long symlinks, which never change).
+ *
+ * The inode record in LMDB carries a copy of the same attributes
+ * (vm_to_rec/vm_from_rec), and the daemon reads them from there: a lookup
+ * costs no file I/O, and after a power loss the index (restored to its
+ * last durable point) never depends on a metadata file that did not reach
+ * the disk; such a loss costs at most that version's xattrs.  A reader checks magic,
  * format, length, inode, version and checksum and reports the first field
  * at fault.
  */
@@ -108,6 +114,56 @@ void vm_to_stat(const struct vmeta *m, uint64_t ino, struct stat *st)
 	st->st_atim = m->atime;
 	st->st_mtim = m->mtime;
 	st->st_ctim = m->ctime;
+}
+
+void vm_to_rec(const struct vmeta *m, struct bt_inode *rec)
+{
+	struct bt_attr *a = &rec->attr;
+
+	rec->flags |= BT_INO_ATTR;
+	rec->size = m->size;
+	a->mode = m->mode;
+	a->uid = m->uid;
+	a->gid = m->gid;
+	a->nlink = m->nlink;
+	a->rdev = m->rdev;
+	a->atime_sec = m->atime.tv_sec;
+	a->atime_nsec = (uint32_t)m->atime.tv_nsec;
+	a->mtime_sec = m->mtime.tv_sec;
+	a->mtime_nsec = (uint32_t)m->mtime.tv_nsec;
+	a->ctime_sec = m->ctime.tv_sec;
+	a->ctime_nsec = (uint32_t)m->ctime.tv_nsec;
+	a->flags = m->flags;
+	if (S_ISLNK(m->mode) && m->target) {
+		rec->aux = m->target;
+		rec->auxlen = strlen(m->target);
+	}
+}
+
+int vm_from_rec(struct vmeta *m, const struct bt_inode *rec)
+{
+	const struct bt_attr *a = &rec->attr;
+
+	vm_clear(m);
+	m->mode = a->mode;
+	m->uid = a->uid;
+	m->gid = a->gid;
+	m->nlink = a->nlink;
+	m->rdev = a->rdev;
+	m->size = rec->size;
+	m->atime.tv_sec = (time_t)a->atime_sec;
+	m->atime.tv_nsec = a->atime_nsec;
+	m->mtime.tv_sec = (time_t)a->mtime_sec;
+	m->mtime.tv_nsec = a->mtime_nsec;
+	m->ctime.tv_sec = (time_t)a->ctime_sec;
+	m->ctime.tv_nsec = a->ctime_nsec;
+	m->flags = a->flags;
+	if (S_ISLNK(m->mode)) {
+		m->target = strndup(rec->aux ? rec->aux : "", rec->auxlen);
+		if (!m->target)
+			return -ENOMEM;
+	}
+	return 0;
 }
 
 int vm_write_fd(int fd, uint64_t ino, uint64_t ver, const struct vmeta *m)

@@ -405,7 +405,9 @@ int vn_load(struct vnode *vn, bt_txn *txn)
 	vn->type = rec.type;
 	vn->meta_ver = rec.ver;
 	vn->data_ver = rec.data_ver;
-	if (rec.ver == 0) {
+	if (rec.flags & BT_INO_ATTR) {
+		rc = vm_from_rec(&vn->m, &rec);
+	} else if (rec.ver == 0) {
 		if (!vn->base_path) {
 			rc = vn_corrupt(vn, "inode record", "version 0 is not "
 					"a base-layer inode");
@@ -413,6 +415,7 @@ int vn_load(struct vnode *vn, bt_txn *txn)
 		}
 		rc = vn_load_base_meta(vn);
 	} else {
+		/* a record without attributes: read the metadata file */
 		fd = store_open_meta(vn->vino, rec.ver, O_RDONLY);
 		store_meta_name(name, sizeof(name), vn->vino, rec.ver);
 		if (fd < 0) {
@@ -433,10 +436,67 @@ int vn_load(struct vnode *vn, bt_txn *txn)
 	if (!rc) {
 		vn->loaded = true;
 		vn->stale = false;
+		vn->meta_checked = false;
 	}
 out:
 	bt_txn_abort(own);
 	return rc;
+}
+
+/*
+ * The attributes come from the index, so a metadata file is only read for
+ * its xattrs; it is verified (checksum, identity) the first time a vnode is
+ * opened or its xattrs are used.  A damaged file of a checkpointed version
+ * makes that file EIO (and is logged).  A version of the open epoch can only
+ * miss its file after a crash before it reached the disk (the index is
+ * durable more often): it is rebuilt from the index, without xattrs.
+ */
+int vn_check_meta(struct vnode *vn)
+{
+	char why[96], name[64];
+	struct vmeta tmp = { 0 };
+	int fd, rc;
+
+	if (vn->meta_checked || vn->meta_ver == 0 || vn->special)
+		return 0;
+	store_meta_name(name, sizeof(name), vn->vino, vn->meta_ver);
+	fd = store_open_meta(vn->vino, vn->meta_ver, O_RDONLY);
+	if (fd >= 0) {
+		rc = vm_read_fd(fd, vn->vino, vn->meta_ver, &tmp, why,
+				sizeof(why));
+		close(fd);
+		vm_clear(&tmp);
+	} else {
+		rc = fd;
+		snprintf(why, sizeof(why), "%s", strerror(-fd));
+	}
+	if (rc == 0) {
+		vn->meta_checked = true;
+		return 0;
+	}
+	if (rc == BT_ECORRUPT || rc == -ENOENT) {
+		if (rc == -ENOENT)
+			snprintf(why, sizeof(why), "missing");
+		if (vn->meta_ver <= vfs->parent || vn->view)
+			return vn_corrupt(vn, name, why);
+		fd = store_open_meta(vn->vino, vn->meta_ver,
+				     O_RDWR | O_CREAT | O_TRUNC);
+		if (fd < 0)
+			return vn_corrupt(vn, name, strerror(-fd));
+		vn->m.flags &= ~VM_XATTR;
+		rc = vm_write_fd(fd, vn->vino, vn->meta_ver, &vn->m);
+		close(fd);
+		if (rc)
+			return vn_corrupt(vn, name, strerror(-rc));
+		vfs_log(LOG_WARNING, "inode %llu: %s was %s after a crash; "
+			"rebuilt from the index (this version's xattrs are "
+			"lost)", (unsigned long long)vn->vino, name, why);
+		vn->meta_dirty = true;
+		vn_mark_dirty(vn);
+		vn->meta_checked = true;
+		return 0;
+	}
+	return vn_corrupt(vn, name, strerror(-rc));
 }
 
 int vn_refresh(struct vnode *vn)
@@ -689,16 +749,15 @@ int vn_persist_index(struct vnode *vn, bt_txn *txn)
 				return rc;
 		data_ver = E;
 	}
-	if (!vn_needs_version(vn) && data_ver == vn->data_ver)
-		return 0;		/* record (ino, E) is up to date */
 	rec = (struct bt_inode){
 		.ino = vn->vino, .ver = E, .type = vn->type,
 		.flags = BT_INO_META | (data_ver == E ? BT_INO_DATA : 0),
-		.data_ver = data_ver, .size = vn->m.size,
+		.data_ver = data_ver,
 	};
+	vm_to_rec(&vn->m, &rec);
 	if ((rc = bt_inode_put(txn, &rec)))
 		return rc;
-	return bt_log_add_inode(txn, E, vn->vino);
+	return vn_needs_version(vn) ? bt_log_add_inode(txn, E, vn->vino) : 0;
 }
 
 void vn_persist_done(struct vnode *vn)
@@ -950,8 +1009,27 @@ void vn_flush_kick(void)
 	pthread_mutex_unlock(&vfs->flush_lock);
 }
 
+/*
+ * Every few seconds, a durable point of the index (btree/durable.c): it
+ * bounds what a power loss can take from the open epoch to those seconds,
+ * as a journaling file system's commit interval does, and lets LMDB reuse
+ * the pages freed since the last point.
+ */
+#define DURABLE_EVERY	5
+
+static void durable_tick(void)
+{
+	struct bt_env_info ei;
+
+	if (bt_env_info(vfs->env, &ei) == 0 && ei.last_txnid != ei.durable_txnid &&
+	    bt_env_sync(vfs->env))
+		vfs_log(LOG_ERR, "index durable point: %s", bt_last_error());
+}
+
 void *vn_flusher(void *arg)
 {
+	unsigned tick = 0;
+
 	(void)arg;
 	pthread_mutex_lock(&vfs->flush_lock);
 	while (!vfs->stopping) {
@@ -965,6 +1043,8 @@ void *vn_flusher(void *arg)
 		pthread_mutex_unlock(&vfs->flush_lock);
 		if (vfs->ndirty)
 			flush_some();
+		if (++tick % DURABLE_EVERY == 0)
+			durable_tick();
 		pthread_mutex_lock(&vfs->flush_lock);
 	}
 	pthread_mutex_unlock(&vfs->flush_lock);

@@ -326,6 +326,16 @@ int store_open(struct vfs *v, const char *backing, bool create_ok)
 			bt_last_error());
 		return rc;
 	}
+	{
+		struct bt_env_info ei;
+
+		if (bt_env_info(v->env, &ei) == 0 && ei.restored)
+			vfs_log(LOG_WARNING, "%s: the machine went down without "
+				"unmounting; the index is back at its last "
+				"durable point (checkpoints and fsync'ed data "
+				"are kept, later changes may be lost)",
+				backing);
+	}
 	if (fresh) {
 		if ((rc = bt_txn_run(v->env, init_index, NULL)) ||
 		    (rc = bt_env_sync(v->env)) || (rc = fmt_write(v))) {

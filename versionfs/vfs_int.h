@@ -76,6 +76,9 @@ void vm_clear(struct vmeta *m);
 int vm_copy(struct vmeta *dst, const struct vmeta *src);
 void vm_from_stat(struct vmeta *m, const struct stat *st);
 void vm_to_stat(const struct vmeta *m, uint64_t ino, struct stat *st);
+/* Attributes to/from an LMDB inode record (symlink target in aux). */
+void vm_to_rec(const struct vmeta *m, struct bt_inode *rec);
+int vm_from_rec(struct vmeta *m, const struct bt_inode *rec);
 /* Encode/decode the on-disk metadata record of (ino, ver). */
 int vm_write_fd(int fd, uint64_t ino, uint64_t ver, const struct vmeta *m);
 int vm_read_fd(int fd, uint64_t ino, uint64_t ver, struct vmeta *m,
@@ -121,6 +124,7 @@ struct vnode {
 	bool stale;			/* rollback changed it: reload */
 	bool gone;			/* no longer exists in its view */
 	bool dirty;			/* on the dirty list */
+	bool meta_checked;		/* metadata file of meta_ver verified */
 	struct vmeta m;
 	uint32_t type;			/* S_IFMT bits, immutable once loaded */
 	uint64_t meta_ver;		/* version of the inode record in force */
@@ -238,6 +242,8 @@ static inline uint64_t vn_at(const struct vnode *vn)
 /* Reload if stale; -ESTALE if gone.  Called with vn->lock held. */
 int vn_refresh(struct vnode *vn);
 int vn_load(struct vnode *vn, bt_txn *txn);
+/* Verify the metadata file of the version in force (vn->lock held). */
+int vn_check_meta(struct vnode *vn);
 void vn_stat(const struct vnode *vn, struct stat *st);
 void vn_mark_dirty(struct vnode *vn);
 /* Persist vn's pending state: files first, then LMDB in txn. */

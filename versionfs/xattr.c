@@ -94,6 +94,8 @@ int xa_get(struct vnode *vn, const char *name, void *buf, size_t size,
 		return rc;
 	if (!(vn->m.flags & VM_XATTR))
 		return -ENODATA;
+	if ((rc = vn_check_meta(vn)))
+		return rc;
 	fd = xa_source(vn, O_RDONLY, path, sizeof(path));
 	if (fd < -1)
 		return fd == -ENOENT ? -EIO : fd;
@@ -117,6 +119,8 @@ int xa_list(struct vnode *vn, char *buf, size_t size, ssize_t *len)
 	*len = 0;
 	if (!(vn->m.flags & VM_XATTR))
 		return 0;
+	if ((rc = vn_check_meta(vn)))
+		return rc;
 	fd = xa_source(vn, O_RDONLY, path, sizeof(path));
 	if (fd < -1)
 		return fd == -ENOENT ? -EIO : fd;
@@ -150,6 +154,8 @@ static int xa_target(struct vnode *vn)
 {
 	int rc;
 
+	if ((rc = vn_check_meta(vn)))
+		return rc;
 	if (vn->meta_ver < vfs->epoch) {
 		vn->meta_dirty = true;
 		vn_mark_dirty(vn);

@@ -8,7 +8,7 @@
 need_root
 command -v setfattr >/dev/null || skip "setfattr (package attr) missing"
 
-root=$(make_fs xfs 1G)
+root=$(make_fs xfs 3G)
 b=$root/data m=$root/mnt
 vfs_mount "$b" "$m"
 
