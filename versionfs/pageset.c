@@ -7,7 +7,7 @@
  * persisting walks the set runs.  Test and set are O(log leaves); a random
  * 4 KiB write pattern costs one bit per page instead of an extent split, and
  * memory stays at 32 KiB per GiB written in the epoch whatever the pattern.
- * Alternatives measured against: a sorted extent array (O(n) memmove per
+ * Alternatives considered: a sorted extent array (O(n) memmove per
  * random insert) and an in-memory copy of the whole map (memory grows with
  * the file's history, not with the epoch).
  */
@@ -85,7 +85,7 @@ static struct ps_leaf *ps_leaf_get(struct pageset *ps, uint64_t idx)
 	if (!l)
 		return NULL;
 	l->idx = idx;
-	memmove(ps->leaf + i + 1, ps->leaf + i, (ps->n - i) * sizeof(*l));
+	memmove(ps->leaf + i + 1, ps->leaf + i, (ps->n - i) * sizeof(*ps->leaf));
 	ps->leaf[i] = l;
 	ps->n++;
 	return l;
