@@ -29,6 +29,56 @@ static bool readonly(const struct vnode *vn)
 	return vn->view || vn->special;
 }
 
+/* Is the caller of req in group gid (primary or supplementary)? */
+static bool in_group(fuse_req_t req, gid_t gid)
+{
+	gid_t groups[64];
+	int n;
+
+	if (fuse_req_ctx(req)->gid == gid)
+		return true;
+	n = fuse_req_getgroups(req, 64, groups);
+	for (int i = 0; i < n && i < 64; i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
+}
+
+/*
+ * FUSE_HANDLE_KILLPRIV_V2 (fuseio.c) makes clearing the set-id bits ours,
+ * as the VFS would (setattr_should_drop_suidgid): S_ISUID, and S_ISGID if
+ * the group may execute or the caller is not in the file's group.  Only
+ * called for callers without CAP_FSETID (the kernel sends no kill request
+ * for those; other rules check uid 0).  vn->lock held.
+ */
+static void kill_suidgid(fuse_req_t req, struct vnode *vn)
+{
+	uint32_t mode = vn->m.mode, kill = S_ISUID;
+
+	if (!vfs_killpriv_v2 || !S_ISREG(mode))
+		return;
+	if ((mode & S_ISGID) &&
+	    ((mode & S_IXGRP) || !in_group(req, vn->m.gid)))
+		kill |= S_ISGID;
+	if (!(mode & kill))
+		return;
+	vn->m.mode &= ~kill;
+	vn->meta_dirty = true;
+	vn_mark_dirty(vn);
+}
+
+/* chown drops S_ISUID, and S_ISGID with group exec, even for root. */
+static void chown_kill(struct vnode *vn)
+{
+	uint32_t kill = S_ISUID;
+
+	if (!vfs_killpriv_v2 || !S_ISREG(vn->m.mode))
+		return;
+	if ((vn->m.mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+		kill |= S_ISGID;
+	vn->m.mode &= ~kill;
+}
+
 /* Reply with an entry for vn (reference consumed, one lookup added). */
 static void reply_entry(fuse_req_t req, struct vnode *vn, int rc)
 {
@@ -57,7 +107,7 @@ static void op_init(void *ud, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE;
-	if (conn->capable & FUSE_CAP_SPLICE_READ)
+	if (getenv("VFS_SPLICE_READ") && (conn->capable & FUSE_CAP_SPLICE_READ))
 		conn->want |= FUSE_CAP_SPLICE_READ;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
@@ -161,7 +211,19 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	}
 	if (!rc) {
 		struct vmeta *m = &vn->m;
+		const struct fuse_ctx *ctx = fuse_req_ctx(req);
 
+		/*
+		 * killpriv v2: truncate by a user and any chown drop set-id
+		 * bits; and libfuse 3.14 masks FATTR_KILL_SUIDGID, so the
+		 * kernel's kill request (sent before a write by a caller
+		 * without CAP_FSETID) arrives as an empty setattr.
+		 */
+		if (((to_set & FUSE_SET_ATTR_SIZE) && ctx->uid != 0) ||
+		    to_set == 0)
+			kill_suidgid(req, vn);
+		if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
+			chown_kill(vn);
 		if (to_set & FUSE_SET_ATTR_MODE)
 			m->mode = (m->mode & S_IFMT) | (attr->st_mode & 07777);
 		if (to_set & FUSE_SET_ATTR_UID)
@@ -470,6 +532,10 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
 	rc = vn_refresh(vn);
 	if (!rc)
 		rc = data_write(vn, in, off, &written);
+	/* killpriv v2: writes the kernel sends for a process (writeback
+	   sends none that must clear bits) from a user drop set-id bits */
+	if (!rc && fuse_req_ctx(req)->pid && fuse_req_ctx(req)->uid != 0)
+		kill_suidgid(req, vn);
 	if (!rc && vn->delta.n > 8192)
 		rc = vn_persist(vn, false);	/* bound the delta's memory */
 	pthread_mutex_unlock(&vn->lock);

@@ -319,6 +319,10 @@ int main(int argc, char *argv[])
 		goto out_session;
 	if (fuse_session_mount(v.se, rm))
 		goto out_signals;
+	if (fuseio_install(v.se)) {
+		vfs_log(LOG_ERR, "installing the FUSE I/O shim failed");
+		goto out_unmount;
+	}
 	if (ctl_find_mount(0, rm, &cm) || strcmp(cm.type, "fuse.versionfs")) {
 		vfs_log(LOG_ERR, "%s: cannot find the new mount in "
 			"/proc/self/mountinfo", rm);

@@ -328,6 +328,10 @@ void *ep_purge_thread(void *arg);
 int ctl_listen(struct vfs *v);
 void *ctl_thread(void *arg);
 
+/* ---- fuseio.c: negotiates FUSE_HANDLE_KILLPRIV_V2 for libfuse 3.14 ---- */
+int fuseio_install(struct fuse_session *se);
+extern bool vfs_killpriv_v2;
+
 /* ---- fuseops.c ---- */
 extern const struct fuse_lowlevel_ops vfs_ops;
 
