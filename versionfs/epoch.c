@@ -60,6 +60,12 @@ int ep_valid_tag(const char *tag)
 
 /* ---- checkpoint ---- */
 
+static double ms_between(struct timespec a, struct timespec b)
+{
+	return (double)(b.tv_sec - a.tv_sec) * 1e3 +
+	       (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+}
+
 struct ck_arg {
 	struct bt_ckpt c;
 	uint64_t E;
@@ -131,11 +137,14 @@ int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
 		if (rc != -ENOENT)
 			goto fail_lmdb;
 	}
+	struct timespec t0 = vfs_now(), t1, t2, t3;
+
 	if ((rc = vn_persist_all())) {
 		snprintf(err, errlen, "saving the open epoch failed: %s",
 			 strerror(-rc));
 		goto out;
 	}
+	t1 = vfs_now();
 	if ((rc = store_sync_all(vfs))) {
 		snprintf(err, errlen, "syncing the store: %s", strerror(-rc));
 		goto out;
@@ -153,9 +162,14 @@ int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
 	}
 	if (tag)
 		snprintf(a.c.tag, sizeof(a.c.tag), "%s", tag);
+	t2 = vfs_now();
 	if ((rc = bt_txn_run(vfs->env, ck_txn, &a)) ||
 	    (rc = bt_env_sync(vfs->env)))
 		goto fail_lmdb;
+	t3 = vfs_now();
+	vfs_dbg("checkpoint %llu: persist %.2f ms, sync %.2f ms, commit %.2f "
+		"ms", (unsigned long long)E, ms_between(t0, t1),
+		ms_between(t1, t2), ms_between(t2, t3));
 	vfs->parent = E;
 	vfs->epoch = E + 1;
 	vfs->epoch_pages = 0;
@@ -330,8 +344,10 @@ static void rb_fix_kernel(struct vnode *vn)
 {
 	struct timespec ts[2];
 	char path[PATH_MAX];
-	uint64_t size;
-	bool differ = false;
+	uint64_t size, pino = 0;
+	bool differ = false, evict = false;
+	struct vnode *parent;
+	char *name = NULL;
 	int rc;
 
 	pthread_rwlock_rdlock(&vfs->epoch_lock);
@@ -344,11 +360,36 @@ static void rb_fix_kernel(struct vnode *vn)
 		differ = size != vn->kern_size ||
 			 ts[1].tv_sec != vn->kern_mtime.tv_sec ||
 			 ts[1].tv_nsec != vn->kern_mtime.tv_nsec;
+		/* Nobody has it open and it has one name: dropping that name
+		   makes the kernel evict the inode (FUSE keeps no unused
+		   inodes), and the next lookup builds a fresh one. */
+		evict = vn->opens == 0 && vn->m.nlink == 1;
 	}
 	vn->kern_valid = false;
 	pthread_mutex_unlock(&vn->lock);
 	pthread_rwlock_unlock(&vfs->epoch_lock);
-	if (!differ || vn_path(vn, path, sizeof(path)))
+	if (!differ)
+		return;
+	if (evict) {
+		pthread_mutex_lock(&vfs->table_lock);
+		parent = vn->pname ? vn_find_locked(0, vn->pino) : NULL;
+		if (parent) {
+			parent->refs++;
+			pino = vn_nodeid(parent);
+			name = strdup(vn->pname);
+		}
+		pthread_mutex_unlock(&vfs->table_lock);
+		if (parent) {
+			if (name)
+				fuse_lowlevel_notify_inval_entry(vfs->se, pino,
+								 name,
+								 strlen(name));
+			free(name);
+			vn_put(parent);
+			return;
+		}
+	}
+	if (vn_path(vn, path, sizeof(path)))
 		return;
 	if (truncate(path, (off_t)size) || utimensat(AT_FDCWD, path, ts,
 						      AT_SYMLINK_NOFOLLOW))
@@ -384,6 +425,7 @@ static void dropped_note(struct u64vec *d, uint64_t vino)
 int ep_rollback(uint64_t id, const char *tag, uint64_t *to, char *err,
 		size_t errlen)
 {
+	struct timespec t0 = { 0 }, t1 = { 0 }, t2 = { 0 };
 	struct u64vec dropped = { 0 };
 	struct rb_arg a = { 0 };
 	struct notify *nt = NULL;
@@ -430,6 +472,7 @@ int ep_rollback(uint64_t id, const char *tag, uint64_t *to, char *err,
 	}
 	a.c = c.id;
 	a.E = vfs->epoch;
+	t0 = vfs_now();
 	rc = bt_txn_run(vfs->env, rb_txn, &a);
 	/* Unsaved changes are changes too: the kernel must forget them. */
 	for (size_t i = 0; !rc && i < dropped.n; i++)
@@ -444,6 +487,7 @@ int ep_rollback(uint64_t id, const char *tag, uint64_t *to, char *err,
 		free(a.v);
 		goto fail_lmdb;
 	}
+	t1 = vfs_now();
 	vfs->epoch = a.E + 1;
 	vfs->parent = c.id;
 	vfs->epoch_pages = 0;
@@ -495,6 +539,7 @@ out:
 		vn_put(nt[i].dir);
 		free(nt[i].name);
 	}
+	t2 = vfs_now();
 	vfs->fixup_tid = gettid();
 	for (size_t i = 0; i < nn; i++) {
 		if (nt[i].dir)
@@ -506,6 +551,10 @@ out:
 	}
 	vfs->fixup_tid = 0;
 	free(nt);
+	if (!rc)
+		vfs_dbg("rollback: index %.2f ms, entries %.2f ms, inodes %.2f "
+			"ms", ms_between(t0, t1), ms_between(t1, t2),
+			ms_between(t2, vfs_now()));
 	rb_reset(&a);
 	free(a.v);
 	if (!rc)
