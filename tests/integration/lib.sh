@@ -11,7 +11,9 @@
 #   ctl ARGS...                   versionfs-ctl
 #   fail MSG / skip MSG / note MSG
 # The EXIT trap unmounts every FUSE and loop mount the test made, kills its
-# daemons and removes $T, whatever happened.
+# daemons and removes $T, whatever happened.  make_fs is used as
+# root=$(make_fs ...), in a subshell: it records its mounts in a file, and a
+# failure inside it ends the whole test.
 set -u
 
 : "${VFS_BUILD:?VFS_BUILD must point at the build directory}"
@@ -21,7 +23,9 @@ VFSCTL="$VFS_BUILD/versionfs-ctl"
 T=$(mktemp -d "${TMPDIR:-/tmp}/vfs-test.XXXXXX")
 chmod 755 "$T"		# tests run some commands as an unprivileged user
 _vfs_mounts=()
-_loop_mounts=()
+_loops="$T/.loop-mounts"
+: > "$_loops"
+_main=$$
 
 note() { printf '# %s\n' "$*"; }
 fail() { printf 'FAIL: %s\n' "$*"; exit 1; }
@@ -36,7 +40,7 @@ _cleanup() {
 	local m i
 	for ((i = ${#_vfs_mounts[@]} - 1; i >= 0; i--)); do
 		m=${_vfs_mounts[$i]}
-		if mountpoint -q "$m" 2>/dev/null || grep -q " $m fuse" /proc/mounts; then
+		if findmnt -n -M "$m" >/dev/null 2>&1; then
 			fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null
 		fi
 	done
@@ -46,29 +50,36 @@ _cleanup() {
 		pgrep -f "versionfs.* $T/" >/dev/null || break
 		sleep 0.1
 	done
-	for ((i = ${#_loop_mounts[@]} - 1; i >= 0; i--)); do
-		umount "${_loop_mounts[$i]}" || umount -l "${_loop_mounts[$i]}"
+	tac "$_loops" 2>/dev/null | while IFS= read -r m; do
+		umount "$m" 2>/dev/null || umount -l "$m"
 	done
 	rm -rf "$T"
 }
 trap _cleanup EXIT
 trap 'exit 130' INT TERM
 
-# make_fs ext4|xfs [SIZE] [extra mkfs options...]
+# Fail from inside $(...): say why on stderr and end the whole test.
+_fail_sub() {
+	printf 'FAIL: %s\n' "$*" >&2
+	kill -TERM "$_main"
+	exit 1
+}
+
+# make_fs ext4|xfs [SIZE] [extra mkfs options...]: prints the mount point
 make_fs() {
 	local fs=$1 size=${2:-512M} img dir
 	shift; [ $# -gt 0 ] && shift
 	img="$T/$fs.img"
 	dir="$T/$fs"
-	truncate -s "$size" "$img" || fail "truncate $img"
+	truncate -s "$size" "$img" || _fail_sub "truncate $img"
 	case $fs in
-	ext4) mkfs.ext4 -q -F "$@" "$img" >/dev/null 2>&1 || fail "mkfs.ext4" ;;
-	xfs) mkfs.xfs -q -f "$@" "$img" >/dev/null 2>&1 || fail "mkfs.xfs" ;;
-	*) fail "make_fs: unknown fs $fs" ;;
+	ext4) mkfs.ext4 -q -F "$@" "$img" >/dev/null 2>&1 || _fail_sub "mkfs.ext4 $img" ;;
+	xfs) mkfs.xfs -q -f "$@" "$img" >/dev/null 2>&1 || _fail_sub "mkfs.xfs $img" ;;
+	*) _fail_sub "make_fs: unknown fs $fs" ;;
 	esac
 	mkdir -p "$dir"
-	mount -o loop "$img" "$dir" || fail "mount $img"
-	_loop_mounts+=("$dir")
+	mount -o loop "$img" "$dir" || _fail_sub "mount $img"
+	printf '%s\n' "$dir" >> "$_loops"
 	echo "$dir"
 }
 
@@ -79,14 +90,14 @@ vfs_mount() {
 	mkdir -p "$b" "$m"
 	"$VFS" "$@" "$b" "$m" || fail "versionfs $b $m exited $?"
 	_vfs_mounts+=("$m")
-	grep -q " $(realpath "$m") fuse.versionfs " /proc/mounts ||
+	findmnt -n -M "$m" -t fuse.versionfs >/dev/null ||
 		fail "versionfs returned but $m is not mounted"
 }
 
 # pid of the daemon serving mount m (from its store's lock file)
 vfs_pid() {
 	local src
-	src=$(awk -v m="$(realpath "$1")" '$2 == m && $3 == "fuse.versionfs" { s = $1 } END { print s }' /proc/mounts)
+	src=$(findmnt -n -o SOURCE -M "$1" -t fuse.versionfs | tail -n1)
 	[ -n "$src" ] && cat "$src/.versionfs/lock" 2>/dev/null
 }
 
