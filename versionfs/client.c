@@ -134,6 +134,18 @@ void vfs_client_close(vfs_client *c)
 	free(c);
 }
 
+/* syncfs(2), retried when a signal or a dying writer interrupts it. */
+static int sync_mount(vfs_client *c)
+{
+	for (int i = 0; i < 5; i++) {
+		if (syncfs(c->mfd) == 0)
+			return 0;
+		if (errno != EINTR)
+			break;
+	}
+	return -errno;
+}
+
 /* One request/reply.  On success *reply (malloc'ed) and *len are set. */
 static int rpc(vfs_client *c, uint16_t op, const struct cbuf *req,
 	       unsigned char **reply, size_t *len)
@@ -207,10 +219,11 @@ int vfs_checkpoint(vfs_client *c, const char *tag, uint64_t *id)
 
 	if (tag && (rc = check_tag(c, tag)))
 		return rc;
-	/* The kernel's dirty pages must reach the daemon first. */
-	if (syncfs(c->mfd) < 0)
-		return seterr(c->err, sizeof(c->err), -errno, "%s: syncfs: %s",
-			      c->mount, strerror(errno));
+	/* The kernel's dirty pages must reach the daemon first (the daemon
+	   also fsyncs the files that are still open). */
+	if ((rc = sync_mount(c)))
+		return seterr(c->err, sizeof(c->err), rc, "%s: syncfs: %s",
+			      c->mount, strerror(-rc));
 	cb_init(&b);
 	if (tag)
 		cb_str(&b, F_TAG, tag, strlen(tag));
@@ -234,9 +247,10 @@ static int rollback(vfs_client *c, uint64_t id, const char *tag,
 
 	if (tag && (rc = check_tag(c, tag)))
 		return rc;
-	if (syncfs(c->mfd) < 0)
-		return seterr(c->err, sizeof(c->err), -errno, "%s: syncfs: %s",
-			      c->mount, strerror(errno));
+	/* Flush what the kernel holds, so that it cannot land on the
+	   rolled-back files later; a failure here (a writer that died
+	   with dirty pages) does not matter: that state is discarded. */
+	(void)sync_mount(c);
 	cb_init(&b);
 	if (tag)
 		cb_str(&b, F_TAG, tag, strlen(tag));

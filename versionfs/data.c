@@ -329,10 +329,17 @@ static int cow_page(struct vnode *vn, uint64_t p)
 	return ps_set(&vn->delta, p, 1);
 }
 
-static void touch_data(struct vnode *vn, uint64_t before)
+/*
+ * Note pages gained and the change.  Times are set only when asked: with
+ * the writeback cache the kernel owns a file's mtime and ctime and sends
+ * them (a SETATTR when it writes the inode back), and a WRITE handled after
+ * that must not overwrite them with our clock.
+ */
+static void touch_data(struct vnode *vn, uint64_t before, bool times)
 {
 	vn->delta_pages += vn->delta.pages - before;
-	vn->m.mtime = vn->m.ctime = vfs_now();
+	if (times)
+		vn->m.mtime = vn->m.ctime = vfs_now();
 	vn->meta_dirty = vn->map_dirty = true;
 	vn_mark_dirty(vn);
 }
@@ -383,7 +390,7 @@ int data_write(struct vnode *vn, struct fuse_bufvec *in, off_t off,
 	}
 	if (end > vn->m.size)
 		vn->m.size = end;
-	touch_data(vn, before);
+	touch_data(vn, before, !vfs->wb_cache);
 	*written = (size_t)res;
 	return 0;
 }
@@ -439,7 +446,7 @@ int data_truncate(struct vnode *vn, uint64_t size)
 				(unsigned long long)vn->vino, strerror(errno));
 	}
 	vn->m.size = size;
-	touch_data(vn, before);
+	touch_data(vn, before, true);
 	return 0;
 }
 
@@ -513,7 +520,7 @@ int data_fallocate(struct vnode *vn, int mode, off_t off, off_t len)
 	}
 	if (!(mode & FALLOC_FL_KEEP_SIZE) && b > vn->m.size)
 		vn->m.size = b;
-	touch_data(vn, before);
+	touch_data(vn, before, true);
 	return 0;
 }
 

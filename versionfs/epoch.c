@@ -100,6 +100,61 @@ static void ck_retire_wfd(struct vnode *vn, void *arg)
 	vn->wfd = -1;
 }
 
+/*
+ * The client's syncfs(2) on the mount is not a barrier for FUSE: it can
+ * return while writeback of files that are still open is on its way to us
+ * (a checkpoint of a stopped writer missed megabytes in 5 runs of 30).
+ * fsync(2) is: it waits for every pending write of the inode.  So before
+ * taking the checkpoint, this thread fsyncs, through the mount, every file
+ * some process has open (closed files were flushed by their close);
+ * op_fsync answers our own requests without further work.  Files open
+ * under no name (unlinked) are skipped: no view shows them.
+ */
+static void ck_flush_open_files(void)
+{
+	struct vnode **v = NULL;
+	size_t n = 0, cap = 0;
+	char path[PATH_MAX];
+
+	pthread_mutex_lock(&vfs->table_lock);
+	for (size_t i = 0; i < vfs->table_size; i++) {
+		for (struct vnode *vn = vfs->table[i]; vn; vn = vn->hnext) {
+			if (vn->view || vn->special || vn->opens <= 0 ||
+			    !S_ISREG(vn->type))
+				continue;
+			if (n == cap) {
+				struct vnode **nv;
+
+				cap = cap ? cap * 2 : 64;
+				nv = realloc(v, cap * sizeof(*v));
+				if (!nv)
+					goto unlock;
+				v = nv;
+			}
+			vn->refs++;
+			v[n++] = vn;
+		}
+	}
+unlock:
+	pthread_mutex_unlock(&vfs->table_lock);
+	vfs->fixup_tid = gettid();
+	for (size_t i = 0; i < n; i++) {
+		int fd;
+
+		if (vn_path(v[i], path, sizeof(path)) == 0 &&
+		    (fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW |
+			       O_CLOEXEC)) >= 0) {
+			if (fsync(fd))
+				vfs_dbg("checkpoint: fsync %s: %s", path,
+					strerror(errno));
+			close(fd);
+		}
+		vn_put(v[i]);
+	}
+	vfs->fixup_tid = 0;
+	free(v);
+}
+
 int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
 		  size_t errlen)
 {
@@ -116,6 +171,7 @@ int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
 			 BT_TAG_MAX);
 		return -EINVAL;
 	}
+	ck_flush_open_files();
 	pthread_rwlock_wrlock(&vfs->epoch_lock);
 	E = vfs->epoch;
 	if (tag) {

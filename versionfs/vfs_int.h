@@ -166,6 +166,8 @@ struct vfs {
 	bool foreground;
 	dev_t dev;			/* st_dev of the mount */
 	pid_t fixup_tid;		/* thread fixing kernel caches, or 0 */
+	bool wb_cache;			/* the kernel's writeback cache is on:
+					   it owns size and times of files */
 	int ctl_fd;			/* listening control socket */
 
 	pthread_rwlock_t epoch_lock;

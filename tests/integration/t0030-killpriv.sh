@@ -9,7 +9,7 @@ need_root
 id nobody >/dev/null 2>&1 || skip "no user nobody"
 getent group nogroup >/dev/null || skip "no group nogroup"
 
-root=$(make_fs xfs 256M)
+root=$(make_fs xfs 512M)
 nat=$root/native
 mkdir -p "$nat"
 chmod 777 "$nat"
