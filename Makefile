@@ -194,6 +194,9 @@ install: all
 	        libexecdir=$(libexecdir) sysconfdir=$(sysconfdir) install; fi
 
 uninstall:
+	if [ -f cr-hooks/Makefile.inc ]; then \
+	    $(MAKE) -f cr-hooks/Makefile.inc DESTDIR=$(DESTDIR) bindir=$(bindir) \
+	        libexecdir=$(libexecdir) sysconfdir=$(sysconfdir) uninstall; fi
 	for p in $(notdir $(PROGS)); do rm -f $(DESTDIR)$(bindir)/$$p; done
 	rm -f $(DESTDIR)$(libdir)/libvfsbtree.a $(DESTDIR)$(libdir)/libversionfs.*
 	rm -rf $(DESTDIR)$(includedir)/versionfs
