@@ -1,0 +1,311 @@
+# shellcheck shell=bash
+# bench/lib/report.sh — stats.csv, summary.md and plots of a result dir.
+# Sourced by bench/run (also as "bench/run report DIR").  Needs awk and
+# gnuplot; no other tool.
+#
+# Input:  DIR/{fio,mdtest,bonnie,ckpt}.csv in long format
+#         (config,fs,test,jobs,metric,value,unit,rep), DIR/info.txt,
+#         DIR/raw/failures.txt.
+# Output: DIR/stats.csv (family,config,fs,test,jobs,metric,unit,n,median,
+#         min,max), DIR/summary.md, DIR/*.png (plot data and scripts in
+#         DIR/raw/plots/).
+
+REPORT_LIB=$(dirname "${BASH_SOURCE[0]}")
+
+# Median, min, max and count per (family, config, fs, test, jobs, metric).
+report_stats() {
+	local dir=$1 f
+	{
+		echo "family,config,fs,test,jobs,metric,unit,n,median,min,max"
+		for f in fio mdtest bonnie ckpt; do
+			[ -f "$dir/$f.csv" ] || continue
+			awk -F, -v fam="$f" 'NR > 1 && NF >= 8 && $6 != "" {
+				k = fam "," $1 "," $2 "," $3 "," $4 "," $5 "," $7
+				if (!(k in cnt)) order[++nk] = k
+				v[k, ++cnt[k]] = $6 + 0
+			}
+			END {
+				for (i = 1; i <= nk; i++) {
+					k = order[i]; n = cnt[k]
+					for (a = 2; a <= n; a++) {	# insertion sort
+						x = v[k, a]
+						for (b = a - 1; b >= 1 && v[k, b] > x; b--)
+							v[k, b + 1] = v[k, b]
+						v[k, b + 1] = x
+					}
+					med = (n % 2) ? v[k, (n + 1) / 2] : (v[k, n / 2] + v[k, n / 2 + 1]) / 2
+					printf "%s,%d,%g,%g,%g\n", k, n, med, v[k, 1], v[k, n]
+				}
+			}' "$dir/$f.csv"
+		done
+	} >"$dir/stats.csv"
+}
+
+# Cautions printed above the tables.
+report_warnings() {
+	local dir=$1 ncpu load
+	ncpu=$(sed -n 's/^cpu: .* x \([0-9]*\)$/\1/p' "$dir/info.txt")
+	if grep -q '^mode: quick' "$dir/info.txt"; then
+		echo "> **Quick mode**: one repetition of small sizes and 1-second random"
+		echo "> tests. The ratios are a smoke test, not a measurement; judge the"
+		echo "> targets on a full run (bench/run full)."
+		echo
+	fi
+	for load in $(sed -n 's/^load_at_start: \([0-9.]*\) .*/\1/p' "$dir/info.txt"); do
+		if awk -v l="$load" -v n="${ncpu:-1}" 'BEGIN { exit !(l > 0.5 * n) }'; then
+			echo "> **Busy machine**: the 1-minute load average was $load on ${ncpu:-?} CPUs"
+			echo "> when the run started; other work competed with the"
+			echo "> benchmarks and the numbers are noisy."
+			echo
+			break
+		fi
+	done
+}
+
+report_summary() {
+	local dir=$1 have_vfs
+	have_vfs=$(grep -c '^versionfs: /' "$dir/info.txt" 2>/dev/null)
+	{
+		echo "# versionfs benchmarks: $(sed -n 's/^mode: //p' "$dir/info.txt") run of $(sed -n 's/^date: //p' "$dir/info.txt")"
+		echo
+		echo '```'
+		grep -v '^$' "$dir/info.txt"
+		echo '```'
+		echo
+		report_warnings "$dir"
+		awk -F, -v have_vfs="$have_vfs" -f "$REPORT_LIB/summary.awk" "$dir/stats.csv"
+		echo
+		echo "## Plots"
+		echo
+		for p in "$dir"/*.png; do
+			[ -e "$p" ] || continue
+			echo "- [$(basename "$p")]($(basename "$p"))"
+		done
+		echo
+		echo "## Failures"
+		echo
+		if [ -s "$dir/raw/failures.txt" ]; then
+			sed 's/^/- /' "$dir/raw/failures.txt"
+		else
+			echo "none"
+		fi
+		echo
+		echo "Raw data: the CSV files (long format, one row per repetition),"
+		echo "stats.csv (median, min, max), raw/ (fio JSON, bonnie++ output, logs)."
+		echo "How to read all this: bench/README.md."
+	} >"$dir/summary.md"
+}
+
+# ---- plots -------------------------------------------------------------------
+
+report_gnuplot_term() {
+	if gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1; then
+		echo "pngcairo size 1100,620 font 'Sans,10'"
+	else
+		echo "png size 1100,620"
+	fi
+}
+
+CONFIG_COLORS="native:#4c72b0 passthrough:#dd8452 versionfs:#55a868 versionfs-ckpt1s:#c44e52 versionfs-ckpt10s:#8172b3 versionfs-ckpt60s:#937860 versionfs-ckpt300s:#da8bc3"
+
+report_color() {
+	local c
+	for c in $CONFIG_COLORS; do
+		[ "${c%%:*}" = "$1" ] && { echo "${c#*:}"; return; }
+	done
+	echo "#7f7f7f"
+}
+
+# Configs present in stats.csv for a family, in the canonical order.
+report_configs() {
+	local dir=$1 fam=$2 c
+	for c in native passthrough versionfs versionfs-ckpt300s versionfs-ckpt60s versionfs-ckpt10s versionfs-ckpt1s; do
+		grep -q "^$fam,$c," "$dir/stats.csv" && echo "$c"
+	done
+}
+
+# Clustered bars: one cluster per (fs, jobs), one bar per config, min-max bars.
+report_plot_fio() {
+	local dir=$1 pd=$2 term=$3 test=$4 configs dat gp i c title
+	configs=$(report_configs "$dir" fio)
+	[ -n "$configs" ] || return 0
+	grep -q "^fio,[^,]*,[^,]*,$test," "$dir/stats.csv" || return 0
+	dat=$pd/fio-$test.dat
+	awk -F, -v test="$test" -v configs="$configs" '
+		BEGIN { nc = split(configs, cf, /[ \n]+/) }
+		$1 == "fio" && $4 == test && $6 == "bw" {
+			k = $3 " j" $5
+			if (!(k in seen)) { seen[k] = 1; order[++nk] = k }
+			m[k, $2] = $9; lo[k, $2] = $10; hi[k, $2] = $11
+		}
+		END {
+			for (i = 1; i <= nk; i++) {
+				k = order[i]; line = "\"" k "\""
+				for (j = 1; j <= nc; j++) {
+					c = cf[j]
+					if ((k, c) in m) line = line " " m[k, c] " " lo[k, c] " " hi[k, c]
+					else line = line " NaN NaN NaN"
+				}
+				print line
+			}
+		}' "$dir/stats.csv" >"$dat"
+	case $test in
+	seqwrite) title="Sequential write, 1 MiB blocks, end fsync" ;;
+	seqread) title="Sequential read, 1 MiB blocks, cold cache" ;;
+	randwrite) title="Random write, 4 KiB, end fsync" ;;
+	randread) title="Random read, 4 KiB, cold cache" ;;
+	esac
+	gp=$pd/fio-$test.gp
+	{
+		echo "set terminal $term"
+		echo "set output '$dir/fio-$test.png'"
+		echo "set title \"fio: $title (median; bars: min-max)\""
+		echo "set datafile missing 'NaN'"
+		echo "set style data histogram"
+		echo "set style histogram errorbars gap 2 lw 1"
+		echo "set style fill solid 0.85 border -1"
+		echo "set boxwidth 0.9"
+		echo "set ylabel 'MiB/s'"
+		echo "set yrange [0:*]"
+		echo "set grid ytics"
+		echo "set key outside right top"
+		printf "plot "
+		i=0
+		for c in $configs; do
+			[ $i -gt 0 ] && printf ", \\\\\n     "
+			if [ $i -eq 0 ]; then
+				printf "'%s' using %d:%d:%d:xtic(1) title '%s' lc rgb '%s'" "$dat" $((2 + 3 * i)) $((3 + 3 * i)) $((4 + 3 * i)) "$c" "$(report_color "$c")"
+			else
+				printf "'' using %d:%d:%d title '%s' lc rgb '%s'" $((2 + 3 * i)) $((3 + 3 * i)) $((4 + 3 * i)) "$c" "$(report_color "$c")"
+			fi
+			i=$((i + 1))
+		done
+		echo
+	} >"$gp"
+	gnuplot "$gp" 2>>"$pd/gnuplot.log"
+}
+
+# One panel per test, one bar per config (boxes + min-max error bars).
+# report_plot_panels DIR PD TERM FAMILY FS OUTNAME TITLE YLABEL LOG TESTS...
+report_plot_panels() {
+	local dir=$1 pd=$2 term=$3 fam=$4 fs=$5 out=$6 title=$7 ylabel=$8 logy=$9
+	shift 9
+	local configs tests="" t n=0 gp dat c i label
+	configs=$(report_configs "$dir" "$fam")
+	[ -n "$configs" ] || return 0
+	for t in "$@"; do
+		grep -q "^$fam,[^,]*,$fs,${t%%:*}," "$dir/stats.csv" && { tests="$tests $t"; n=$((n + 1)); }
+	done
+	[ "$n" -gt 0 ] || return 0
+	gp=$pd/$out.gp
+	{
+		echo "set terminal $term"
+		echo "set output '$dir/$out.png'"
+		echo "set multiplot layout 1,$n title \"$title ($fs; median, bars: min-max)\""
+		echo "set style fill solid 0.85 border -1"
+		echo "set boxwidth 0.7"
+		echo "set grid ytics"
+		echo "set xtics rotate by -35 left font ',8'"
+		echo "unset key"
+		echo "set bmargin 6"
+		echo "set offsets 0, 0, graph 0.08, 0"
+		[ "$logy" = 1 ] && echo "set logscale y"
+		for t in $tests; do
+			label=${t#*:}
+			t=${t%%:*}
+			dat=$pd/$out-$t.dat
+			i=0
+			for c in $configs; do
+				awk -F, -v fam="$fam" -v fs="$fs" -v t="$t" -v c="$c" -v i="$i" -v col="0x$(report_color "$c" | cut -c2-)" '
+					$1 == fam && $2 == c && $3 == fs && $4 == t {
+						printf "%d \"%s\" %s %s %s %d\n", i, c, $9, $10, $11, col; found = 1
+					}
+					END { if (!found) printf "%d \"%s\" NaN NaN NaN 0\n", i, c }' "$dir/stats.csv"
+				i=$((i + 1))
+			done >"$dat"
+			echo "set title '${label//_/ }'"
+			echo "set ylabel '$ylabel'"
+			if [ "$logy" = 1 ]; then
+				echo "set yrange [*:*]"
+			else
+				echo "set yrange [0:*]"
+			fi
+			echo "set xrange [-0.6:$((i - 1)).6]"
+			echo "plot '$dat' using 1:3:6:xtic(2) with boxes lc rgb variable, '' using 1:3:4:5 with yerrorbars lc rgb 'black' pt 7 ps 0.3"
+		done
+		echo "unset multiplot"
+	} >"$gp"
+	gnuplot "$gp" 2>>"$pd/gnuplot.log"
+}
+
+report_plot_ckpt() {
+	local dir=$1 pd=$2 term=$3 dat fs gp first=1
+	dat=$pd/ckpt.dat
+	grep -q '^ckpt,versionfs,[^,]*,dirty' "$dir/stats.csv" || return 0
+	gp=$pd/ckpt.gp
+	{
+		echo "set terminal $term"
+		echo "set output '$dir/ckpt-latency.png'"
+		echo "set title 'versionfs-ctl checkpoint latency, 100 dirty files (median; bars: min-max)'"
+		echo "set logscale x"
+		awk -F, '$1 == "ckpt" && $4 ~ /^dirty[0-9]+-of-/ { n = $4; sub(/^dirty[0-9]+-of-/, "", n)
+			if (lo == "" || n + 0 < lo) lo = n + 0; if (n + 0 > hi) hi = n + 0 }
+			END { if (lo != "") printf "set xrange [%g:%g]\n", lo / 2, hi * 2 }' "$dir/stats.csv"
+		echo "set xlabel 'files in the mount'"
+		echo "set ylabel 'ms'"
+		echo "set yrange [0:*]"
+		echo "set grid"
+		echo "set key top left"
+		printf "plot "
+		for fs in $(awk -F, '$1 == "ckpt" { print $3 }' "$dir/stats.csv" | awk '!s[$0]++'); do
+			awk -F, -v fs="$fs" '$1 == "ckpt" && $3 == fs && $4 ~ /^dirty[0-9]+-of-/ {
+				n = $4; sub(/^dirty[0-9]+-of-/, "", n); print n, $9, $10, $11 }' \
+				"$dir/stats.csv" | sort -n >"$dat.$fs"
+			[ $first = 1 ] || printf ", "
+			printf "'%s' using 1:2:3:4 with yerrorlines title '%s'" "$dat.$fs" "$fs"
+			first=0
+		done
+		echo
+	} >"$gp"
+	gnuplot "$gp" 2>>"$pd/gnuplot.log"
+}
+
+report_plots() {
+	local dir=$1 pd=$1/raw/plots term t fs fslist
+	mkdir -p "$pd"
+	: >"$pd/gnuplot.log"
+	rm -f "$dir"/*.png
+	term=$(report_gnuplot_term)
+	for t in seqwrite seqread randwrite randread; do
+		report_plot_fio "$dir" "$pd" "$term" "$t"
+	done
+	fslist=$(awk -F, 'NR > 1 { print $3 }' "$dir/stats.csv" | awk '!s[$0]++')
+	for fs in $fslist; do
+		report_plot_panels "$dir" "$pd" "$term" mdtest "$fs" "mdtest-$fs" \
+			"Metadata: files in one directory" "ops/s" 0 \
+			create:create "stat:stat_(cached)" "stat_cold:stat_(cold_cache)" unlink:unlink
+		# The shape of Figures 5, 6 and 7 of the versioning paper (004):
+		# one panel per Bonnie++ step, one bar per checkpoint period.
+		report_plot_panels "$dir" "$pd" "$term" bonnie "$fs" "bonnie-fig5-write-$fs" \
+			"Bonnie++ write (Fig. 5)" "MiB/s" 0 \
+			putc:per-char_write put_block:per-block_write rewrite:rewrite
+		report_plot_panels "$dir" "$pd" "$term" bonnie "$fs" "bonnie-fig6-read-$fs" \
+			"Bonnie++ read (Fig. 6)" "MiB/s" 0 \
+			getc:per-char_read get_block:per-block_read "seeks:random_seeks_(/s)"
+		report_plot_panels "$dir" "$pd" "$term" bonnie "$fs" "bonnie-fig7-create-$fs" \
+			"Bonnie++ file creation/deletion (Fig. 7)" "files/s" 0 \
+			ran_create:random_create ran_delete:random_delete \
+			seq_create:sequential_create seq_delete:sequential_delete
+	done
+	report_plot_ckpt "$dir" "$pd" "$term"
+	if [ -s "$pd/gnuplot.log" ]; then
+		echo "report: gnuplot complained, see $pd/gnuplot.log" >&2
+	fi
+}
+
+report_all() {
+	local dir=$1
+	report_stats "$dir" || return 1
+	report_plots "$dir"
+	report_summary "$dir"
+}
