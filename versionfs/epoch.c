@@ -5,6 +5,9 @@
  * runs; the client called syncfs(2) on the mount first, so the kernel's
  * dirty pages have reached us as writes):
  *
+ *   0. (before taking the lock, while operations go on) fsync the files
+ *      that are open, persist the dirty vnodes and syncfs the store, so
+ *      that steps 1 and 2 find little left to do;
  *   1. persist every dirty vnode (metadata files, then one LMDB
  *      transaction with their maps and records);
  *   2. syncfs(2) the store: every content and metadata file written in E,
@@ -172,6 +175,14 @@ int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
 		return -EINVAL;
 	}
 	ck_flush_open_files();
+	/*
+	 * Do the heavy part while the job keeps running: persist what is
+	 * dirty and push the data to disk.  The exclusive window below then
+	 * only persists and syncs what was written meanwhile; writers stall
+	 * for that, not for the whole epoch's I/O.
+	 */
+	vn_flush_all();
+	store_sync_all(vfs);
 	pthread_rwlock_wrlock(&vfs->epoch_lock);
 	E = vfs->epoch;
 	if (tag) {

@@ -967,20 +967,22 @@ int vn_persist_all(void)
  */
 #define FLUSH_BATCH	512
 
-static void flush_some(void)
+/* One batch of up to FLUSH_BATCH dirty vnodes (all, or closed ones only);
+   returns how many it persisted. */
+static size_t flush_some(bool closed_only)
 {
 	struct vnode **v, **orig;
 	size_t n, m = 0;
 
 	pthread_rwlock_rdlock(&vfs->epoch_lock);
 	pthread_mutex_lock(&vfs->ns_lock);
-	v = dirty_snapshot(FLUSH_BATCH, true, &n);
+	v = dirty_snapshot(FLUSH_BATCH, closed_only, &n);
 	orig = v ? calloc(n ? n : 1, sizeof(*orig)) : NULL;
 	if (v && orig) {
 		for (size_t i = 0; i < n; i++) {
 			pthread_mutex_lock(&v[i]->lock);
 			orig[i] = v[i];
-			if (v[i]->opens || !v[i]->dirty) {
+			if ((closed_only && v[i]->opens) || !v[i]->dirty) {
 				pthread_mutex_unlock(&v[i]->lock);
 				orig[i] = NULL;
 				vn_put(v[i]);
@@ -988,7 +990,8 @@ static void flush_some(void)
 			}
 			v[m++] = v[i];
 		}
-		persist_batch(v, m);
+		if (persist_batch(v, m))
+			m = 0;
 		for (size_t i = 0; i < n; i++) {
 			if (!orig[i])
 				continue;
@@ -1000,6 +1003,25 @@ static void flush_some(void)
 	free(v);
 	pthread_mutex_unlock(&vfs->ns_lock);
 	pthread_rwlock_unlock(&vfs->epoch_lock);
+	return m;
+}
+
+/*
+ * Persist every dirty vnode while operations go on (epoch_lock shared), in
+ * batches: a checkpoint calls this before taking the lock exclusively, so
+ * that only what is written meanwhile is left for its exclusive window.
+ */
+void vn_flush_all(void)
+{
+	size_t budget = vfs->ndirty + FLUSH_BATCH;
+
+	while (vfs->ndirty && budget) {
+		size_t m = flush_some(false);
+
+		if (m == 0)
+			break;
+		budget = m > budget ? 0 : budget - m;
+	}
 }
 
 void vn_flush_kick(void)
@@ -1041,8 +1063,9 @@ void *vn_flusher(void *arg)
 		if (vfs->stopping)
 			break;
 		pthread_mutex_unlock(&vfs->flush_lock);
-		if (vfs->ndirty)
-			flush_some();
+		/* all closed files, a batch at a time */
+		while (vfs->ndirty && !vfs->stopping && flush_some(true))
+			;
 		if (++tick % DURABLE_EVERY == 0)
 			durable_tick();
 		pthread_mutex_lock(&vfs->flush_lock);

@@ -256,6 +256,8 @@ void vn_persist_done(struct vnode *vn);
 int vn_persist(struct vnode *vn, bool durable);
 /* Persist every dirty vnode in one transaction (epoch_lock exclusive). */
 int vn_persist_all(void);
+/* Persist every dirty vnode in batches, operations going on. */
+void vn_flush_all(void);
 /* The background flusher of closed dirty files. */
 void *vn_flusher(void *arg);
 void vn_flush_kick(void);
