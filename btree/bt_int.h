@@ -53,6 +53,8 @@ struct bt_env {
 	bool durable;			/* the scheme is on (not RDONLY/NOSYNC) */
 	pthread_mutex_t dur_lock;
 	MDB_txn *pin;			/* read txn holding the durable snapshot */
+	MDB_txn *pin2;			/* the next one, while it is synced */
+	unsigned char *dur_page;	/* the meta page being recorded */
 	int dur_fd;			/* the side file */
 	unsigned char *dur_buf;
 	uint64_t dur_seq, dur_txnid;
@@ -60,7 +62,13 @@ struct bt_env {
 	char boot[40];
 	unsigned durable_every;		/* commits between automatic points */
 	unsigned since_durable;		/* commits since the last point */
+	/* the syncer thread makes the automatic points (durable.c) */
+	pthread_mutex_t sync_lock;
+	pthread_cond_t sync_cond;
+	pthread_t syncer;
+	bool syncer_on, sync_want, sync_stop;	/* sync_lock */
 	unsigned restored;		/* open restored the last durable point */
+	unsigned unclean;		/* the last run did not close cleanly */
 	uint64_t restored_to;
 	struct bt_txn *pool;		/* recycled read txns; pool_lock */
 	unsigned pool_len;		/* pool_lock */
@@ -158,9 +166,11 @@ static inline MDB_dbi bt_dbi(bt_txn *txn, enum bt_db db)
 
 /* durable.c */
 int bt_durable_recover(const char *dir, unsigned *restored,
-		       uint64_t *to_txnid);
+		       uint64_t *to_txnid, unsigned *unclean);
 int bt_durable_open(bt_env *env, const char *dir);
 int bt_durable_point(bt_env *env, bool clean);
+bool bt_durable_kick(bt_env *env);
+void bt_durable_stop(bt_env *env);
 int bt_durable_before_resize(bt_env *env);
 int bt_durable_after_resize(bt_env *env);
 void bt_durable_close(bt_env *env);

@@ -159,6 +159,10 @@ struct bt_env_info {
 	unsigned restored;	/* 1: open restored the last durable point
 				   after an unclean shutdown and a reboot */
 	uint64_t restored_to;	/* ... the transaction it went back to */
+	unsigned unclean;	/* 1: the last process to use the environment
+				   did not close it (it crashed or was
+				   killed); 0 after a clean close or at
+				   creation */
 };
 int bt_env_info(bt_env *env, struct bt_env_info *info);
 

@@ -13,12 +13,14 @@
  * The scheme.  Commits use MDB_NOSYNC.  A *durable point* (bt_env_sync(),
  * called at every checkpoint and fsync and every few seconds by the daemon)
  *
- *   1. blocks writers (takes the write lock by beginning a transaction),
- *   2. fdatasyncs the data file: snapshot T (the last commit) is on disk,
- *   3. copies T's meta page, as written in the data file, into a side file
- *      "durable" (two checksummed slots, written alternately, fdatasynced),
- *      with the boot id of the running kernel and a "clean" flag,
- *   4. moves a pinned read transaction to T.
+ *   1. briefly blocks writers (takes the write lock by beginning a
+ *      transaction) to pin the newest snapshot T with a read transaction
+ *      and copy T's meta page, then lets commits go on;
+ *   2. syncs the data file: snapshot T is on disk;
+ *   3. writes T's meta page into a side file "durable" (two checksummed
+ *      slots, written alternately, fdatasynced), with the boot id of the
+ *      running kernel and a "clean" flag;
+ *   4. releases the pin of the previous durable snapshot.
  *
  * The pinned reader makes LMDB keep every page of T: pages freed after T
  * are not reused while a reader holds T.  So until the next durable point,
@@ -35,9 +37,12 @@
  *
  * Cost: a durable point is two fdatasyncs; between points, the file grows by
  * the pages that cannot be reused yet (a dozen per commit), so a point is
- * also made after every `durable_every` commits (default 256), by the
- * committing thread: that bounds the growth to a few MiB and adds one
- * point's latency to one commit in 256.  The format dependency is LMDB's meta
+ * also made after every `durable_every` commits (default 256): that bounds
+ * the growth to a few MiB.  The committing thread only wakes the *syncer*
+ * thread for it: run in the committer, the two device flushes (10-30 ms on
+ * a loop device) made one commit in 256 wait, and cost more than the 255
+ * others together.  Commits go on during the point's sync (step 1 above),
+ * so the syncer costs them nothing but the pin.  The format dependency is LMDB's meta
  * page (MDB_DATA_VERSION 1, unchanged since 0.9.0): magic at byte 16,
  * version at 20, txnid at 144 of the page; checked before any use.
  */
@@ -161,7 +166,7 @@ static bool meta_ok(const unsigned char *p, uint64_t *txnid)
 }
 
 int bt_durable_recover(const char *dir, unsigned *restored,
-		       uint64_t *to_txnid)
+		       uint64_t *to_txnid, unsigned *unclean)
 {
 	char path[4096], now[40];
 	unsigned char *buf = NULL, *cur = NULL;
@@ -171,6 +176,7 @@ int bt_durable_recover(const char *dir, unsigned *restored,
 	uint32_t ps;
 
 	*restored = 0;
+	*unclean = 0;
 	snprintf(path, sizeof(path), "%s/durable", dir);
 	sfd = open(path, O_RDONLY | O_CLOEXEC);
 	if (sfd < 0)
@@ -187,6 +193,7 @@ int bt_durable_recover(const char *dir, unsigned *restored,
 	}
 	if (side_newest(sfd, ps, buf, &s))
 		goto out;
+	*unclean = !s.clean;
 	boot_id(now);
 	if (s.clean || (now[0] && !strcmp(now, s.boot)))
 		goto out;		/* clean, or the page cache survived */
@@ -238,19 +245,22 @@ out:
 	return rc;
 }
 
-/*
- * Record the current snapshot as durable.  Called with the write lock held
- * (or, from bt_grow, with no transaction of the process active).
- */
-static int durable_record(bt_env *env, uint64_t txnid, bool clean)
+/* Tests hold a point between pin and record (VFS_TEST_DURABLE_STALL, ms)
+   to crash inside it. */
+static void test_stall(void)
 {
-	size_t len = DUR_HDR + env->psize;
-	unsigned char *buf = env->dur_buf, *page = buf + DUR_HDR;
-	int dfd, slot, rc;
-	uint64_t got;
+	const char *ms = getenv("VFS_TEST_DURABLE_STALL");
 
-	if ((rc = mdb_env_sync(env->mdb, 1)))
-		return bt_mdb_err(NULL, rc, "mdb_env_sync");
+	if (ms)
+		usleep((useconds_t)atoi(ms) * 1000);
+}
+
+/* Copy the meta page of transaction txnid (the newest) into page. */
+static int meta_capture(bt_env *env, uint64_t txnid, unsigned char *page)
+{
+	uint64_t got;
+	int dfd, rc;
+
 	if ((rc = mdb_env_get_fd(env->mdb, &dfd)))
 		return bt_mdb_err(NULL, rc, "mdb_env_get_fd");
 	/* LMDB writes the meta of transaction t into page t & 1. */
@@ -264,6 +274,22 @@ static int durable_record(bt_env *env, uint64_t txnid, bool clean)
 				  (unsigned long long)(txnid & 1),
 				  (unsigned long long)got,
 				  (unsigned long long)txnid);
+	return 0;
+}
+
+/*
+ * Sync the data file, then record txnid and its meta page (captured while
+ * txnid was the newest) in the side file.  Snapshot txnid must be pinned.
+ */
+static int durable_record(bt_env *env, uint64_t txnid,
+			  const unsigned char *page, bool clean)
+{
+	size_t len = DUR_HDR + env->psize;
+	unsigned char *buf = env->dur_buf;
+	int slot, rc;
+
+	if ((rc = mdb_env_sync(env->mdb, 1)))
+		return bt_mdb_err(NULL, rc, "mdb_env_sync");
 	memset(buf, 0, DUR_HDR);
 	memcpy(buf, DUR_MAGIC, 8);
 	bt_put_le64(buf + 8, ++env->dur_seq);
@@ -271,6 +297,7 @@ static int durable_record(bt_env *env, uint64_t txnid, bool clean)
 	bt_put_le32(buf + 24, env->psize);
 	bt_put_le32(buf + 28, clean);
 	memcpy(buf + 32, env->boot, 40);
+	memcpy(buf + DUR_HDR, page, env->psize);
 	bt_put_le64(buf + 120, XXH64(buf, len, 0));
 	slot = (int)(env->dur_seq & 1);
 	if (pwrite(env->dur_fd, buf, len, (off_t)(slot * slot_size(0))) !=
@@ -278,26 +305,77 @@ static int durable_record(bt_env *env, uint64_t txnid, bool clean)
 	    fdatasync(env->dur_fd))
 		return bt_seterr(-EIO, "durable: writing the side file: %s",
 				 strerror(errno));
-	env->dur_txnid = txnid;
-	__atomic_store_n(&env->since_durable, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&env->dur_txnid, txnid, __ATOMIC_RELAXED);
 	return 0;
 }
 
-/* Move the pinned reader to the newest snapshot (no commit can run). */
-static int pin_renew(bt_env *env)
+/* Pin the newest snapshot in *pin (begun or renewed). */
+static int pin_newest(bt_env *env, MDB_txn **pin)
 {
 	int rc;
 
-	if (env->pin)
-		mdb_txn_reset(env->pin);
-	rc = env->pin ? mdb_txn_renew(env->pin) :
-			mdb_txn_begin(env->mdb, NULL, MDB_RDONLY, &env->pin);
+	if (*pin)
+		mdb_txn_reset(*pin);
+	rc = *pin ? mdb_txn_renew(*pin) :
+		    mdb_txn_begin(env->mdb, NULL, MDB_RDONLY, pin);
 	return bt_mdb_err(NULL, rc, "durable: pinning the snapshot");
+}
+
+/* The syncer: one automatic durable point per wake-up. */
+static void *syncer_main(void *arg)
+{
+	bt_env *env = arg;
+
+	pthread_mutex_lock(&env->sync_lock);
+	while (!env->sync_stop) {
+		if (!env->sync_want) {
+			pthread_cond_wait(&env->sync_cond, &env->sync_lock);
+			continue;
+		}
+		env->sync_want = false;
+		pthread_mutex_unlock(&env->sync_lock);
+		/* a failure is retried at the next wake-up or point */
+		bt_durable_point(env, false);
+		pthread_mutex_lock(&env->sync_lock);
+	}
+	pthread_mutex_unlock(&env->sync_lock);
+	return NULL;
+}
+
+/* A commit reached durable_every since the last point: wake the syncer;
+   false if there is none (it could not start). */
+bool bt_durable_kick(bt_env *env)
+{
+	bool on;
+
+	pthread_mutex_lock(&env->sync_lock);
+	on = env->syncer_on;
+	if (on) {
+		env->sync_want = true;
+		pthread_cond_signal(&env->sync_cond);
+	}
+	pthread_mutex_unlock(&env->sync_lock);
+	return on;
+}
+
+void bt_durable_stop(bt_env *env)
+{
+	bool on;
+
+	pthread_mutex_lock(&env->sync_lock);
+	on = env->syncer_on;
+	env->sync_stop = true;
+	env->syncer_on = false;
+	pthread_cond_signal(&env->sync_cond);
+	pthread_mutex_unlock(&env->sync_lock);
+	if (on)
+		pthread_join(env->syncer, NULL);
 }
 
 int bt_durable_open(bt_env *env, const char *dir)
 {
 	char path[4096];
+	unsigned char *page;
 	MDB_envinfo ei;
 	MDB_stat st;
 	struct dur_slot s;
@@ -312,36 +390,65 @@ int bt_durable_open(bt_env *env, const char *dir)
 	if (env->dur_fd < 0)
 		return bt_seterr(-errno, "%s: %s", path, strerror(errno));
 	env->dur_buf = malloc(2 * slot_size(env->psize));
-	if (!env->dur_buf)
+	env->dur_page = malloc(env->psize);
+	if (!env->dur_buf || !env->dur_page)
 		return -ENOMEM;
 	if (side_psize(env->dur_fd) == env->psize &&
 	    side_newest(env->dur_fd, env->psize, env->dur_buf, &s) == 0)
 		env->dur_seq = s.seq;
-	/* Everything committed so far becomes the first durable point. */
+	/* Everything committed so far becomes the first durable point
+	   (nothing else runs yet). */
+	page = env->dur_page;
 	if ((rc = mdb_env_info(env->mdb, &ei)))
 		return bt_mdb_err(NULL, rc, "mdb_env_info");
-	if ((rc = durable_record(env, ei.me_last_txnid, false)))
+	if ((rc = pin_newest(env, &env->pin)) ||
+	    (rc = meta_capture(env, ei.me_last_txnid, page)) ||
+	    (rc = durable_record(env, ei.me_last_txnid, page, false)))
 		return rc;
-	return pin_renew(env);
+	/* Without a syncer, commits make the automatic points themselves. */
+	env->syncer_on = pthread_create(&env->syncer, NULL, syncer_main,
+					env) == 0;
+	return 0;
 }
 
+/*
+ * A durable point holds LMDB's write lock only to pin and capture the
+ * newest snapshot T (microseconds); the sync runs while commits go on.
+ * That is safe because two pins are held meanwhile: the new one keeps T's
+ * pages from reuse while they are synced, and the old one keeps the
+ * previous durable snapshot intact until the side file names T.
+ */
 int bt_durable_point(bt_env *env, bool clean)
 {
-	MDB_txn *w;
+	MDB_txn *w, *tmp;
+	uint64_t T;
 	int rc;
 
 	pthread_mutex_lock(&env->dur_lock);
 	pthread_rwlock_rdlock(&env->resize_lock);	/* no resize meanwhile */
-	/* The write lock keeps commits out while we sync and pin. */
 	rc = mdb_txn_begin(env->mdb, NULL, 0, &w);
 	if (rc) {
 		rc = bt_mdb_err(NULL, rc, "durable: mdb_txn_begin");
-	} else {
-		rc = durable_record(env, mdb_txn_id(w) - 1, clean);
-		if (!rc)
-			rc = pin_renew(env);
-		mdb_txn_abort(w);
+		goto out;
 	}
+	T = mdb_txn_id(w) - 1;
+	__atomic_store_n(&env->since_durable, 0, __ATOMIC_RELAXED);
+	rc = pin_newest(env, &env->pin2);
+	if (!rc)
+		rc = meta_capture(env, T, env->dur_page);
+	mdb_txn_abort(w);		/* commits go on from here */
+	test_stall();
+	if (!rc)
+		rc = durable_record(env, T, env->dur_page, clean);
+	if (!rc) {
+		/* T is durable: release the previous snapshot */
+		tmp = env->pin;
+		env->pin = env->pin2;
+		env->pin2 = tmp;
+	}
+	if (env->pin2)
+		mdb_txn_reset(env->pin2);
+out:
 	pthread_rwlock_unlock(&env->resize_lock);
 	pthread_mutex_unlock(&env->dur_lock);
 	return rc;
@@ -355,7 +462,9 @@ int bt_durable_before_resize(bt_env *env)
 
 	if ((rc = mdb_env_info(env->mdb, &ei)))
 		return bt_mdb_err(NULL, rc, "mdb_env_info");
-	if ((rc = durable_record(env, ei.me_last_txnid, false)))
+	if ((rc = meta_capture(env, ei.me_last_txnid, env->dur_page)) ||
+	    (rc = durable_record(env, ei.me_last_txnid, env->dur_page,
+				 false)))
 		return rc;
 	mdb_txn_reset(env->pin);
 	return 0;
@@ -369,10 +478,17 @@ int bt_durable_after_resize(bt_env *env)
 
 void bt_durable_close(bt_env *env)
 {
+	bt_durable_stop(env);
 	if (env->pin) {
 		mdb_txn_abort(env->pin);
 		env->pin = NULL;
 	}
+	if (env->pin2) {
+		mdb_txn_abort(env->pin2);
+		env->pin2 = NULL;
+	}
+	free(env->dur_page);
+	env->dur_page = NULL;
 	if (env->dur_fd >= 0)
 		close(env->dur_fd);
 	env->dur_fd = -1;

@@ -223,6 +223,8 @@ int bt_env_open(bt_env **envp, const char *dir, unsigned flags,
 	pthread_rwlock_init(&env->resize_lock, NULL);
 	pthread_mutex_init(&env->pool_lock, NULL);
 	pthread_mutex_init(&env->dur_lock, NULL);
+	pthread_mutex_init(&env->sync_lock, NULL);
+	pthread_cond_init(&env->sync_cond, NULL);
 	pthread_mutex_init(&env->gate_lock, NULL);
 	pthread_cond_init(&env->gate_cond, NULL);
 
@@ -243,7 +245,8 @@ int bt_env_open(bt_env **envp, const char *dir, unsigned flags,
 	env->durable = !(flags & (BT_ENV_RDONLY | BT_ENV_NOSYNC));
 	env->dur_fd = -1;
 	if (env->durable &&
-	    (rc = bt_durable_recover(dir, &env->restored, &env->restored_to)))
+	    (rc = bt_durable_recover(dir, &env->restored, &env->restored_to,
+				      &env->unclean)))
 		goto fail_env;
 	rc = mdb_env_open(env->mdb, dir, mflags, 0600);
 	if (rc) {
@@ -288,8 +291,10 @@ void bt_env_close(bt_env *env)
 		free(t);
 	}
 	/* A last durable point, marked clean: no recovery at next open. */
-	if (env->durable)
+	if (env->durable) {
+		bt_durable_stop(env);
 		bt_durable_point(env, true);
+	}
 	bt_durable_close(env);
 	mdb_env_close(env->mdb);
 	pthread_rwlock_destroy(&env->resize_lock);
@@ -297,6 +302,8 @@ void bt_env_close(bt_env *env)
 	pthread_mutex_destroy(&env->gate_lock);
 	pthread_cond_destroy(&env->gate_cond);
 	pthread_mutex_destroy(&env->dur_lock);
+	pthread_mutex_destroy(&env->sync_lock);
+	pthread_cond_destroy(&env->sync_cond);
 	free(env);
 }
 
@@ -322,9 +329,11 @@ int bt_env_info(bt_env *env, struct bt_env_info *info)
 	info->page_size = st.ms_psize;
 	info->used_bytes = (uint64_t)(ei.me_last_pgno + 1) * st.ms_psize;
 	info->last_txnid = ei.me_last_txnid;
-	info->durable_txnid = env->dur_txnid;
+	info->durable_txnid = __atomic_load_n(&env->dur_txnid,
+					      __ATOMIC_RELAXED);
 	info->restored = env->restored;
 	info->restored_to = env->restored_to;
+	info->unclean = env->unclean;
 	pthread_rwlock_rdlock(&env->resize_lock);
 	info->grow_count = env->grow_count;
 	pthread_rwlock_unlock(&env->resize_lock);
@@ -489,10 +498,10 @@ static int bt_txn_finish(bt_txn *t, bool commit)
 	pthread_rwlock_unlock(&env->resize_lock);
 	/* Bound the pages a pinned durable snapshot keeps from reuse.  A
 	   failure here is not the commit's: the next point retries. */
-	if (commit && rc == 0 && env->durable && bt_txn_held == 0 &&
+	if (commit && rc == 0 && env->durable &&
 	    __atomic_add_fetch(&env->since_durable, 1, __ATOMIC_RELAXED) >=
-	    env->durable_every)
-		bt_durable_point(env, false);
+	    env->durable_every && !bt_durable_kick(env) && bt_txn_held == 0)
+		bt_durable_point(env, false);	/* no syncer: do it here */
 	if (full) {
 		int grc = bt_grow(env, ei.me_mapsize);
 

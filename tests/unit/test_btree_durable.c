@@ -11,9 +11,14 @@
  *     commits allocated: reopening must come back exactly at T, consistent
  *     (every record readable and checked), and say it restored;
  *   - after a clean close, a reboot changes nothing;
- *   - many rounds with random amounts of work before and after T.
+ *   - many rounds with random amounts of work before and after T;
+ *   - the syncer thread makes automatic points while commits go on, and a
+ *     point taken amid them (two pins) restores exactly after a reboot;
+ *   - bt_env_info says whether the last process closed the environment.
  */
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <sys/wait.h>
 
 #include "btree_test.h"
@@ -42,9 +47,29 @@ static int work(bt_env *env, uint64_t ino, uint64_t n, uint64_t gen)
 	return bt_txn_run(env, work_txn, &a);
 }
 
-/* In a child: `before` commits, durable point, `after` commits, die. */
-static void child_crash(const char *dir, unsigned before, unsigned after,
-			uint64_t *last_page)
+/* A thread making durable points as fast as it can, until stopped. */
+struct hammer {
+	bt_env *env;
+	volatile int stop;
+	unsigned points;
+};
+
+static void *hammer_main(void *arg)
+{
+	struct hammer *h = arg;
+
+	while (!h->stop)
+		if (bt_env_sync(h->env) == 0)
+			h->points++;
+	return NULL;
+}
+
+/*
+ * In a child: `before` commits (with durable points made by another thread
+ * meanwhile if `hammer`), durable point, `after` commits, die.
+ */
+static void child_crash_opts(const char *dir, unsigned before, unsigned after,
+			     uint64_t *last_page, bool hammer)
 {
 	int pfd[2];
 	pid_t pid;
@@ -57,11 +82,23 @@ static void child_crash(const char *dir, unsigned before, unsigned after,
 		bt_env *env;
 		uint64_t lp;
 
+		struct hammer h = { 0 };
+		pthread_t th;
+
 		if (bt_env_open(&env, dir, 0, NULL))
 			_exit(2);
+		h.env = env;
+		if (hammer && pthread_create(&th, NULL, hammer_main, &h))
+			_exit(7);
 		for (unsigned i = 1; i <= before; i++)
 			if (work(env, i, 50, i))
 				_exit(3);
+		if (hammer) {
+			h.stop = 1;
+			pthread_join(th, NULL);
+			if (h.points == 0)
+				_exit(8);
+		}
 		if (bt_env_sync(env) || bt_env_info(env, &ei))
 			_exit(4);
 		lp = ei.used_bytes;
@@ -83,6 +120,12 @@ static void child_crash(const char *dir, unsigned before, unsigned after,
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
 			      "child failed with %d", WEXITSTATUS(st));
 	}
+}
+
+static void child_crash(const char *dir, unsigned before, unsigned after,
+			uint64_t *last_page)
+{
+	child_crash_opts(dir, before, after, last_page, false);
 }
 
 /* Garbage over both meta pages and every page at or after `from` bytes. */
@@ -183,6 +226,31 @@ START_TEST(test_clean_close_then_reboot)
 }
 END_TEST
 
+/*
+ * One round: a writer crashes `after` commits past a durable point (made
+ * amid other points if `hammer`), the machine "reboots" with the later
+ * pages half written: the environment must reopen exactly at the point.
+ */
+static void crash_round(unsigned r, unsigned before, unsigned after,
+			bool hammer, uint64_t *seed)
+{
+	struct tenv t = { 0 };
+	char boot[32];
+	uint64_t lp;
+
+	snprintf(boot, sizeof(boot), "boot-%u-a", r);
+	setenv("VFS_TEST_BOOT_ID", boot, 1);
+	tenv_mkdir(&t);
+	child_crash_opts(t.dir, before, after, &lp, hammer);
+	if (after)
+		scribble(t.dir, lp, rng_next(seed));
+	snprintf(boot, sizeof(boot), "boot-%u-b", r);
+	setenv("VFS_TEST_BOOT_ID", boot, 1);
+	tenv_open_dir(&t);
+	check_state(t.env, before, before);
+	tenv_close(&t);
+}
+
 START_TEST(test_crash_rounds)
 {
 	uint64_t seed = bt_test_env_u64("VFS_SEED", 7);
@@ -191,21 +259,8 @@ START_TEST(test_crash_rounds)
 	for (unsigned r = 0; r < rounds; r++) {
 		unsigned before = 1 + (unsigned)rng_below(&seed, 6);
 		unsigned after = (unsigned)rng_below(&seed, 8);
-		char boot[32];
-		struct tenv t = { 0 };
-		uint64_t lp;
 
-		snprintf(boot, sizeof(boot), "boot-%u-a", r);
-		setenv("VFS_TEST_BOOT_ID", boot, 1);
-		tenv_mkdir(&t);
-		child_crash(t.dir, before, after, &lp);
-		if (after)
-			scribble(t.dir, lp, rng_next(&seed));
-		snprintf(boot, sizeof(boot), "boot-%u-b", r);
-		setenv("VFS_TEST_BOOT_ID", boot, 1);
-		tenv_open_dir(&t);
-		check_state(t.env, before, before);
-		tenv_close(&t);
+		crash_round(r, before, after, false, &seed);
 	}
 }
 END_TEST
@@ -229,6 +284,175 @@ START_TEST(test_grow_keeps_durability)
 }
 END_TEST
 
+/* The syncer makes points by itself, without blocking commits. */
+START_TEST(test_syncer_auto_points)
+{
+	struct bt_env_opts o = { .durable_every = 8 };
+	struct bt_env_info ei;
+	struct tenv t = { 0 };
+	uint64_t first;
+
+	setenv("VFS_TEST_BOOT_ID", "boot-A", 1);
+	tenv_open(&t, 0, &o);
+	OK(bt_env_info(t.env, &ei));
+	first = ei.durable_txnid;
+	for (unsigned i = 1; i <= 100; i++)
+		OK(work(t.env, i, 50, i));
+	for (int w = 0; w < 500; w++) {	/* up to 5 s */
+		OK(bt_env_info(t.env, &ei));
+		if (ei.durable_txnid >= first + 90)
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_ge(ei.durable_txnid, first + 90);
+	ck_assert_uint_le(ei.durable_txnid, ei.last_txnid);
+	check_state(t.env, 100, 100);
+	tenv_close(&t);
+}
+END_TEST
+
+/*
+ * Points taken by another thread while commits run (two pins each), then a
+ * last one, a few commits more, a crash, a partial writeback and a reboot:
+ * back exactly at the last point, every record checked.
+ */
+START_TEST(test_points_amid_commits_restore)
+{
+	uint64_t seed = bt_test_env_u64("VFS_SEED", 11);
+	unsigned rounds = bt_test_long() ? 40 : 6;
+
+	for (unsigned r = 0; r < rounds; r++) {
+		unsigned before = 20 + (unsigned)rng_below(&seed, 200);
+		unsigned after = 1 + (unsigned)rng_below(&seed, 3);
+
+		crash_round(r, before, after, true, &seed);
+	}
+}
+END_TEST
+
+static int modify_txn(bt_txn *t, void *arg)
+{
+	uint64_t gen = *(uint64_t *)arg;
+	int rc = 0;
+
+	for (uint64_t ino = 1; ino <= 10 && !rc; ino++)
+		for (uint64_t i = 0; i < 50 && !rc; i += 7)
+			rc = bt_ext_set(t, ino, 1, i * 2, 1, gen & 1);
+	return rc;
+}
+
+static void *sync_main(void *arg)
+{
+	bt_env_sync(arg);
+	return NULL;
+}
+
+/*
+ * A crash in the middle of a point, after it pinned the new snapshot T and
+ * before the side file names it: the previous point D must still be whole,
+ * although commits freed D's pages before T and commits ran meanwhile.
+ */
+START_TEST(test_crash_inside_point)
+{
+	struct tenv t = { 0 };
+	uint64_t lp = 0;
+	int pfd[2], st;
+	pid_t pid;
+
+	setenv("VFS_TEST_BOOT_ID", "boot-A", 1);
+	tenv_mkdir(&t);
+	ck_assert_int_eq(pipe(pfd), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct bt_env_info ei;
+		pthread_t th;
+		bt_env *env;
+		uint64_t gen;
+
+		if (bt_env_open(&env, t.dir, 0, NULL))
+			_exit(2);
+		for (unsigned i = 1; i <= 10; i++)
+			if (work(env, i, 50, i))
+				_exit(3);
+		if (bt_env_sync(env) || bt_env_info(env, &ei))
+			_exit(4);			/* D */
+		for (gen = 100; gen < 105; gen++)	/* free D's pages */
+			if (bt_txn_run(env, modify_txn, &gen))
+				_exit(5);
+		setenv("VFS_TEST_DURABLE_STALL", "400", 1);
+		if (pthread_create(&th, NULL, sync_main, env))
+			_exit(6);
+		usleep(100000);			/* T pinned, stalled */
+		for (gen = 200; gen < 240; gen++)	/* may reuse them */
+			if (bt_txn_run(env, modify_txn, &gen))
+				_exit(7);
+		if (write(pfd[1], &ei.used_bytes, 8) != 8)
+			_exit(8);
+		_exit(0);			/* inside the point */
+	}
+	close(pfd[1]);
+	ck_assert_int_eq(read(pfd[0], &lp, 8), 8);
+	close(pfd[0]);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %d",
+		      WEXITSTATUS(st));
+	unsetenv("VFS_TEST_DURABLE_STALL");
+	scribble(t.dir, lp, 5);
+	setenv("VFS_TEST_BOOT_ID", "boot-B", 1);
+	tenv_open_dir(&t);
+	check_state(t.env, 10, 10);
+	{
+		/* at D every extent is still held by version 1 */
+		struct bt_extent runs[128];
+		bt_txn *txn;
+		size_t n;
+
+		OK(bt_txn_begin(t.env, BT_TXN_RDONLY, &txn));
+		for (uint64_t ino = 1; ino <= 10; ino++) {
+			OK(bt_ext_runs(txn, ino, 1, 0, 100, runs, 128, &n));
+			for (size_t i = 0; i < n; i++)
+				ck_assert_msg(runs[i].holder == 1 ||
+					      runs[i].holder == BT_HOLE,
+					      "ino %llu page %llu held by %llu",
+					      (unsigned long long)ino,
+					      (unsigned long long)runs[i].page,
+					      (unsigned long long)runs[i].holder);
+		}
+		bt_txn_abort(txn);
+	}
+	tenv_close(&t);
+}
+END_TEST
+
+START_TEST(test_unclean_flag)
+{
+	struct bt_env_info ei;
+	struct tenv t = { 0 };
+	uint64_t lp;
+
+	setenv("VFS_TEST_BOOT_ID", "boot-A", 1);
+	tenv_open(&t, 0, NULL);
+	OK(bt_env_info(t.env, &ei));
+	ck_assert_uint_eq(ei.unclean, 0);	/* new */
+	OK(work(t.env, 1, 50, 1));
+	tenv_reopen(&t);			/* closed cleanly */
+	OK(bt_env_info(t.env, &ei));
+	ck_assert_uint_eq(ei.unclean, 0);
+	bt_env_close(t.env);
+	child_crash(t.dir, 2, 1, &lp);		/* killed */
+	tenv_open_dir(&t);
+	OK(bt_env_info(t.env, &ei));
+	ck_assert_uint_eq(ei.unclean, 1);
+	ck_assert_uint_eq(ei.restored, 0);	/* same boot */
+	check_state(t.env, 3, 3);
+	tenv_reopen(&t);
+	OK(bt_env_info(t.env, &ei));
+	ck_assert_uint_eq(ei.unclean, 0);
+	tenv_close(&t);
+}
+END_TEST
+
 static Suite *durable_suite(void)
 {
 	Suite *s = suite_create("btree_durable");
@@ -240,6 +464,10 @@ static Suite *durable_suite(void)
 	tcase_add_test(tc, test_clean_close_then_reboot);
 	tcase_add_test(tc, test_crash_rounds);
 	tcase_add_test(tc, test_grow_keeps_durability);
+	tcase_add_test(tc, test_syncer_auto_points);
+	tcase_add_test(tc, test_points_amid_commits_restore);
+	tcase_add_test(tc, test_unclean_flag);
+	tcase_add_test(tc, test_crash_inside_point);
 	suite_add_tcase(s, tc);
 	return s;
 }
