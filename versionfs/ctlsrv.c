@@ -39,7 +39,13 @@ int ctl_listen(struct vfs *v)
 	n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, CTL_SOCK_FMT,
 		     major(v->dev), minor(v->dev));
 	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
-	if (bind(fd, (struct sockaddr *)&sa, len) < 0 || listen(fd, 16) < 0) {
+	/* The name is the mount's device number: a daemon whose mount (with
+	   the same number) just went away may still hold it for a moment,
+	   until its loop sees the unmount and closes it. */
+	for (int i = 0; (n = bind(fd, (struct sockaddr *)&sa, len)) < 0 &&
+	     errno == EADDRINUSE && i < 200; i++)
+		usleep(50000);
+	if (n < 0 || listen(fd, 16) < 0) {
 		n = -errno;
 		close(fd);
 		return n;

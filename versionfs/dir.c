@@ -456,30 +456,23 @@ static int ns_txn(bt_txn *txn, void *arg)
 	return rc;
 }
 
-/* Write the metadata files, then commit the transaction. */
+/*
+ * Commit the change: one transaction with the entries and the touched
+ * inodes' records (which carry their attributes).  Their metadata files
+ * are left to the flusher (a file create costs more than the whole
+ * transaction, and nothing reads them before a checkpoint writes them).
+ */
 static int ns_commit(struct ns_op *op)
 {
-	int rc;
+	int rc = bt_txn_run(vfs->env, ns_txn, op);
 
-	for (int i = 0; i < op->n; i++)
-		if ((rc = vn_persist_files(op->vn[i])))
-			return rc;
-	if (op->fresh) {
-		int fd = store_open_meta(op->fresh->vino, op->E,
-					 O_RDWR | O_CREAT | O_TRUNC);
-
-		if (fd < 0)
-			return fd;
-		rc = vm_write_fd(fd, op->fresh->vino, op->E, &op->fresh->m);
-		close(fd);
-		if (rc)
-			return rc;
-	}
-	rc = bt_txn_run(vfs->env, ns_txn, op);
 	if (rc)
 		return lmdb_err("namespace change", rc);
-	for (int i = 0; i < op->n; i++)
+	for (int i = 0; i < op->n; i++) {
 		vn_persist_done(op->vn[i]);
+		op->vn[i]->mfile_dirty = true;
+		vn_mark_dirty(op->vn[i]);
+	}
 	return 0;
 }
 
@@ -594,7 +587,15 @@ int dir_create(struct vnode *dir, const char *name, mode_t mode, dev_t rdev,
 	}
 	pthread_mutex_unlock(&dir->lock);
 	pthread_mutex_unlock(&vfs->ns_lock);
-	return new_vnode(vino, out);
+	if ((rc = new_vnode(vino, out)))
+		return rc;
+	/* its metadata file is written later (no xattrs to carry) */
+	pthread_mutex_lock(&(*out)->lock);
+	(*out)->mfile_ver = 0;
+	(*out)->mfile_dirty = true;
+	vn_mark_dirty(*out);
+	pthread_mutex_unlock(&(*out)->lock);
+	return 0;
 out:
 	pthread_mutex_unlock(&dir->lock);
 out_ns:

@@ -393,7 +393,7 @@ static void rb_reset_vnode(struct vnode *vn, void *arg)
 	ps_free(&vn->delta);
 	vn->trunc = UINT64_MAX;
 	vn->delta_pages = 0;
-	vn->meta_dirty = vn->map_dirty = false;
+	vn->meta_dirty = vn->map_dirty = vn->mfile_dirty = false;
 	vn->stale = true;
 	vn_close_fds(vn);
 }
@@ -520,19 +520,11 @@ int ep_rollback(uint64_t id, const char *tag, uint64_t *to, char *err,
 	/* Drop every unsaved change first: they belong to the discarded
 	   epoch.  Dirty vnodes leave the dirty list. */
 	for (;;) {
-		struct vnode *vn;
+		struct vnode *vn = vn_dirty_pop();
 
-		pthread_mutex_lock(&vfs->dirty_lock);
-		vn = vfs->dirty;
-		if (vn) {
-			vfs->dirty = vn->dnext;
-			vfs->ndirty--;
-		}
-		pthread_mutex_unlock(&vfs->dirty_lock);
 		if (!vn)
 			break;
 		vn->dirty = false;
-		vn->dnext = NULL;
 		if (!vn->view && !vn->special)
 			dropped_note(&dropped, vn->vino);
 		vn_put(vn);
@@ -785,8 +777,8 @@ int ep_status(struct ctl_out *out)
 	cb_u64(&out->b, F_EPOCH, vfs->epoch);
 	cb_u64(&out->b, F_PARENT, vfs->parent);
 	cb_u64(&out->b, F_NCKPT, n);
-	cb_u64(&out->b, F_DIRTY, vfs->ndirty);
-	cb_u64(&out->b, F_CHANGED, changed + vfs->ndirty);
+	cb_u64(&out->b, F_DIRTY, vfs->ndirty + vfs->nfiles);
+	cb_u64(&out->b, F_CHANGED, changed + vfs->ndirty + vfs->nfiles);
 	pthread_rwlock_unlock(&vfs->epoch_lock);
 	cb_u64(&out->b, F_STORE_BYTES, store_bytes(vfs));
 	cb_u64(&out->b, F_INDEX_BYTES, idx);

@@ -443,7 +443,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!rc && S_ISDIR(vn->type))
 		rc = -EISDIR;
 	if (!rc)
-		rc = vn_check_meta(vn);
+		rc = vn_check_meta(vn, NULL);
 	if (!rc)
 		vn->opens++;
 	pthread_mutex_unlock(&vn->lock);

@@ -3,12 +3,16 @@
  *
  *   versionfs [options] BACKING MOUNTPOINT
  *
- * Start-up does everything that can fail before the mount exists, so that
- * errors reach the user's terminal with a non-zero exit: check the
- * arguments, open (or create) the store, take its lock, open LMDB, load the
- * root.  Then mount, bind the control socket, and daemonize (unless -f):
- * the parent exits only after the mount is in place, so the command returns
- * when the mount is usable.  Worker threads start after fork(2).
+ * Start-up does everything that can fail before the mount is announced, so
+ * that errors reach the user's terminal with a non-zero exit: check the
+ * arguments, then (unless -f) fork: the parent waits on a pipe while the
+ * child opens (or creates) the store, takes its lock, opens LMDB, loads the
+ * root, mounts and binds the control socket; only then does the child
+ * detach and tell the parent, which exits 0, so the command returns when
+ * the mount is usable.  The fork comes first because an LMDB environment,
+ * and the btree's syncer thread, belong to the process that opened them
+ * (LMDB's reader table and locks are per process): the process that serves
+ * the mount must be the one that opened the store.
  *
  * On unmount (fusermount3 -u) or SIGTERM, the loop ends and every pending
  * change is persisted and synced before exit; a later mount continues the
@@ -28,6 +32,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "vfs_int.h"
@@ -154,6 +159,65 @@ static void raise_nofile(void)
 	}
 }
 
+/* The write end of the start-up pipe, in a daemonizing child. */
+static int ready_fd = -1;
+
+/* Fork; the parent waits for daemon_ready() or the child's exit and exits
+   with its status.  Returns in the child. */
+static void daemon_begin(void)
+{
+	int p[2], st;
+	ssize_t n;
+	pid_t pid;
+	char c;
+
+	if (pipe(p) < 0 || (pid = fork()) < 0) {
+		fprintf(stderr, "versionfs: cannot daemonize: %s\n",
+			strerror(errno));
+		exit(1);
+	}
+	if (pid == 0) {
+		close(p[0]);
+		ready_fd = p[1];
+		return;
+	}
+	close(p[1]);
+	do
+		n = read(p[0], &c, 1);
+	while (n < 0 && errno == EINTR);
+	if (n == 1)
+		_exit(0);
+	/* the child failed (it said why on stderr) or died */
+	if (waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st))
+		_exit(WEXITSTATUS(st));
+	_exit(1);
+}
+
+/* The mount is ready: detach from the terminal and release the parent. */
+static void daemon_ready(void)
+{
+	int fd;
+	char c = 0;
+
+	if (ready_fd < 0)
+		return;
+	setsid();
+	if (chdir("/") < 0)
+		vfs_log(LOG_WARNING, "chdir /: %s", strerror(errno));
+	fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+	if (write(ready_fd, &c, 1) != 1)
+		vfs_log(LOG_WARNING, "start-up pipe: %s", strerror(errno));
+	close(ready_fd);
+	ready_fd = -1;
+}
+
 static void write_pid(struct vfs *v)
 {
 	char buf[32];
@@ -194,6 +258,10 @@ static void stop_threads(struct vfs *v)
 	pthread_cond_broadcast(&v->flush_cond);
 	pthread_mutex_unlock(&v->flush_lock);
 	pthread_join(v->ctl_thread, NULL);
+	/* Free the socket's name now: a new mount that gets this device
+	   number must be able to bind it while we save. */
+	close(v->ctl_fd);
+	v->ctl_fd = -1;
 	pthread_join(v->purge_thread, NULL);
 	pthread_join(v->flush_thread, NULL);
 }
@@ -252,6 +320,7 @@ int main(int argc, char *argv[])
 	struct fuse_cmdline_opts co = { 0 };
 	struct opts o = { .timeout = 3600 };
 	struct ctl_mount cm;
+	struct bt_env_info ei;
 	static struct vfs v;
 	char *fsopt = NULL, rb[PATH_MAX], rm[PATH_MAX];
 	int ret = 1, rc;
@@ -298,6 +367,8 @@ int main(int argc, char *argv[])
 		return 2;
 	}
 	v.foreground = co.foreground;
+	if (!co.foreground)
+		daemon_begin();
 	init_locks(&v);
 	vfs_log_init(true, co.debug);
 	raise_nofile();
@@ -306,6 +377,12 @@ int main(int argc, char *argv[])
 	if ((rc = vn_table_init(&v))) {
 		vfs_log(LOG_ERR, "%s: cannot load the root directory: %s", rb,
 			strerror(-rc));
+		goto out_store;
+	}
+	if (bt_env_info(v.env, &ei) == 0 && ei.unclean &&
+	    (rc = vn_recover_meta())) {
+		vfs_log(LOG_ERR, "%s: recovering the open epoch: %s", rb,
+			rc == BT_ECORRUPT ? bt_last_error() : strerror(-rc));
 		goto out_store;
 	}
 	fsopt = fsname_opt(rb);
@@ -330,16 +407,18 @@ int main(int argc, char *argv[])
 	}
 	v.dev = cm.dev;
 	if ((rc = ctl_listen(&v))) {
-		vfs_log(LOG_ERR, "control socket: %s", strerror(-rc));
+		vfs_log(LOG_ERR, "control socket: %s%s", strerror(-rc),
+			rc == -EADDRINUSE ? " (an earlier versionfs whose "
+			"mount had this device number still holds it)" : "");
 		goto out_unmount;
 	}
-	fuse_daemonize(co.foreground);
-	vfs_log_init(co.foreground, co.debug);
 	write_pid(&v);
 	if ((rc = start_threads(&v))) {
 		vfs_log(LOG_ERR, "starting threads: %s", strerror(-rc));
 		goto out_unmount;
 	}
+	vfs_log_init(co.foreground, co.debug);
+	daemon_ready();
 	vfs_log(LOG_INFO, "mounted %s on %s (epoch %llu)", rb, rm,
 		(unsigned long long)v.epoch);
 	if (co.singlethread) {

@@ -11,21 +11,11 @@
  *
  * State of a live vnode.  Its attributes (m), the version of its inode
  * record in force (meta_ver) and of its extent map (data_ver) say what LMDB
- * and the store hold.  Changes made in the open epoch E are kept in memory
- * until persisted: m (meta_dirty), the pages written in E (delta) and a
- * truncation point (trunc).  Persisting, at fsync, last close, forget,
- * checkpoint, unmount and when the delta grows large, is two steps:
- *
- *   files  write meta.E (creating it on the first change in E, with the
- *          xattrs of the previous version copied onto it);
- *   index  in an LMDB transaction: on the first data change in E clone the
- *          previous map to map E (or build it from the base file), apply the
- *          truncation and the delta runs, and put the inode record (ino, E)
- *          and the epoch log entry.
- *
- * Files go first so that an index entry never points at a missing file; a
- * crash between the two leaves an unreferenced file, which is harmless.
- * Nothing here commits per write(2): a write only sets bits in the delta.
+ * and the store hold; mfile_ver is the newest version whose metadata file
+ * exists (it holds the xattrs).  Changes made in the open epoch E are kept
+ * in memory until persisted (persist.c): m (meta_dirty), the pages written
+ * in E (delta), a truncation point (trunc), and a metadata file still to
+ * write (mfile_dirty).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -404,6 +394,8 @@ int vn_load(struct vnode *vn, bt_txn *txn)
 	}
 	vn->type = rec.type;
 	vn->meta_ver = rec.ver;
+	vn->mfile_ver = rec.ver;
+	vn->mfile_dirty = false;
 	vn->data_ver = rec.data_ver;
 	if (rec.flags & BT_INO_ATTR) {
 		rc = vm_from_rec(&vn->m, &rec);
@@ -444,26 +436,64 @@ out:
 }
 
 /*
- * The attributes come from the index, so a metadata file is only read for
- * its xattrs; it is verified (checksum, identity) the first time a vnode is
- * opened or its xattrs are used.  A damaged file of a checkpointed version
- * makes that file EIO (and is logged).  A version of the open epoch can only
- * miss its file after a crash before it reached the disk (the index is
- * durable more often): it is rebuilt from the index, without xattrs.
+ * Copy the xattrs of version `from` (0: the base file) onto metadata file
+ * fd.  Returns 1 if any, 0 if none, or -errno.
  */
-int vn_check_meta(struct vnode *vn)
+int vn_copy_xattrs(struct vnode *vn, uint64_t from, int fd)
+{
+	char path[PATH_MAX + 32];
+	int src, n;
+
+	if (from == 0) {
+		if (!vn->base_path)
+			return 0;
+		store_base_path(path, sizeof(path), vn->base_path);
+		return xa_copy(-1, path, fd);
+	}
+	src = store_open_meta(vn->vino, from, O_RDONLY);
+	if (src < 0)
+		return src;
+	n = xa_copy(src, NULL, fd);
+	close(src);
+	return n;
+}
+
+/* The version before `ver` in the index (for xattrs), 0 if none. */
+static uint64_t vn_prev_ver(struct vnode *vn, uint64_t ver)
+{
+	struct bt_inode rec;
+	bt_txn *txn;
+	uint64_t prev = 0;
+
+	if (ver && bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn) == 0) {
+		if (bt_inode_find(txn, vn->vino, ver - 1, &rec) == 0)
+			prev = rec.ver;
+		bt_txn_abort(txn);
+	}
+	return prev;
+}
+
+/*
+ * The attributes come from the index, so a metadata file is only read for
+ * its xattrs; the one holding them (mfile_ver) is verified the first time a
+ * vnode is opened or its xattrs are used.  A damaged file of a checkpointed
+ * version makes that file EIO (and is logged).  A version of the open epoch
+ * can only miss its file after a crash before it reached the disk: it is
+ * rebuilt from the index, with the xattrs of the version before it.
+ */
+int vn_check_meta(struct vnode *vn, size_t *rebuilt)
 {
 	char why[96], name[64];
 	struct vmeta tmp = { 0 };
-	int fd, rc;
+	uint64_t ver = vn->mfile_ver;
+	int fd, rc, n;
 
-	if (vn->meta_checked || vn->meta_ver == 0 || vn->special)
+	if (vn->meta_checked || ver == 0 || vn->special)
 		return 0;
-	store_meta_name(name, sizeof(name), vn->vino, vn->meta_ver);
-	fd = store_open_meta(vn->vino, vn->meta_ver, O_RDONLY);
+	store_meta_name(name, sizeof(name), vn->vino, ver);
+	fd = store_open_meta(vn->vino, ver, O_RDONLY);
 	if (fd >= 0) {
-		rc = vm_read_fd(fd, vn->vino, vn->meta_ver, &tmp, why,
-				sizeof(why));
+		rc = vm_read_fd(fd, vn->vino, ver, &tmp, why, sizeof(why));
 		close(fd);
 		vm_clear(&tmp);
 	} else {
@@ -474,29 +504,31 @@ int vn_check_meta(struct vnode *vn)
 		vn->meta_checked = true;
 		return 0;
 	}
-	if (rc == BT_ECORRUPT || rc == -ENOENT) {
-		if (rc == -ENOENT)
-			snprintf(why, sizeof(why), "missing");
-		if (vn->meta_ver <= vfs->parent || vn->view)
-			return vn_corrupt(vn, name, why);
-		fd = store_open_meta(vn->vino, vn->meta_ver,
-				     O_RDWR | O_CREAT | O_TRUNC);
-		if (fd < 0)
-			return vn_corrupt(vn, name, strerror(-fd));
+	if (rc != BT_ECORRUPT && rc != -ENOENT)
+		return vn_corrupt(vn, name, strerror(-rc));
+	if (rc == -ENOENT)
+		snprintf(why, sizeof(why), "missing");
+	if (ver <= vfs->parent || vn->view)
+		return vn_corrupt(vn, name, why);
+	fd = store_open_meta(vn->vino, ver, O_RDWR | O_CREAT | O_TRUNC);
+	if (fd < 0)
+		return vn_corrupt(vn, name, strerror(-fd));
+	n = vn->m.flags & VM_XATTR ? vn_copy_xattrs(vn, vn_prev_ver(vn, ver),
+						    fd) : 0;
+	if (n <= 0)
 		vn->m.flags &= ~VM_XATTR;
-		rc = vm_write_fd(fd, vn->vino, vn->meta_ver, &vn->m);
-		close(fd);
-		if (rc)
-			return vn_corrupt(vn, name, strerror(-rc));
+	rc = vm_write_fd(fd, vn->vino, ver, &vn->m);
+	close(fd);
+	if (rc)
+		return vn_corrupt(vn, name, strerror(-rc));
+	if (rebuilt)
+		(*rebuilt)++;
+	else
 		vfs_log(LOG_WARNING, "inode %llu: %s was %s after a crash; "
-			"rebuilt from the index (this version's xattrs are "
-			"lost)", (unsigned long long)vn->vino, name, why);
-		vn->meta_dirty = true;
-		vn_mark_dirty(vn);
-		vn->meta_checked = true;
-		return 0;
-	}
-	return vn_corrupt(vn, name, strerror(-rc));
+			"rebuilt from the index", (unsigned long long)vn->vino,
+			name, why);
+	vn->meta_checked = true;
+	return 0;
 }
 
 int vn_refresh(struct vnode *vn)
@@ -622,454 +654,4 @@ int vn_content_fd(struct vnode *vn, uint64_t ver)
 	vn->rfd[slot].fd = fd;
 	vn->rfd[slot].ver = ver;
 	return fd;
-}
-
-/* ---- persisting ---- */
-
-void vn_mark_dirty(struct vnode *vn)
-{
-	if (vn->dirty)
-		return;
-	vn->dirty = true;
-	vn_ref(vn);
-	pthread_mutex_lock(&vfs->dirty_lock);
-	vn->dnext = vfs->dirty;
-	vfs->dirty = vn;
-	vfs->ndirty++;
-	pthread_mutex_unlock(&vfs->dirty_lock);
-}
-
-static void vn_unmark_dirty(struct vnode *vn)
-{
-	struct vnode **pp;
-
-	if (!vn->dirty)
-		return;
-	pthread_mutex_lock(&vfs->dirty_lock);
-	for (pp = &vfs->dirty; *pp; pp = &(*pp)->dnext) {
-		if (*pp == vn) {
-			*pp = vn->dnext;
-			vfs->ndirty--;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&vfs->dirty_lock);
-	vn->dirty = false;
-	vn->dnext = NULL;
-	/* The caller still holds its own reference, so this never frees. */
-	pthread_mutex_lock(&vfs->table_lock);
-	vn->refs--;
-	pthread_mutex_unlock(&vfs->table_lock);
-}
-
-static bool vn_needs_version(const struct vnode *vn)
-{
-	return vn->meta_ver < vfs->epoch;
-}
-
-int vn_persist_files(struct vnode *vn)
-{
-	uint64_t E = vfs->epoch;
-	int fd, rc;
-
-	if (vn->view || vn->special || vn->gone)
-		return 0;
-	if (!vn_needs_version(vn) && !vn->meta_dirty)
-		return 0;
-	if (vn_needs_version(vn)) {
-		fd = store_open_meta(vn->vino, E, O_RDWR | O_CREAT | O_TRUNC);
-		if (fd < 0)
-			return fd;
-		/* Carry the previous version's xattrs over. */
-		if (vn->m.flags & VM_XATTR) {
-			int src = -1, n;
-			char path[PATH_MAX + 32];
-
-			if (vn->meta_ver == 0) {
-				store_base_path(path, sizeof(path),
-						vn->base_path);
-				n = xa_copy(-1, path, fd);
-			} else {
-				src = store_open_meta(vn->vino, vn->meta_ver,
-						      O_RDONLY);
-				n = src < 0 ? src : xa_copy(src, NULL, fd);
-				if (src >= 0)
-					close(src);
-			}
-			if (n < 0) {
-				close(fd);
-				return n;
-			}
-			if (n == 0)
-				vn->m.flags &= ~VM_XATTR;
-		}
-	} else {
-		fd = store_open_meta(vn->vino, E, O_WRONLY);
-		if (fd < 0)
-			return fd;
-	}
-	rc = vm_write_fd(fd, vn->vino, E, &vn->m);
-	close(fd);
-	return rc;
-}
-
-/* Build map E for a vnode whose data has never changed in E. */
-static int vn_start_map(struct vnode *vn, bt_txn *txn, uint64_t E)
-{
-	int rc;
-
-	if (vn->data_ver)
-		return bt_ext_clone(txn, vn->vino, vn->data_ver, E);
-	rc = bt_ext_truncate(txn, vn->vino, E, 0);	/* creates it empty */
-	if (!rc && vn->base_path && S_ISREG(vn->type) && vn->base_size)
-		rc = bt_ext_set(txn, vn->vino, E, 0,
-				(vn->base_size + VFS_PAGE - 1) / VFS_PAGE, 0);
-	return rc;
-}
-
-int vn_persist_index(struct vnode *vn, bt_txn *txn)
-{
-	uint64_t E = vfs->epoch, data_ver = vn->data_ver, s, c, p;
-	struct bt_inode rec;
-	int rc;
-
-	if (vn->view || vn->special || vn->gone)
-		return 0;
-	if (!vn_needs_version(vn) && !vn->meta_dirty && !vn->map_dirty)
-		return 0;
-	if (vn->map_dirty) {
-		if (data_ver < E && (rc = vn_start_map(vn, txn, E)))
-			return rc;
-		if (vn->trunc != UINT64_MAX &&
-		    (rc = bt_ext_truncate(txn, vn->vino, E, vn->trunc)))
-			return rc;
-		for (p = 0; ps_next_run(&vn->delta, p, BT_PAGE_LIMIT, true,
-					&s, &c); p = s + c)
-			if ((rc = bt_ext_set(txn, vn->vino, E, s, c, E)))
-				return rc;
-		data_ver = E;
-	}
-	rec = (struct bt_inode){
-		.ino = vn->vino, .ver = E, .type = vn->type,
-		.flags = BT_INO_META | (data_ver == E ? BT_INO_DATA : 0),
-		.data_ver = data_ver,
-	};
-	vm_to_rec(&vn->m, &rec);
-	if ((rc = bt_inode_put(txn, &rec)))
-		return rc;
-	return vn_needs_version(vn) ? bt_log_add_inode(txn, E, vn->vino) : 0;
-}
-
-void vn_persist_done(struct vnode *vn)
-{
-	uint64_t E = vfs->epoch;
-
-	if (vn->view || vn->special)
-		return;
-	if (vn->map_dirty) {
-		vn->data_ver = E;
-		__atomic_add_fetch(&vfs->epoch_pages, vn->delta_pages,
-				   __ATOMIC_RELAXED);
-	}
-	if (vn->meta_ver < E && !vn->gone)
-		vn->meta_ver = E;
-	ps_free(&vn->delta);
-	vn->trunc = UINT64_MAX;
-	vn->delta_pages = 0;
-	vn->meta_dirty = vn->map_dirty = false;
-	vn_unmark_dirty(vn);
-}
-
-struct persist_one {
-	struct vnode *vn;
-};
-
-static int persist_one_txn(bt_txn *txn, void *arg)
-{
-	return vn_persist_index(((struct persist_one *)arg)->vn, txn);
-}
-
-static int vn_sync_files(struct vnode *vn)
-{
-	int fd, rc = 0;
-
-	if (vn->wfd >= 0 && fdatasync(vn->wfd))
-		return -errno;
-	if (vn->meta_ver == vfs->epoch) {
-		fd = store_open_meta(vn->vino, vfs->epoch, O_RDONLY);
-		if (fd >= 0) {
-			if (fsync(fd))
-				rc = -errno;
-			close(fd);
-		}
-	}
-	return rc;
-}
-
-int vn_persist(struct vnode *vn, bool durable)
-{
-	struct persist_one a = { vn };
-	int rc;
-
-	if (vn->view || vn->special || vn->gone)
-		return 0;
-	if (vn->dirty && (rc = vn_persist_files(vn)))
-		goto fail;
-	if (durable && (rc = vn_sync_files(vn)))
-		goto fail;
-	if (vn->dirty) {
-		rc = bt_txn_run(vfs->env, persist_one_txn, &a);
-		if (rc)
-			goto fail;
-		vn_persist_done(vn);
-	}
-	if (durable && (rc = bt_env_sync(vfs->env)))
-		goto fail;
-	return 0;
-fail:
-	vfs_log(LOG_ERR, "persisting inode %llu: %s",
-		(unsigned long long)vn->vino,
-		rc == BT_ECORRUPT || rc == -EIO ? bt_last_error() :
-		strerror(-rc));
-	return rc == BT_ECORRUPT ? -EIO : rc;
-}
-
-/*
- * Persist a batch of vnodes in one transaction; the caller holds their
- * locks and either holds epoch_lock exclusively or ns_lock (so holding
- * many vnode locks is allowed).  A vnode whose index update fails (a corrupt
- * map) is logged, its pending changes dropped, and the batch retried
- * without it: one damaged file must not stop the others from being saved.
- * Durability is the caller's: a checkpoint syncs the whole store, because
- * files persisted earlier are not in the batch but still need syncing.
- */
-struct persist_all {
-	struct vnode **v;
-	size_t n;
-	size_t failed;			/* index of the failing vnode */
-};
-
-static int persist_all_txn(bt_txn *txn, void *arg)
-{
-	struct persist_all *a = arg;
-	int rc;
-
-	for (size_t i = 0; i < a->n; i++) {
-		if (!a->v[i])
-			continue;
-		if ((rc = vn_persist_index(a->v[i], txn))) {
-			a->failed = i;
-			return rc;
-		}
-	}
-	return 0;
-}
-
-static void vn_drop_pending(struct vnode *vn)
-{
-	ps_free(&vn->delta);
-	vn->trunc = UINT64_MAX;
-	vn->delta_pages = 0;
-	vn->meta_dirty = vn->map_dirty = false;
-	vn->stale = true;
-	vn_unmark_dirty(vn);
-}
-
-/* Entries set to NULL in v are skipped (and dropped vnodes are NULLed). */
-static int persist_batch(struct vnode **v, size_t n)
-{
-	struct persist_all a = { v, n, 0 };
-	int rc = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		if (!v[i] || !(rc = vn_persist_files(v[i])))
-			continue;
-		vfs_log(LOG_ERR, "persisting inode %llu: %s",
-			(unsigned long long)v[i]->vino, strerror(-rc));
-		return rc;
-	}
-	for (;;) {
-		a.failed = SIZE_MAX;
-		rc = bt_txn_run(vfs->env, persist_all_txn, &a);
-		if (rc == 0 || a.failed == SIZE_MAX || rc != BT_ECORRUPT)
-			break;
-		vfs_log(LOG_ERR, "inode %llu: %s; its unsaved changes are "
-			"dropped", (unsigned long long)v[a.failed]->vino,
-			bt_last_error());
-		vn_drop_pending(v[a.failed]);
-		v[a.failed] = NULL;
-	}
-	if (rc) {
-		vfs_log(LOG_ERR, "persisting: %s", bt_last_error());
-		return rc == BT_ECORRUPT ? -EIO : rc;
-	}
-	for (size_t i = 0; i < n; i++)
-		if (v[i])
-			vn_persist_done(v[i]);
-	return 0;
-}
-
-/*
- * Take up to max dirty vnodes (all if max is 0; only those without open
- * handles if closed_only), referenced, into a new array.
- */
-static struct vnode **dirty_snapshot(size_t max, bool closed_only, size_t *n)
-{
-	struct vnode **v;
-	size_t cap;
-
-	*n = 0;
-	pthread_mutex_lock(&vfs->dirty_lock);
-	cap = max && max < vfs->ndirty ? max : vfs->ndirty;
-	v = calloc(cap ? cap : 1, sizeof(*v));
-	for (struct vnode *vn = vfs->dirty; v && vn && *n < cap;
-	     vn = vn->dnext) {
-		if (closed_only && vn->opens)
-			continue;
-		vn_ref(vn);
-		v[(*n)++] = vn;
-	}
-	pthread_mutex_unlock(&vfs->dirty_lock);
-	return v;
-}
-
-int vn_persist_all(void)
-{
-	struct vnode **v, **orig;
-	size_t n;
-	int rc;
-
-	v = dirty_snapshot(0, false, &n);
-	if (!v)
-		return -ENOMEM;
-	orig = calloc(n ? n : 1, sizeof(*orig));
-	if (!orig) {
-		free(v);
-		return -ENOMEM;
-	}
-	memcpy(orig, v, n * sizeof(*v));
-	for (size_t i = 0; i < n; i++)
-		pthread_mutex_lock(&v[i]->lock);
-	rc = persist_batch(v, n);
-	for (size_t i = 0; i < n; i++) {
-		pthread_mutex_unlock(&orig[i]->lock);
-		vn_put(orig[i]);
-	}
-	free(orig);
-	free(v);
-	return rc;
-}
-
-/*
- * The flusher persists closed files in the background, in batches of one
- * transaction each: the open epoch's changes reach LMDB within about a
- * second of the last close without a commit (and its fdatasync) per file.
- */
-#define FLUSH_BATCH	512
-
-/* One batch of up to FLUSH_BATCH dirty vnodes (all, or closed ones only);
-   returns how many it persisted. */
-static size_t flush_some(bool closed_only)
-{
-	struct vnode **v, **orig;
-	size_t n, m = 0;
-
-	pthread_rwlock_rdlock(&vfs->epoch_lock);
-	pthread_mutex_lock(&vfs->ns_lock);
-	v = dirty_snapshot(FLUSH_BATCH, closed_only, &n);
-	orig = v ? calloc(n ? n : 1, sizeof(*orig)) : NULL;
-	if (v && orig) {
-		for (size_t i = 0; i < n; i++) {
-			pthread_mutex_lock(&v[i]->lock);
-			orig[i] = v[i];
-			if ((closed_only && v[i]->opens) || !v[i]->dirty) {
-				pthread_mutex_unlock(&v[i]->lock);
-				orig[i] = NULL;
-				vn_put(v[i]);
-				continue;
-			}
-			v[m++] = v[i];
-		}
-		if (persist_batch(v, m))
-			m = 0;
-		for (size_t i = 0; i < n; i++) {
-			if (!orig[i])
-				continue;
-			pthread_mutex_unlock(&orig[i]->lock);
-			vn_put(orig[i]);
-		}
-	}
-	free(orig);
-	free(v);
-	pthread_mutex_unlock(&vfs->ns_lock);
-	pthread_rwlock_unlock(&vfs->epoch_lock);
-	return m;
-}
-
-/*
- * Persist every dirty vnode while operations go on (epoch_lock shared), in
- * batches: a checkpoint calls this before taking the lock exclusively, so
- * that only what is written meanwhile is left for its exclusive window.
- */
-void vn_flush_all(void)
-{
-	size_t budget = vfs->ndirty + FLUSH_BATCH;
-
-	while (vfs->ndirty && budget) {
-		size_t m = flush_some(false);
-
-		if (m == 0)
-			break;
-		budget = m > budget ? 0 : budget - m;
-	}
-}
-
-void vn_flush_kick(void)
-{
-	pthread_mutex_lock(&vfs->flush_lock);
-	pthread_cond_signal(&vfs->flush_cond);
-	pthread_mutex_unlock(&vfs->flush_lock);
-}
-
-/*
- * Every few seconds, a durable point of the index (btree/durable.c): it
- * bounds what a power loss can take from the open epoch to those seconds,
- * as a journaling file system's commit interval does, and lets LMDB reuse
- * the pages freed since the last point.
- */
-#define DURABLE_EVERY	5
-
-static void durable_tick(void)
-{
-	struct bt_env_info ei;
-
-	if (bt_env_info(vfs->env, &ei) == 0 && ei.last_txnid != ei.durable_txnid &&
-	    bt_env_sync(vfs->env))
-		vfs_log(LOG_ERR, "index durable point: %s", bt_last_error());
-}
-
-void *vn_flusher(void *arg)
-{
-	unsigned tick = 0;
-
-	(void)arg;
-	pthread_mutex_lock(&vfs->flush_lock);
-	while (!vfs->stopping) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
-		pthread_cond_timedwait(&vfs->flush_cond, &vfs->flush_lock, &ts);
-		if (vfs->stopping)
-			break;
-		pthread_mutex_unlock(&vfs->flush_lock);
-		/* all closed files, a batch at a time */
-		while (vfs->ndirty && !vfs->stopping && flush_some(true))
-			;
-		if (++tick % DURABLE_EVERY == 0)
-			durable_tick();
-		pthread_mutex_lock(&vfs->flush_lock);
-	}
-	pthread_mutex_unlock(&vfs->flush_lock);
-	return NULL;
 }

@@ -123,8 +123,12 @@ struct vnode {
 	bool loaded;			/* attributes below are valid */
 	bool stale;			/* rollback changed it: reload */
 	bool gone;			/* no longer exists in its view */
-	bool dirty;			/* on the dirty list */
-	bool meta_checked;		/* metadata file of meta_ver verified */
+	bool dirty;			/* on a dirty list */
+	bool meta_checked;		/* metadata file of mfile_ver verified */
+	bool mfile_dirty;		/* metadata file of meta_ver to write */
+	uint64_t mfile_ver;		/* newest version whose metadata file
+					   exists: it holds the current xattrs
+					   (0: the base file's, or none) */
 	struct vmeta m;
 	uint32_t type;			/* S_IFMT bits, immutable once loaded */
 	uint64_t meta_ver;		/* version of the inode record in force */
@@ -147,7 +151,9 @@ struct vnode {
 	struct timespec kern_atime, kern_mtime;	/* (set by rollback) */
 	bool kern_valid;
 
-	struct vnode *dnext;		/* dirty list, dirty_lock */
+	/* dirty lists (persist.c), dirty_lock */
+	struct vnode *dnext, *dprev;
+	bool dfiles;			/* on the files list, not the index */
 };
 
 /* ---- the daemon ---- */
@@ -183,8 +189,9 @@ struct vfs {
 	struct vnode *ckdir;		/* the .checkpoints directory */
 
 	pthread_mutex_t dirty_lock;
-	struct vnode *dirty;		/* list of dirty vnodes; dirty_lock */
-	size_t ndirty;
+	struct vnode *dirty;		/* index work pending; dirty_lock */
+	struct vnode *dirty_files;	/* metadata files only; dirty_lock */
+	size_t ndirty, nfiles;
 
 	pthread_mutex_t flush_lock;
 	pthread_cond_t flush_cond;
@@ -244,10 +251,17 @@ static inline uint64_t vn_at(const struct vnode *vn)
 /* Reload if stale; -ESTALE if gone.  Called with vn->lock held. */
 int vn_refresh(struct vnode *vn);
 int vn_load(struct vnode *vn, bt_txn *txn);
-/* Verify the metadata file of the version in force (vn->lock held). */
-int vn_check_meta(struct vnode *vn);
+/* Verify the metadata file of the version in force (vn->lock held); one of
+   the open epoch lost in a crash is rebuilt, and counted in *rebuilt
+   (logged if rebuilt is NULL). */
+int vn_check_meta(struct vnode *vn, size_t *rebuilt);
 void vn_stat(const struct vnode *vn, struct stat *st);
+/* ---- persist.c ---- */
+/* Put vn on the dirty list its pending work calls for (lock held). */
 void vn_mark_dirty(struct vnode *vn);
+/* Take any vnode off the dirty lists (its list reference passes to the
+   caller); NULL when both are empty. */
+struct vnode *vn_dirty_pop(void);
 /* Persist vn's pending state: files first, then LMDB in txn. */
 int vn_persist_files(struct vnode *vn);
 int vn_persist_index(struct vnode *vn, bt_txn *txn);
@@ -261,6 +275,11 @@ void vn_flush_all(void);
 /* The background flusher of closed dirty files. */
 void *vn_flusher(void *arg);
 void vn_flush_kick(void);
+/* After an unclean stop: check/rebuild the open epoch's metadata files. */
+int vn_recover_meta(void);
+/* Copy the xattrs of version `from` (0: base file) onto metadata file fd;
+   1 if any, 0 if none, or -errno. */
+int vn_copy_xattrs(struct vnode *vn, uint64_t from, int fd);
 void vn_close_fds(struct vnode *vn);
 int vn_base_fd(struct vnode *vn);
 int vn_content_fd(struct vnode *vn, uint64_t ver);

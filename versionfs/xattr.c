@@ -67,20 +67,20 @@ int xa_copy(int src_fd, const char *src_path, int dst_fd)
 }
 
 /*
- * Open the file carrying vn's xattrs: meta.<meta_ver>, or for an unchanged
- * base inode set *path to its base file.  Returns fd, -1 with path, or
- * -errno.  Called with vn->lock held.
+ * Open the file carrying vn's xattrs: the newest metadata file
+ * (mfile_ver), or for an inode that never had one, set *path to its base
+ * file.  Returns fd, -1 with path, or -errno.  vn->lock held.
  */
 static int xa_source(struct vnode *vn, int flags, char *path, size_t len)
 {
 	path[0] = 0;
-	if (vn->meta_ver == 0) {
+	if (vn->mfile_ver == 0) {
 		if (!vn->base_path)
-			return -EIO;
+			return -ENODATA;
 		store_base_path(path, len, vn->base_path);
 		return -1;
 	}
-	return store_open_meta(vn->vino, vn->meta_ver, flags);
+	return store_open_meta(vn->vino, vn->mfile_ver, flags);
 }
 
 int xa_get(struct vnode *vn, const char *name, void *buf, size_t size,
@@ -94,7 +94,7 @@ int xa_get(struct vnode *vn, const char *name, void *buf, size_t size,
 		return rc;
 	if (!(vn->m.flags & VM_XATTR))
 		return -ENODATA;
-	if ((rc = vn_check_meta(vn)))
+	if ((rc = vn_check_meta(vn, NULL)))
 		return rc;
 	fd = xa_source(vn, O_RDONLY, path, sizeof(path));
 	if (fd < -1)
@@ -119,11 +119,11 @@ int xa_list(struct vnode *vn, char *buf, size_t size, ssize_t *len)
 	*len = 0;
 	if (!(vn->m.flags & VM_XATTR))
 		return 0;
-	if ((rc = vn_check_meta(vn)))
+	if ((rc = vn_check_meta(vn, NULL)))
 		return rc;
 	fd = xa_source(vn, O_RDONLY, path, sizeof(path));
 	if (fd < -1)
-		return fd == -ENOENT ? -EIO : fd;
+		return fd == -ENODATA ? 0 : fd == -ENOENT ? -EIO : fd;
 	n = fd >= 0 ? flistxattr(fd, tmp, sizeof(tmp)) :
 		      llistxattr(path, tmp, sizeof(tmp));
 	if (n < 0)
@@ -154,10 +154,10 @@ static int xa_target(struct vnode *vn)
 {
 	int rc;
 
-	if ((rc = vn_check_meta(vn)))
+	if ((rc = vn_check_meta(vn, NULL)))
 		return rc;
-	if (vn->meta_ver < vfs->epoch) {
-		vn->meta_dirty = true;
+	if (vn->meta_ver < vfs->epoch || vn->mfile_ver != vfs->epoch) {
+		vn->meta_dirty = vn->mfile_dirty = true;
 		vn_mark_dirty(vn);
 		if ((rc = vn_persist(vn, false)))
 			return rc;
