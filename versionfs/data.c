@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "vfs_int.h"
@@ -194,24 +195,54 @@ static int rd_zero(struct read_ctx *r, uint64_t a, uint64_t b)
 	return 0;
 }
 
-/* Push bytes [a, b) of the content of `holder` as an fd-backed buffer. */
-static int rd_fd(struct read_ctx *r, uint64_t holder, uint64_t a, uint64_t b)
+/* Push bytes [a, b) of fd (duplicated: the reply runs unlocked). */
+static int rd_fd_push(struct read_ctx *r, int fd, uint64_t a, uint64_t b)
 {
 	struct fuse_buf fb = { 0 };
-	int fd = vn_content_fd(r->vn, holder);
+	int rc;
 
-	if (fd < 0)
-		return fd;
 	fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	r->fds[r->nfds++] = fd;
 	fb.size = b - a;
 	fb.flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	fb.fd = fd;
 	fb.pos = (off_t)a;
-	return rd_push(r, &fb);
+	if ((rc = rd_push(r, &fb))) {	/* grows fds too */
+		close(fd);
+		return rc;
+	}
+	r->fds[r->nfds++] = fd;
+	return 0;
 }
+
+/*
+ * Push bytes [a, b) of the content of `holder` as an fd-backed buffer.  The
+ * part beyond the file's end (pages a crash lost, or never written) reads
+ * as zeros: a short fd buffer would end the whole reply there, and the
+ * kernel would zero what follows, other holders' pages included.
+ */
+static int rd_fd(struct read_ctx *r, uint64_t holder, uint64_t a, uint64_t b)
+{
+	int fd = vn_content_fd(r->vn, holder);
+	struct stat st;
+	uint64_t end = b;
+	int rc;
+
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if ((uint64_t)st.st_size < end)
+		end = (uint64_t)st.st_size > a ? (uint64_t)st.st_size : a;
+	if (end < b) {
+		if (end > a && (rc = rd_fd_push(r, fd, a, end)))
+			return rc;
+		return rd_zero(r, end, b);
+	}
+	return rd_fd_push(r, fd, a, b);
+}
+
 
 static int rd_run(uint64_t page, uint64_t count, uint64_t holder, void *arg)
 {
@@ -476,11 +507,19 @@ static int zero_range(struct vnode *vn, uint64_t a, uint64_t b)
 			return rc;
 	}
 	if (pa < pb) {
+		struct stat st;
+
 		if (fallocate(wfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			      (off_t)(pa * VFS_PAGE),
 			      (off_t)((pb - pa) * VFS_PAGE)) &&
 		    (rc = zero_bytes(wfd, pa * VFS_PAGE, pb * VFS_PAGE)))
 			return rc;
+		/* every page E holds lies within content.E */
+		if (fstat(wfd, &st) < 0)
+			return -errno;
+		if ((uint64_t)st.st_size < pb * VFS_PAGE &&
+		    ftruncate(wfd, (off_t)(pb * VFS_PAGE)) < 0)
+			return -errno;
 		if ((rc = ps_set(&vn->delta, pa, pb - pa)))
 			return rc;
 	}

@@ -235,6 +235,8 @@ int dir_lookup(struct vnode *dir, const char *name, struct vnode **out)
 	int rc;
 
 	*out = NULL;
+	if (dir == vfs->fixdir)
+		return -ENOENT;		/* only rollback's thread looks here */
 	if (dir->special)
 		return ckpt_lookup(name, out);
 	if (!dir->view && dir->vino == VFS_ROOT_INO &&
@@ -341,6 +343,8 @@ int dir_list(struct vnode *dir, struct dir_list *out)
 		if (rc)
 			return rc;
 	}
+	if (dir == vfs->fixdir)
+		return 0;		/* empty */
 	if ((rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn)))
 		return -EIO;
 	if (dir->special)
@@ -836,9 +840,9 @@ int dir_rename(struct vnode *dir, const char *name, struct vnode *ndir,
 		if (dst)
 			dst->stale = true;
 	} else {
-		vn_set_name(src, ndir->vino, nname);
+		vn_set_name(src, ndir->vino, nname, false);
 		if (dst && (flags & RENAME_EXCHANGE))
-			vn_set_name(dst, dir->vino, name);
+			vn_set_name(dst, dir->vino, name, false);
 	}
 out_dst:
 	if (dst)

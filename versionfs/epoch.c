@@ -103,61 +103,6 @@ static void ck_retire_wfd(struct vnode *vn, void *arg)
 	vn->wfd = -1;
 }
 
-/*
- * The client's syncfs(2) on the mount is not a barrier for FUSE: it can
- * return while writeback of files that are still open is on its way to us
- * (a checkpoint of a stopped writer missed megabytes in 5 runs of 30).
- * fsync(2) is: it waits for every pending write of the inode.  So before
- * taking the checkpoint, this thread fsyncs, through the mount, every file
- * some process has open (closed files were flushed by their close);
- * op_fsync answers our own requests without further work.  Files open
- * under no name (unlinked) are skipped: no view shows them.
- */
-static void ck_flush_open_files(void)
-{
-	struct vnode **v = NULL;
-	size_t n = 0, cap = 0;
-	char path[PATH_MAX];
-
-	pthread_mutex_lock(&vfs->table_lock);
-	for (size_t i = 0; i < vfs->table_size; i++) {
-		for (struct vnode *vn = vfs->table[i]; vn; vn = vn->hnext) {
-			if (vn->view || vn->special || vn->opens <= 0 ||
-			    !S_ISREG(vn->type))
-				continue;
-			if (n == cap) {
-				struct vnode **nv;
-
-				cap = cap ? cap * 2 : 64;
-				nv = realloc(v, cap * sizeof(*v));
-				if (!nv)
-					goto unlock;
-				v = nv;
-			}
-			vn->refs++;
-			v[n++] = vn;
-		}
-	}
-unlock:
-	pthread_mutex_unlock(&vfs->table_lock);
-	vfs->fixup_tid = gettid();
-	for (size_t i = 0; i < n; i++) {
-		int fd;
-
-		if (vn_path(v[i], path, sizeof(path)) == 0 &&
-		    (fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW |
-			       O_CLOEXEC)) >= 0) {
-			if (fsync(fd))
-				vfs_dbg("checkpoint: fsync %s: %s", path,
-					strerror(errno));
-			close(fd);
-		}
-		vn_put(v[i]);
-	}
-	vfs->fixup_tid = 0;
-	free(v);
-}
-
 int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
 		  size_t errlen)
 {
@@ -174,7 +119,7 @@ int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
 			 BT_TAG_MAX);
 		return -EINVAL;
 	}
-	ck_flush_open_files();
+	kf_flush_open_files();
 	/*
 	 * Do the heavy part while the job keeps running: persist what is
 	 * dirty and push the data to disk.  The exclusive window below then
@@ -398,72 +343,6 @@ static void rb_reset_vnode(struct vnode *vn, void *arg)
 	vn_close_fds(vn);
 }
 
-/*
- * The kernel never takes the size or times of a regular file from us while
- * the writeback cache is on (it owns them), and invalidation does not reset
- * them.  A truncate(2) does: the kernel sets i_size to the size we answer,
- * and a utimensat(2) sets the times it asks for.  So, for a file the kernel
- * knows whose size or times the rollback changed, issue both through the
- * mount from this thread; op_setattr recognises our thread and changes
- * nothing.  Open descriptors then see the restored size too.
- */
-static void rb_fix_kernel(struct vnode *vn)
-{
-	struct timespec ts[2];
-	char path[PATH_MAX];
-	uint64_t size, pino = 0;
-	bool differ = false, evict = false;
-	struct vnode *parent;
-	char *name = NULL;
-	int rc;
-
-	pthread_rwlock_rdlock(&vfs->epoch_lock);
-	pthread_mutex_lock(&vn->lock);
-	rc = vn->kern_valid ? vn_refresh(vn) : -ENOENT;
-	if (!rc) {
-		size = vn->m.size;
-		ts[0] = vn->m.atime;
-		ts[1] = vn->m.mtime;
-		differ = size != vn->kern_size ||
-			 ts[1].tv_sec != vn->kern_mtime.tv_sec ||
-			 ts[1].tv_nsec != vn->kern_mtime.tv_nsec;
-		/* Nobody has it open and it has one name: dropping that name
-		   makes the kernel evict the inode (FUSE keeps no unused
-		   inodes), and the next lookup builds a fresh one. */
-		evict = vn->opens == 0 && vn->m.nlink == 1;
-	}
-	vn->kern_valid = false;
-	pthread_mutex_unlock(&vn->lock);
-	pthread_rwlock_unlock(&vfs->epoch_lock);
-	if (!differ)
-		return;
-	if (evict) {
-		pthread_mutex_lock(&vfs->table_lock);
-		parent = vn->pname ? vn_find_locked(0, vn->pino) : NULL;
-		if (parent) {
-			parent->refs++;
-			pino = vn_nodeid(parent);
-			name = strdup(vn->pname);
-		}
-		pthread_mutex_unlock(&vfs->table_lock);
-		if (parent) {
-			if (name)
-				fuse_lowlevel_notify_inval_entry(vfs->se, pino,
-								 name,
-								 strlen(name));
-			free(name);
-			vn_put(parent);
-			return;
-		}
-	}
-	if (vn_path(vn, path, sizeof(path)))
-		return;
-	if (truncate(path, (off_t)size) || utimensat(AT_FDCWD, path, ts,
-						      AT_SYMLINK_NOFOLLOW))
-		vfs_dbg("rollback: refreshing the kernel's view of %s: %s",
-			path, strerror(errno));
-}
-
 struct notify {
 	struct vnode *dir;		/* parent for an entry, or NULL */
 	struct vnode *vn;		/* inode to invalidate */
@@ -605,9 +484,10 @@ out:
 			continue;
 		fuse_lowlevel_notify_inval_inode(vfs->se, vn_nodeid(nt[i].vn),
 						 0, 0);
-		rb_fix_kernel(nt[i].vn);
+		kf_fix_after_rollback(nt[i].vn);
 		vn_put(nt[i].vn);
 	}
+	kf_done();
 	vfs->fixup_tid = 0;
 	free(nt);
 	if (!rc)

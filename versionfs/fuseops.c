@@ -80,7 +80,8 @@ static void chown_kill(struct vnode *vn)
 }
 
 /* Reply with an entry for vn (reference consumed, one lookup added). */
-static void reply_entry(fuse_req_t req, struct vnode *vn, int rc)
+static void reply_entry_t(fuse_req_t req, struct vnode *vn, int rc,
+			  double timeout)
 {
 	struct fuse_entry_param e;
 
@@ -93,11 +94,16 @@ static void reply_entry(fuse_req_t req, struct vnode *vn, int rc)
 	vn_stat(vn, &e.attr);
 	pthread_mutex_unlock(&vn->lock);
 	e.ino = vn_nodeid(vn);
-	e.attr_timeout = e.entry_timeout = vfs->timeout;
+	e.attr_timeout = e.entry_timeout = timeout;
 	vn_lookup_inc(vn);
 	vn_put(vn);
 	if (fuse_reply_entry(req, &e) == -ENOENT)
 		vn_forget(vn, 1);	/* the request was interrupted */
+}
+
+static void reply_entry(fuse_req_t req, struct vnode *vn, int rc)
+{
+	reply_entry_t(req, vn, rc, vfs->timeout);
 }
 
 static void op_init(void *ud, struct fuse_conn_info *conn)
@@ -115,6 +121,9 @@ static void op_init(void *ud, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	conn->want &= ~(unsigned)FUSE_CAP_EXPORT_SUPPORT;
+	/* open(O_TRUNC) as a SETATTR before the OPEN: one truncation path,
+	   with its set-id and time rules */
+	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
 	conn->time_gran = 1;
 }
 
@@ -123,11 +132,18 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct vnode *dir = vn_from_ino(parent), *vn = NULL;
 	int rc;
 
+	if (vfs->fixup_tid && fuse_req_ctx(req)->pid == vfs->fixup_tid &&
+	    (vn = kf_lookup(dir, name))) {
+		/* rollback's own path to an inode: never cached */
+		vn_put(dir);
+		reply_entry_t(req, vn, 0, 0.0);
+		return;
+	}
 	RD_LOCK();
 	rc = dir_lookup(dir, name, &vn);
 	RD_UNLOCK();
 	if (!rc && !dir->view)
-		vn_set_name(vn, dir->vino, name);
+		vn_set_name(vn, dir->vino, name, true);
 	vn_put(dir);
 	/* ENOENT makes no lasting negative dentry: rollback may bring the
 	   name back, and the kernel asks again next time. */
@@ -290,7 +306,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	rc = dir_create(dir, name, mode & ~ctx->umask, rdev, target, ctx, &vn);
 	RD_UNLOCK();
 	if (!rc)
-		vn_set_name(vn, dir->vino, name);
+		vn_set_name(vn, dir->vino, name, true);
 	vn_put(dir);
 	reply_entry(req, vn, rc);
 }
@@ -336,7 +352,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	rc = dir_create(dir, name, S_IFREG | (mode & 07777 & ~ctx->umask), 0,
 			NULL, ctx, &vn);
 	if (!rc) {
-		vn_set_name(vn, dir->vino, name);
+		vn_set_name(vn, dir->vino, name, true);
 		pthread_mutex_lock(&vn->lock);
 		vn->opens++;
 		vn_stat(vn, &e.attr);
@@ -417,7 +433,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	rc = dir_link(vn, dir, newname);
 	RD_UNLOCK();
 	if (!rc)
-		vn_set_name(vn, dir->vino, newname);
+		vn_set_name(vn, dir->vino, newname, true);
 	vn_put(dir);
 	if (rc) {
 		vn_put(vn);

@@ -126,6 +126,23 @@ static void table_grow(void)
 	free(old);
 }
 
+/* A directory that is not in the table and never goes away. */
+static struct vnode *special_dir(void)
+{
+	struct vnode *vn = vn_alloc(0, 0);
+
+	if (!vn)
+		return NULL;
+	vn->special = true;
+	vn->loaded = true;
+	vn->type = S_IFDIR;
+	vn->m.mode = S_IFDIR | 0555;
+	vn->m.nlink = 2;
+	vn->m.atime = vn->m.mtime = vn->m.ctime = vfs_now();
+	vn->nlookup = vn->refs = 1;	/* pinned */
+	return vn;
+}
+
 int vn_table_init(struct vfs *v)
 {
 	struct vnode *root;
@@ -135,17 +152,11 @@ int vn_table_init(struct vfs *v)
 	v->table = calloc(v->table_size, sizeof(*v->table));
 	if (!v->table)
 		return -ENOMEM;
-	v->ckdir = vn_alloc(0, 0);
+	v->ckdir = special_dir();
+	v->fixdir = special_dir();
 	root = vn_alloc(0, VFS_ROOT_INO);
-	if (!v->ckdir || !root)
+	if (!v->ckdir || !v->fixdir || !root)
 		return -ENOMEM;
-	v->ckdir->special = true;
-	v->ckdir->loaded = true;
-	v->ckdir->type = S_IFDIR;
-	v->ckdir->m.mode = S_IFDIR | 0555;
-	v->ckdir->m.nlink = 2;
-	v->ckdir->m.atime = v->ckdir->m.mtime = v->ckdir->m.ctime = vfs_now();
-	v->ckdir->nlookup = v->ckdir->refs = 1;	/* pinned */
 	root->nlookup = root->refs = 1;		/* pinned */
 	table_insert(root);
 	pthread_mutex_lock(&root->lock);
@@ -168,7 +179,9 @@ void vn_table_free(struct vfs *v)
 	v->table = NULL;
 	if (v->ckdir)
 		vn_free(v->ckdir);
-	v->ckdir = NULL;
+	if (v->fixdir)
+		vn_free(v->fixdir);
+	v->ckdir = v->fixdir = NULL;
 }
 
 struct vnode *vn_find_locked(uint64_t view, uint64_t vino)
@@ -228,7 +241,8 @@ void vn_lookup_inc(struct vnode *vn)
 	pthread_mutex_unlock(&vfs->table_lock);
 }
 
-void vn_set_name(struct vnode *vn, uint64_t pino, const char *name)
+void vn_set_name(struct vnode *vn, uint64_t pino, const char *name,
+		 bool alias)
 {
 	char *copy;
 
@@ -236,40 +250,13 @@ void vn_set_name(struct vnode *vn, uint64_t pino, const char *name)
 		return;
 	copy = strdup(name);
 	pthread_mutex_lock(&vfs->table_lock);
+	if (alias && vn->nlookup && vn->pname &&
+	    (vn->pino != pino || strcmp(vn->pname, name)))
+		vn->multi_name = true;
 	free(vn->pname);
 	vn->pname = copy;
 	vn->pino = pino;
 	pthread_mutex_unlock(&vfs->table_lock);
-}
-
-int vn_path(struct vnode *vn, char *buf, size_t len)
-{
-	const char *parts[256];
-	size_t n = 0, pos;
-	int rc = 0;
-
-	pthread_mutex_lock(&vfs->table_lock);
-	while (vn && vn->vino != VFS_ROOT_INO) {
-		if (!vn->pname || n == 256) {
-			rc = -ENOENT;
-			break;
-		}
-		parts[n++] = vn->pname;
-		vn = vn_find_locked(0, vn->pino);
-	}
-	if (!vn)
-		rc = -ENOENT;
-	pos = (size_t)snprintf(buf, len, "%s", vfs->mountpoint);
-	while (!rc && n--) {
-		int w = snprintf(buf + pos, pos < len ? len - pos : 0, "/%s",
-				 parts[n]);
-
-		pos += (size_t)w;
-		if (pos >= len)
-			rc = -ENAMETOOLONG;
-	}
-	pthread_mutex_unlock(&vfs->table_lock);
-	return rc;
 }
 
 void vn_forget(struct vnode *vn, uint64_t n)
@@ -278,6 +265,8 @@ void vn_forget(struct vnode *vn, uint64_t n)
 
 	pthread_mutex_lock(&vfs->table_lock);
 	vn->nlookup = n > vn->nlookup ? 0 : vn->nlookup - n;
+	if (vn->nlookup == 0)
+		vn->multi_name = false;	/* the kernel has no dentry left */
 	gone = vn_maybe_free(vn);
 	pthread_mutex_unlock(&vfs->table_lock);
 	if (gone)
@@ -583,7 +572,7 @@ void vn_stat(const struct vnode *vn, struct stat *st)
 	vm_to_stat(&vn->m, vn->view ? VFS_VIEW_INO(vn->view, vn->vino) :
 		   vn->vino, st);
 	if (vn->special)
-		st->st_ino = VFS_CKDIR_INO;
+		st->st_ino = vn == vfs->fixdir ? VFS_FIXDIR_INO : VFS_CKDIR_INO;
 }
 
 /* ---- descriptors ---- */

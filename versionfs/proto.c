@@ -229,7 +229,13 @@ static void unescape(char *s)
 	*d = 0;
 }
 
-int ctl_find_mount(dev_t dev, const char *point, struct ctl_mount *m)
+/* What find_mount looks for: a device, a mount point or a source. */
+struct mount_key {
+	dev_t dev;
+	const char *point, *source;
+};
+
+static int find_mount(const struct mount_key *k, struct ctl_mount *m)
 {
 	char *line = NULL, *save, *f[32];
 	size_t cap = 0;
@@ -256,13 +262,16 @@ int ctl_find_mount(dev_t dev, const char *point, struct ctl_mount *m)
 		if (sscanf(f[2], "%u:%u", &maj, &min) != 2)
 			continue;
 		unescape(f[4]);
-		if (point ? strcmp(f[4], point) : makedev(maj, min) != dev)
+		unescape(f[dash + 2]);
+		if (k->point ? strcmp(f[4], k->point) :
+		    k->source ? strcmp(f[dash + 2], k->source) ||
+				strcmp(f[dash + 1], "fuse.versionfs") :
+		    makedev(maj, min) != k->dev)
 			continue;
 		m->dev = makedev(maj, min);
 		snprintf(m->point, sizeof(m->point), "%s", f[4]);
 		snprintf(m->type, sizeof(m->type), "%s", f[dash + 1]);
 		snprintf(m->source, sizeof(m->source), "%s", f[dash + 2]);
-		unescape(m->source);
 		m->owner = -1;
 		if (dash + 3 < n) {
 			char *u = strstr(f[dash + 3], "user_id=");
@@ -275,4 +284,18 @@ int ctl_find_mount(dev_t dev, const char *point, struct ctl_mount *m)
 	free(line);
 	fclose(fp);
 	return rc;
+}
+
+int ctl_find_mount(dev_t dev, const char *point, struct ctl_mount *m)
+{
+	struct mount_key k = { .dev = dev, .point = point };
+
+	return find_mount(&k, m);
+}
+
+int ctl_find_versionfs(const char *source, struct ctl_mount *m)
+{
+	struct mount_key k = { .source = source };
+
+	return find_mount(&k, m);
 }

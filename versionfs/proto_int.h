@@ -91,5 +91,7 @@ struct ctl_mount {
  * `point`.  -ENOENT if none.
  */
 int ctl_find_mount(dev_t dev, const char *point, struct ctl_mount *m);
+/* The newest versionfs mount of backing directory `source`; -ENOENT. */
+int ctl_find_versionfs(const char *source, struct ctl_mount *m);
 
 #endif /* VFS_PROTO_INT_H */

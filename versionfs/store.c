@@ -34,6 +34,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "proto_int.h"
 #include "vfs_int.h"
 
 #define FMT_MAGIC	"VFSSTORE"
@@ -126,6 +127,8 @@ int store_sync_all(struct vfs *v)
 	return syncfs(v->store_fd) ? -errno : 0;
 }
 
+#define STORE_LOCK_WAIT	60	/* seconds */
+
 /* Take the store lock or say who holds it. */
 static int store_lock(struct vfs *v)
 {
@@ -144,9 +147,32 @@ static int store_lock(struct vfs *v)
 	n = pread(v->lock_fd, pid, sizeof(pid) - 1, 0);
 	pid[n > 0 ? n : 0] = 0;
 	pid[strcspn(pid, "\n")] = 0;
-	vfs_log(LOG_ERR, "store %s/%s is in use%s%s%s (another versionfs or an "
-		"offline tool holds its lock)", v->backing, VFS_STORE_DIR,
-		pid[0] ? " by pid " : "", pid, "");
+	/*
+	 * A versionfs mount of this directory: refuse.  None: the holder is
+	 * a daemon still saving after its unmount (fusermount3 -u returns
+	 * before it exits) or an offline tool: wait for it a while, so that
+	 * "unmount; mount" in a job script just works.
+	 */
+	for (int i = 0; i < STORE_LOCK_WAIT * 10; i++) {
+		struct ctl_mount cm;
+
+		if (ctl_find_versionfs(v->backing, &cm) == 0) {
+			vfs_log(LOG_ERR, "%s is already mounted on %s%s%s",
+				v->backing, cm.point, pid[0] ? " by pid " : "",
+				pid);
+			return -EBUSY;
+		}
+		if (i == 0)
+			vfs_log(LOG_INFO, "waiting for %s%s to release the "
+				"store (it is saving, or an offline tool)",
+				pid[0] ? "pid " : "its user", pid);
+		usleep(100000);
+		if (flock(v->lock_fd, LOCK_EX | LOCK_NB) == 0)
+			return 0;
+	}
+	vfs_log(LOG_ERR, "store %s/%s is in use%s%s (another versionfs or an "
+		"offline tool holds its lock; waited %d s)", v->backing,
+		VFS_STORE_DIR, pid[0] ? " by pid " : "", pid, STORE_LOCK_WAIT);
 	return -EBUSY;
 }
 

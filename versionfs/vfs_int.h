@@ -43,6 +43,7 @@
 /* st_ino of (checkpoint c, vino) in a checkpoint view */
 #define VFS_VIEW_INO(c, vino)	((vino) + ((uint64_t)(c) << 40))
 #define VFS_CKDIR_INO		UINT64_C(0xffffffffffffff00)
+#define VFS_FIXDIR_INO		UINT64_C(0xffffffffffffff01)
 
 /* u64 tables in libvfsbtree */
 #define VFS_TBL_BASEINO		1	/* backing st_ino -> vino */
@@ -117,6 +118,8 @@ struct vnode {
 	int refs;			/* in-flight operations, handles, dirty */
 	uint64_t pino;			/* parent and name the kernel last */
 	char *pname;			/* used for it (live view), for paths */
+	bool multi_name;		/* the kernel may know it under other
+					   names too (hard links) */
 
 	pthread_mutex_t lock;
 	/* protected by lock */
@@ -187,6 +190,8 @@ struct vfs {
 	struct vnode **table;		/* table_lock */
 	size_t table_size, table_count;
 	struct vnode *ckdir;		/* the .checkpoints directory */
+	struct vnode *fixdir;		/* rollback's fix-up directory
+					   (epoch.c) */
 
 	pthread_mutex_t dirty_lock;
 	struct vnode *dirty;		/* index work pending; dirty_lock */
@@ -238,10 +243,10 @@ int vn_get(uint64_t view, uint64_t vino, struct vnode **out);
 void vn_ref(struct vnode *vn);
 void vn_put(struct vnode *vn);
 void vn_lookup_inc(struct vnode *vn);		/* +1 nlookup (entry reply) */
-/* Remember that the kernel reaches vn as `name` in directory pino. */
-void vn_set_name(struct vnode *vn, uint64_t pino, const char *name);
-/* Path of vn under the mount point from the remembered names. */
-int vn_path(struct vnode *vn, char *buf, size_t len);
+/* Remember the name the kernel knows vn by; alias: a new dentry (lookup,
+   create, link) rather than a moved one (rename). */
+void vn_set_name(struct vnode *vn, uint64_t pino, const char *name,
+		 bool alias);
 void vn_forget(struct vnode *vn, uint64_t n);
 /* Version used to read vn's view: checkpoint id, or the open epoch. */
 static inline uint64_t vn_at(const struct vnode *vn)
@@ -344,6 +349,16 @@ int ep_status(struct ctl_out *out);
 int ep_diff(uint64_t a, uint64_t b, bool b_live, struct ctl_out *out,
 	    char *err, size_t errlen);
 int ep_valid_tag(const char *tag);
+
+/* ---- kfix.c: the kernel's caches, through the mount ---- */
+/* The fix-up path's lookups (the fix-up thread only); NULL: not one. */
+struct vnode *kf_lookup(struct vnode *dir, const char *name);
+/* Before a checkpoint: fsync every open file through the mount. */
+void kf_flush_open_files(void);
+/* After a rollback: make the kernel take vn's restored size and times. */
+void kf_fix_after_rollback(struct vnode *vn);
+/* After fix-ups: drop the fix-up directory's entry. */
+void kf_done(void);
 void ep_purge_kick(void);
 void *ep_purge_thread(void *arg);
 

@@ -19,6 +19,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -44,24 +45,61 @@ static int copy_check(const char *name, struct error_context *ctx)
 	return ns_versioned(name);
 }
 
+/* Copy the versioned xattrs of the file at path (not followed) onto fd,
+   for files that cannot be opened safely (fifos, devices, symlinks). */
+static int copy_by_path(const char *path, int dst_fd)
+{
+	char names[65536], val[65536];
+	ssize_t n, v;
+
+	n = llistxattr(path, names, sizeof(names));
+	if (n < 0)
+		return errno == ENOTSUP ? 0 : -errno;
+	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1) {
+		if (!ns_versioned(names + i))
+			continue;
+		v = lgetxattr(path, names + i, val, sizeof(val));
+		if (v < 0 && errno == ENODATA)
+			continue;	/* removed meanwhile */
+		if (v < 0 || fsetxattr(dst_fd, names + i, val, (size_t)v, 0))
+			return -errno;
+	}
+	return 0;
+}
+
+/*
+ * Copy the versioned xattrs of src_fd, or of the base file at src_path if
+ * src_fd is -1, onto metadata file dst_fd.  Returns 1 if dst_fd has xattrs
+ * afterwards, 0 if not, or -errno.
+ */
 int xa_copy(int src_fd, const char *src_path, int dst_fd)
 {
-	char dst[64];
+	struct stat st;
 	ssize_t n;
-	int rc;
+	int rc = 0, fd;
 
 	if (src_fd >= 0) {
 		rc = attr_copy_fd(NULL, src_fd, NULL, dst_fd, copy_check, NULL);
-	} else {
-		snprintf(dst, sizeof(dst), "/proc/self/fd/%d", dst_fd);
-		/* l*xattr on the base path; the destination is a real file
-		   reached through its descriptor's magic link */
-		rc = attr_copy_file(src_path, dst, copy_check, NULL);
-		if (rc && errno == EPERM)
-			rc = 0;		/* e.g. user.* on a symlink */
-	}
-	if (rc && errno != ENOTSUP && errno != ENODATA)
+		if (rc && errno != ENOTSUP && errno != ENODATA)
+			return -errno;
+	} else if (lstat(src_path, &st) < 0) {
 		return -errno;
+	} else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
+		fd = open(src_path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+			  O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		rc = attr_copy_fd(src_path, fd, NULL, dst_fd, copy_check, NULL);
+		if (rc && errno != ENOTSUP && errno != ENODATA)
+			rc = -errno;
+		else
+			rc = 0;
+		close(fd);
+		if (rc)
+			return rc;
+	} else if ((rc = copy_by_path(src_path, dst_fd))) {
+		return rc;
+	}
 	n = flistxattr(dst_fd, NULL, 0);
 	return n > 0 ? 1 : 0;
 }

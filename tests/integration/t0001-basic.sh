@@ -92,7 +92,7 @@ appended" ] || fail "$fs: view content"
 		_vfs_mounts+=("$root/mnt2")
 		fail "$fs: second daemon accepted"
 	fi
-	grep -q 'in use' "$T/err" || fail "$fs: second daemon message: $(cat "$T/err")"
+	grep -q 'already mounted' "$T/err" || fail "$fs: second daemon message: $(cat "$T/err")"
 	vfs_umount "$m"
 
 	# mounting over the backing directory itself
