@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# t0200-model — randomized model test: versionfs against a native reference.
+#
+# tests/helpers/vfs_model.c applies the same random operations (writes at
+# every kind of offset, truncate, O_APPEND, mmap, fallocate, >4 GiB sparse
+# writes, namespace changes, hard links, symlinks, fifos, xattrs, fsync)
+# to a versionfs mount and to a plain directory on the same file system,
+# interleaved with checkpoints, rollbacks, reads of .checkpoints/ID,
+# remounts and kill -9, and compares every result and, after every
+# rollback and remount, the whole trees.  Each seed starts from a fresh
+# store over a base layer the driver seeds into BACKING (and REF) first.
+# Runs on an ext4 and an XFS loop image.
+#
+#   VFS_LONG=1      long mode: more seeds, 100k operations each
+#   VFS_SEED=N      replay one seed (on both file systems)
+#   VFS_OPS=N       operations per seed
+#   VFS_MODEL_ARGS  extra driver options (e.g. --verbose)
+#
+# The loop images go to /dev/shm when it is a tmpfs with room: every fsync,
+# msync and checkpoint is a device flush on both sides, and on a
+# disk-backed image those flushes dominate the run time.
+# timeout: 3600
+if [ -z "${TMPDIR:-}" ] && [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] &&
+	[ "$(df -Pk /dev/shm | awk 'NR == 2 { print $4 }')" -gt $((6 << 20)) ]; then
+	export TMPDIR=/dev/shm
+fi
+. "$(dirname "$0")/lib.sh"
+need_root
+model="$VFS_BUILD/tests/vfs_model"
+[ -x "$model" ] || fail "$model missing (make tests-build)"
+
+
+if [ "${VFS_LONG:-0}" = 1 ]; then
+	seeds="1 2 3 4 5 6"
+	ops=${VFS_OPS:-100000}
+else
+	seeds="1 2 3"
+	ops=${VFS_OPS:-8000}
+fi
+[ -n "${VFS_SEED:-}" ] && seeds=$VFS_SEED
+
+for fs in ext4 xfs; do
+	# not in $(...): make_fs must record the loop mount in this shell
+	make_fs $fs 3G >/dev/null
+	for seed in $seeds; do
+		d=$T/$fs/s$seed
+		mnt=$T/mnt-$fs-$seed
+		mkdir -p "$d/backing" "$d/ref" "$mnt"
+		_vfs_mounts+=("$mnt")
+		note "$fs seed $seed: $ops operations"
+		start=$(date +%s)
+		# shellcheck disable=SC2086
+		"$model" --mnt "$mnt" --backing "$d/backing" --ref "$d/ref" \
+			--snap "$d/snap" --bin "$VFS_BUILD" --seed "$seed" \
+			--ops "$ops" --seed-base \
+			${VFS_MODEL_ARGS:-} ||
+			fail "model test on $fs, seed $seed (replay: VFS_SEED=$seed)"
+		note "$fs seed $seed: passed in $(($(date +%s) - start)) s"
+		rm -rf "$d"
+	done
+done
+exit 0
