@@ -19,6 +19,7 @@ includedir  ?= $(prefix)/include
 mandir      ?= $(prefix)/share/man
 libexecdir  ?= $(prefix)/libexec
 sysconfdir  ?= /etc
+datadir     ?= $(prefix)/share
 DESTDIR     ?=
 
 CC          ?= cc
@@ -62,17 +63,22 @@ BTREE_OBJ   := $(BTREE_SRC:%.c=$(BUILD)/obj/%.o)
 BTREE_LIB   := $(BUILD)/libvfsbtree.a
 
 # versionfs/: the daemon, the control client library and versionfs-ctl.
-CLIENT_SRC  := versionfs/client.c versionfs/proto.c
+CLIENT_SRC  := versionfs/client.c versionfs/client_clean.c versionfs/proto.c
 CLIENT_OBJ  := $(CLIENT_SRC:%.c=$(BUILD)/obj/%.o)
 CLIENT_LIB  := $(BUILD)/libversionfs.a
 CLIENT_SO   := $(BUILD)/libversionfs.so.0
-CTL_SRC     := versionfs/ctl.c
-DAEMON_SRC  := $(filter-out $(CLIENT_SRC) $(CTL_SRC),$(wildcard versionfs/*.c))
+CTL_SRC     := versionfs/ctl.c versionfs/ctl_clean.c
+# Offline tools: their own main, the daemon's code for the store.
+CLEAN_SRC   := versionfs/cleantool.c
+FSCK_SRC    := $(wildcard versionfs/fsck*.c)
+DAEMON_SRC  := $(filter-out $(CLIENT_SRC) $(CTL_SRC) $(CLEAN_SRC) $(FSCK_SRC),$(wildcard versionfs/*.c))
 DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
 DAEMON_LIBOBJ := $(filter-out $(BUILD)/obj/versionfs/main.o,$(DAEMON_OBJ))
 
 PROGS       := $(if $(wildcard versionfs/main.c),$(BUILD)/versionfs) \
-               $(if $(wildcard versionfs/ctl.c),$(BUILD)/versionfs-ctl)
+               $(if $(wildcard versionfs/ctl.c),$(BUILD)/versionfs-ctl) \
+               $(if $(wildcard $(CLEAN_SRC)),$(BUILD)/versionfs-clean) \
+               $(if $(FSCK_SRC),$(BUILD)/versionfs-fsck)
 LIBS_OUT    := $(BTREE_LIB) $(if $(wildcard versionfs/client.c),$(CLIENT_LIB) $(CLIENT_SO))
 
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
@@ -113,8 +119,16 @@ $(BUILD)/versionfs: $(DAEMON_OBJ) $(CLIENT_LIB) $(BTREE_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ \
 	    $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
 
-$(BUILD)/versionfs-ctl: $(BUILD)/obj/versionfs/ctl.o $(CLIENT_LIB)
+$(BUILD)/versionfs-ctl: $(CTL_SRC:%.c=$(BUILD)/obj/%.o) $(CLIENT_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^
+
+$(BUILD)/versionfs-clean: $(CLEAN_SRC:%.c=$(BUILD)/obj/%.o) $(DAEMON_LIBOBJ) $(CLIENT_LIB) $(BTREE_LIB)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ \
+	    $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
+
+$(BUILD)/versionfs-fsck: $(FSCK_SRC:%.c=$(BUILD)/obj/%.o) $(DAEMON_LIBOBJ) $(CLIENT_LIB) $(BTREE_LIB)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ \
+	    $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
 
 # Unit suites link every library; the linker keeps what each one uses.
 $(BUILD)/tests/%: tests/unit/%.c $(BTREE_LIB) $(filter $(CLIENT_LIB),$(LIBS_OUT)) $(DAEMON_LIBOBJ)
@@ -189,6 +203,11 @@ install: all
 	fi
 	for m in $(MANPAGES); do \
 	    s=$${m##*.}; $(INSTALL) -m 644 $$m $(DESTDIR)$(mandir)/man$$s/; done
+	$(INSTALL) -d $(DESTDIR)$(datadir)/versionfs
+	for f in versionfs-clean.cron versionfs-clean.service \
+	    versionfs-clean.timer; do \
+	    sed 's|/usr/local/bin|$(bindir)|g' scripts/$$f \
+	        > $(DESTDIR)$(datadir)/versionfs/$$f; done
 	if [ -f cr-hooks/Makefile.inc ]; then \
 	    $(MAKE) -f cr-hooks/Makefile.inc DESTDIR=$(DESTDIR) bindir=$(bindir) \
 	        libexecdir=$(libexecdir) sysconfdir=$(sysconfdir) install; fi
@@ -199,7 +218,7 @@ uninstall:
 	        libexecdir=$(libexecdir) sysconfdir=$(sysconfdir) uninstall; fi
 	for p in $(notdir $(PROGS)); do rm -f $(DESTDIR)$(bindir)/$$p; done
 	rm -f $(DESTDIR)$(libdir)/libvfsbtree.a $(DESTDIR)$(libdir)/libversionfs.*
-	rm -rf $(DESTDIR)$(includedir)/versionfs
+	rm -rf $(DESTDIR)$(includedir)/versionfs $(DESTDIR)$(datadir)/versionfs
 	for m in $(notdir $(MANPAGES)); do \
 	    s=$${m##*.}; rm -f $(DESTDIR)$(mandir)/man$$s/$$m; done
 

@@ -406,6 +406,10 @@ int bt_inode_get(bt_txn *txn, uint64_t ino, uint64_t ver, struct bt_inode *out);
 /* The record of ino with the highest version <= at.  -ENOENT if none. */
 int bt_inode_find(bt_txn *txn, uint64_t ino, uint64_t at, struct bt_inode *out);
 
+/* The record of ino with the lowest version > after.  -ENOENT if none. */
+int bt_inode_next(bt_txn *txn, uint64_t ino, uint64_t after,
+		  struct bt_inode *out);
+
 /* Delete record (ino, ver).  -ENOENT if absent. */
 int bt_inode_del(bt_txn *txn, uint64_t ino, uint64_t ver);
 
@@ -460,10 +464,14 @@ int bt_ckpt_foreach(bt_txn *txn, bt_ckpt_cb cb, void *arg);
  * rollback, replication and cleaning cost O(changes):
  *   BT_LOG_INODE   inode `ino` has a record (ino, epoch)
  *   BT_LOG_DIRENT  entry (dir, name, birth) was born or killed in the epoch
+ *   BT_LOG_CONTENT the content file of version `birth` (< epoch) of inode
+ *                  `ino` is still used by this epoch's versions: its own
+ *                  version was deleted and merged into this one
  * Adding an entry twice is harmless (it is one key).
  */
 #define BT_LOG_INODE	1
 #define BT_LOG_DIRENT	2
+#define BT_LOG_CONTENT	3
 
 struct bt_log {
 	uint64_t epoch;
@@ -471,15 +479,20 @@ struct bt_log {
 	uint64_t ino;		/* INODE: the inode; DIRENT: the directory */
 	const char *name;	/* DIRENT only */
 	size_t namelen;
-	uint64_t birth;		/* DIRENT only */
+	uint64_t birth;		/* DIRENT: the entry's birth; CONTENT: the
+				   holder version */
 };
 
 int bt_log_add_inode(bt_txn *txn, uint64_t epoch, uint64_t ino);
 int bt_log_add_dirent(bt_txn *txn, uint64_t epoch, uint64_t dir,
 		      const char *name, size_t namelen, uint64_t birth);
+/* -EINVAL unless 0 < holder < epoch. */
+int bt_log_add_content(bt_txn *txn, uint64_t epoch, uint64_t ino,
+		       uint64_t holder);
 /* Remove one entry (l->epoch, l->kind, ...).  -ENOENT if absent. */
 int bt_log_del(bt_txn *txn, const struct bt_log *l);
-/* Each entry of `epoch` (inodes first, then entries).  cb as usual. */
+/* Each entry of `epoch` (inodes, then entries, then contents).  cb as
+   usual. */
 typedef int (*bt_log_cb)(const struct bt_log *l, void *arg);
 int bt_log_foreach(bt_txn *txn, uint64_t epoch, bt_log_cb cb, void *arg);
 /* Delete every entry of `epoch`. */
@@ -494,6 +507,8 @@ int bt_log_count_inodes(bt_txn *txn, uint64_t epoch, uint64_t *count);
 /* `what` bits say which files of (ino, ver) to delete; the meaning is the
    caller's (versionfs: 1 = metadata file, 2 = content file). */
 int bt_trash_add(bt_txn *txn, uint64_t ino, uint64_t ver, uint32_t what);
+/* The bits of entry (ino, ver).  -ENOENT if absent. */
+int bt_trash_get(bt_txn *txn, uint64_t ino, uint64_t ver, uint32_t *what);
 int bt_trash_del(bt_txn *txn, uint64_t ino, uint64_t ver);
 typedef int (*bt_trash_cb)(uint64_t ino, uint64_t ver, uint32_t what,
 			   void *arg);

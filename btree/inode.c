@@ -185,6 +185,30 @@ int bt_inode_find(bt_txn *txn, uint64_t ino, uint64_t at, struct bt_inode *out)
 	return rc;
 }
 
+int bt_inode_next(bt_txn *txn, uint64_t ino, uint64_t after,
+		  struct bt_inode *out)
+{
+	unsigned char kb[16];
+	MDB_val k = { sizeof(kb), kb }, v;
+	MDB_cursor *cur;
+	int rc;
+
+	if (after == UINT64_MAX)
+		return -ENOENT;
+	bt_put_be64(kb, ino);
+	bt_put_be64(kb + 8, after + 1);
+	if ((rc = bt_cursor(txn, BT_DB_INODES, &cur)))
+		return rc;
+	rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	if (rc == 0)
+		rc = k.mv_size != 16 || memcmp(k.mv_data, kb, 8) ? -ENOENT :
+		     in_dec(&k, &v, out);
+	else
+		rc = bt_mdb_err(txn, rc, "inodes: next");
+	mdb_cursor_close(cur);
+	return rc;
+}
+
 int bt_inode_del(bt_txn *txn, uint64_t ino, uint64_t ver)
 {
 	unsigned char kb[16];

@@ -3,8 +3,10 @@
  *
  * elog:   key epoch (BE64) | kind (1 byte) | ino or dir (BE64)
  *             [ | name | NUL | birth (BE64) ]   (DIRENT entries)
+ *             [ | holder (BE64) ]               (CONTENT entries)
  *         value: magic "EL", record version, pad (4 bytes).
- *         Inode entries sort before entry entries within an epoch.
+ *         Within an epoch: inode entries, then directory entries, then
+ *         content entries.
  * trash:  key (ino, ver) BE -> magic "TR", record version, pad, what (LE32).
  * kv:     key name -> LE64 value (exactly 8 bytes).
  * u64map: key table (BE32) | key (BE64) -> magic "64", version, pad, pad32,
@@ -22,6 +24,10 @@ static size_t el_key(unsigned char *k, const struct bt_log *l)
 	bt_put_be64(k, l->epoch);
 	k[8] = (unsigned char)l->kind;
 	bt_put_be64(k + 9, l->ino);
+	if (l->kind == BT_LOG_CONTENT) {
+		bt_put_be64(k + 17, l->birth);
+		return 25;
+	}
 	if (l->kind != BT_LOG_DIRENT)
 		return 17;
 	memcpy(k + 17, l->name, l->namelen);
@@ -56,6 +62,17 @@ static int el_dec(const MDB_val *k, const MDB_val *v, struct bt_log *l)
 		if (k->mv_size != 17)
 			return BT_CORRUPT("elog: key %s: %zu bytes", kd,
 					  k->mv_size);
+		return 0;
+	}
+	if (l->kind == BT_LOG_CONTENT) {
+		if (k->mv_size != 25)
+			return BT_CORRUPT("elog: key %s: %zu bytes", kd,
+					  k->mv_size);
+		l->birth = bt_get_be64(p + 17);
+		if (l->birth == 0 || l->birth >= l->epoch)
+			return BT_CORRUPT("elog: key %s: content holder %llu "
+					  "not older than the epoch", kd,
+					  (unsigned long long)l->birth);
 		return 0;
 	}
 	if (l->kind != BT_LOG_DIRENT)
@@ -95,6 +112,19 @@ int bt_log_add_dirent(bt_txn *txn, uint64_t epoch, uint64_t dir,
 
 	if (namelen == 0 || namelen > BT_NAME_MAX || memchr(name, 0, namelen))
 		return bt_seterr(-EINVAL, "elog: bad entry name");
+	return el_add(txn, &l);
+}
+
+int bt_log_add_content(bt_txn *txn, uint64_t epoch, uint64_t ino,
+		       uint64_t holder)
+{
+	struct bt_log l = { .epoch = epoch, .kind = BT_LOG_CONTENT, .ino = ino,
+			    .birth = holder };
+
+	if (holder == 0 || holder >= epoch)
+		return bt_seterr(-EINVAL, "elog: content holder %llu not older "
+				 "than epoch %llu", (unsigned long long)holder,
+				 (unsigned long long)epoch);
 	return el_add(txn, &l);
 }
 
@@ -216,6 +246,22 @@ int bt_trash_add(bt_txn *txn, uint64_t ino, uint64_t ver, uint32_t what)
 	vb[2] = BT_RECVER;
 	bt_put_le32(vb + 4, what);
 	return bt_put(txn, BT_DB_TRASH, &k, &v, 0, "trash: add");
+}
+
+int bt_trash_get(bt_txn *txn, uint64_t ino, uint64_t ver, uint32_t *what)
+{
+	unsigned char kb[16];
+	MDB_val k = { 16, kb }, v;
+	int rc;
+
+	bt_put_be64(kb, ino);
+	bt_put_be64(kb + 8, ver);
+	if ((rc = bt_get(txn, BT_DB_TRASH, &k, &v, "trash: get")))
+		return rc;
+	if ((rc = trash_check(kb, &v)))
+		return rc;
+	*what = bt_get_le32((const unsigned char *)v.mv_data + 4);
+	return 0;
 }
 
 int bt_trash_del(bt_txn *txn, uint64_t ino, uint64_t ver)

@@ -25,19 +25,10 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "client_int.h"
 #include "proto_int.h"
 
-struct vfs_client {
-	int sock;
-	int mfd;			/* a descriptor in the mount (syncfs) */
-	char mount[4096];
-	char err[512];
-};
-
-static int seterr(char *buf, size_t len, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int seterr(char *buf, size_t len, int rc, const char *fmt, ...)
+int cli_seterr(char *buf, size_t len, int rc, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -69,14 +60,14 @@ int vfs_client_open(const char *path, vfs_client **out, char *err,
 	*out = NULL;
 	c = calloc(1, sizeof(*c));
 	if (!c)
-		return seterr(err, errlen, -ENOMEM, "out of memory");
+		return cli_seterr(err, errlen, -ENOMEM, "out of memory");
 	c->sock = -1;
 	c->mfd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (c->mfd < 0 && errno == EACCES)
 		c->mfd = open(path, O_PATH | O_CLOEXEC);
 	if (c->mfd < 0 || fstat(c->mfd, &st) < 0) {
 		rc = -errno;
-		seterr(err, errlen, rc, "%s: %s%s", path, strerror(errno),
+		cli_seterr(err, errlen, rc, "%s: %s%s", path, strerror(errno),
 		       errno == ENOTCONN ? " (the versionfs daemon died; "
 		       "unmount with fusermount3 -u)" : "");
 		goto fail;
@@ -85,10 +76,10 @@ int vfs_client_open(const char *path, vfs_client **out, char *err,
 	rc = ctl_find_mount(st.st_dev, NULL, &m);
 	if (rc || strcmp(m.type, "fuse.versionfs")) {
 		if (rc)
-			seterr(err, errlen, -ENOTSUP, "%s is not in a versionfs "
+			cli_seterr(err, errlen, -ENOTSUP, "%s is not in a versionfs "
 			       "mount", path);
 		else
-			seterr(err, errlen, -ENOTSUP, "%s is not in a versionfs "
+			cli_seterr(err, errlen, -ENOTSUP, "%s is not in a versionfs "
 			       "mount (it is on %s)", path, m.type);
 		rc = -ENOTSUP;
 		goto fail;
@@ -97,7 +88,7 @@ int vfs_client_open(const char *path, vfs_client **out, char *err,
 	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->sock < 0) {
 		rc = -errno;
-		seterr(err, errlen, rc, "socket: %s", strerror(errno));
+		cli_seterr(err, errlen, rc, "socket: %s", strerror(errno));
 		goto fail;
 	}
 	n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, CTL_SOCK_FMT,
@@ -105,14 +96,14 @@ int vfs_client_open(const char *path, vfs_client **out, char *err,
 	salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 	if (connect(c->sock, (struct sockaddr *)&sa, salen) < 0) {
 		rc = -errno;
-		seterr(err, errlen, rc, "%s: cannot reach its versionfs "
+		cli_seterr(err, errlen, rc, "%s: cannot reach its versionfs "
 		       "daemon: %s", c->mount, strerror(errno));
 		goto fail;
 	}
 	if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 ||
 	    (cr.uid != 0 && (m.owner < 0 || cr.uid != (uid_t)m.owner))) {
 		rc = -EPERM;
-		seterr(err, errlen, rc, "%s: the control socket is held by uid "
+		cli_seterr(err, errlen, rc, "%s: the control socket is held by uid "
 		       "%u, which did not mount it", c->mount, cr.uid);
 		goto fail;
 	}
@@ -147,8 +138,8 @@ static int sync_mount(vfs_client *c)
 }
 
 /* One request/reply.  On success *reply (malloc'ed) and *len are set. */
-static int rpc(vfs_client *c, uint16_t op, const struct cbuf *req,
-	       unsigned char **reply, size_t *len)
+int cli_rpc(vfs_client *c, uint16_t op, const struct cbuf *req,
+	    unsigned char **reply, size_t *len)
 {
 	struct ctl_hdr h;
 	struct cfield f;
@@ -159,18 +150,18 @@ static int rpc(vfs_client *c, uint16_t op, const struct cbuf *req,
 	*reply = NULL;
 	*len = 0;
 	if (req && req->err)
-		return seterr(c->err, sizeof(c->err), req->err,
+		return cli_seterr(c->err, sizeof(c->err), req->err,
 			      "request too large");
 	rc = ctl_send(c->sock, op, 0, req ? req->p : NULL, req ? req->len : 0);
 	if (!rc)
 		rc = ctl_recv(c->sock, &h, reply, CTL_MAX_REPLY);
 	if (rc)
-		return seterr(c->err, sizeof(c->err), rc, "%s: talking to the "
+		return cli_seterr(c->err, sizeof(c->err), rc, "%s: talking to the "
 			      "daemon: %s", c->mount, strerror(-rc));
 	if (h.op != op) {
 		free(*reply);
 		*reply = NULL;
-		return seterr(c->err, sizeof(c->err), -EPROTO,
+		return cli_seterr(c->err, sizeof(c->err), -EPROTO,
 			      "%s: reply to the wrong request", c->mount);
 	}
 	*len = h.len;
@@ -189,7 +180,7 @@ static int rpc(vfs_client *c, uint16_t op, const struct cbuf *req,
 	return 0;
 }
 
-static uint64_t reply_u64(const unsigned char *p, size_t len, uint16_t key)
+uint64_t cli_reply_u64(const unsigned char *p, size_t len, uint16_t key)
 {
 	struct cfield f;
 	size_t pos = 0;
@@ -205,7 +196,7 @@ static int check_tag(vfs_client *c, const char *tag)
 	size_t n = strlen(tag);
 
 	if (n == 0 || n > VFS_TAG_MAX)
-		return seterr(c->err, sizeof(c->err), -EINVAL, "tag must be "
+		return cli_seterr(c->err, sizeof(c->err), -EINVAL, "tag must be "
 			      "1 to %d bytes long", VFS_TAG_MAX);
 	return 0;
 }
@@ -222,17 +213,17 @@ int vfs_checkpoint(vfs_client *c, const char *tag, uint64_t *id)
 	/* The kernel's dirty pages must reach the daemon first (the daemon
 	   also fsyncs the files that are still open). */
 	if ((rc = sync_mount(c)))
-		return seterr(c->err, sizeof(c->err), rc, "%s: syncfs: %s",
+		return cli_seterr(c->err, sizeof(c->err), rc, "%s: syncfs: %s",
 			      c->mount, strerror(-rc));
 	cb_init(&b);
 	if (tag)
 		cb_str(&b, F_TAG, tag, strlen(tag));
-	rc = rpc(c, CTL_CHECKPOINT, &b, &r, &len);
+	rc = cli_rpc(c, CTL_CHECKPOINT, &b, &r, &len);
 	cb_free(&b);
 	if (rc)
 		return rc;
 	if (id)
-		*id = reply_u64(r, len, F_ID);
+		*id = cli_reply_u64(r, len, F_ID);
 	free(r);
 	return 0;
 }
@@ -256,12 +247,12 @@ static int rollback(vfs_client *c, uint64_t id, const char *tag,
 		cb_str(&b, F_TAG, tag, strlen(tag));
 	else
 		cb_u64(&b, F_ID, id);
-	rc = rpc(c, CTL_ROLLBACK, &b, &r, &len);
+	rc = cli_rpc(c, CTL_ROLLBACK, &b, &r, &len);
 	cb_free(&b);
 	if (rc)
 		return rc;
 	if (out)
-		*out = reply_u64(r, len, F_ID);
+		*out = cli_reply_u64(r, len, F_ID);
 	free(r);
 	return 0;
 }
@@ -286,7 +277,7 @@ int vfs_list(vfs_client *c, struct vfs_ckpt_info **v, size_t *n)
 
 	*v = NULL;
 	*n = 0;
-	if ((rc = rpc(c, CTL_LIST, NULL, &r, &len)))
+	if ((rc = cli_rpc(c, CTL_LIST, NULL, &r, &len)))
 		return rc;
 	while ((rc = cp_next(r, len, &pos, &f)) == 1) {
 		if (f.key == F_REC) {
@@ -314,6 +305,7 @@ int vfs_list(vfs_client *c, struct vfs_ckpt_info **v, size_t *n)
 		case F_FILES: cur->files = cf_u64(&f); break;
 		case F_BYTES: cur->bytes = cf_u64(&f); break;
 		case F_STATE: cur->state = (int)cf_u64(&f); break;
+		case F_UNIQUE: cur->unique_bytes = cf_u64(&f); break;
 		case F_TAG:
 			snprintf(cur->tag, sizeof(cur->tag), "%.*s",
 				 (int)f.len, (const char *)f.val);
@@ -324,7 +316,7 @@ int vfs_list(vfs_client *c, struct vfs_ckpt_info **v, size_t *n)
 	if (rc < 0) {
 		free(a);
 		*n = 0;
-		return seterr(c->err, sizeof(c->err), rc, "malformed reply");
+		return cli_seterr(c->err, sizeof(c->err), rc, "malformed reply");
 	}
 	*v = a;
 	return 0;
@@ -338,7 +330,7 @@ int vfs_status(vfs_client *c, struct vfs_status *st)
 	int rc;
 
 	memset(st, 0, sizeof(*st));
-	if ((rc = rpc(c, CTL_STATUS, NULL, &r, &len)))
+	if ((rc = cli_rpc(c, CTL_STATUS, NULL, &r, &len)))
 		return rc;
 	while (cp_next(r, len, &pos, &f) == 1) {
 		switch (f.key) {
@@ -351,6 +343,18 @@ int vfs_status(vfs_client *c, struct vfs_status *st)
 		case F_CHANGED: st->changed_files = cf_u64(&f); break;
 		case F_PID: st->pid = cf_u64(&f); break;
 		case F_FORMAT: st->format = cf_u64(&f); break;
+		case F_NDELETED: st->deleted = cf_u64(&f); break;
+		case F_RECLAIMABLE: st->reclaimable_bytes = cf_u64(&f); break;
+		case F_TRASH: st->trash = cf_u64(&f); break;
+		case F_KEEP_LAST: st->keep_last = cf_u64(&f); break;
+		case F_OLDER_THAN: st->older_than_s = cf_u64(&f); break;
+		case F_PASSES: st->clean_passes = cf_u64(&f); break;
+		case F_RUNNING: st->clean_running = cf_u64(&f); break;
+		case F_MERGED_CKPTS: st->ckpts_merged = cf_u64(&f); break;
+		case F_FILES_DELETED: st->files_deleted = cf_u64(&f); break;
+		case F_FILES_TRIMMED: st->files_trimmed = cf_u64(&f); break;
+		case F_FILES_COPIED: st->files_copied = cf_u64(&f); break;
+		case F_BYTES_FREED: st->bytes_freed = cf_u64(&f); break;
 		case F_BACKING:
 			snprintf(st->backing, sizeof(st->backing), "%.*s",
 				 (int)f.len, (const char *)f.val);
@@ -394,7 +398,7 @@ int vfs_diff(vfs_client *c, uint64_t a, uint64_t b,
 		cb_u64(&q, F_B, b);
 	else
 		cb_u64(&q, F_LIVE, 1);
-	rc = rpc(c, CTL_DIFF, &q, &r, &len);
+	rc = cli_rpc(c, CTL_DIFF, &q, &r, &len);
 	cb_free(&q);
 	if (rc)
 		return rc;
@@ -438,29 +442,13 @@ int vfs_diff(vfs_client *c, uint64_t a, uint64_t b,
 	if (rc < 0) {
 		vfs_diff_free(arr, *n);
 		*n = 0;
-		return seterr(c->err, sizeof(c->err), rc, "malformed reply");
+		return cli_seterr(c->err, sizeof(c->err), rc, "malformed reply");
 	}
 	for (size_t i = 0; i < *n; i++)
 		if (!arr[i].path && !(arr[i].path = strdup("")))
 			rc = -ENOMEM;
 	*v = arr;
 	return rc < 0 ? rc : 0;
-}
-
-int vfs_delete(vfs_client *c, const uint64_t *ids, size_t n)
-{
-	unsigned char *r;
-	struct cbuf b;
-	size_t len;
-	int rc;
-
-	cb_init(&b);
-	for (size_t i = 0; i < n; i++)
-		cb_u64(&b, F_ID, ids[i]);
-	rc = rpc(c, CTL_DELETE, &b, &r, &len);
-	cb_free(&b);
-	free(r);
-	return rc;
 }
 
 int vfs_checkpoint_path(const char *path, const char *tag, uint64_t *id,
@@ -473,7 +461,7 @@ int vfs_checkpoint_path(const char *path, const char *tag, uint64_t *id,
 		return rc;
 	rc = vfs_checkpoint(c, tag, id);
 	if (rc)
-		seterr(err, errlen, rc, "%s", c->err);
+		cli_seterr(err, errlen, rc, "%s", c->err);
 	vfs_client_close(c);
 	return rc;
 }
@@ -488,7 +476,7 @@ int vfs_rollback_path(const char *path, uint64_t id, char *err,
 		return rc;
 	rc = vfs_rollback(c, id);
 	if (rc)
-		seterr(err, errlen, rc, "%s", c->err);
+		cli_seterr(err, errlen, rc, "%s", c->err);
 	vfs_client_close(c);
 	return rc;
 }
@@ -503,7 +491,7 @@ int vfs_rollback_tag_path(const char *path, const char *tag, uint64_t *id,
 		return rc;
 	rc = vfs_rollback_tag(c, tag, id);
 	if (rc)
-		seterr(err, errlen, rc, "%s", c->err);
+		cli_seterr(err, errlen, rc, "%s", c->err);
 	vfs_client_close(c);
 	return rc;
 }

@@ -87,6 +87,7 @@ struct vfs_ckpt_info {
 	uint64_t time_ns;	/* since the Epoch, CLOCK_REALTIME */
 	uint64_t files;		/* inodes changed in the epoch it closed */
 	uint64_t bytes;		/* bytes written in that epoch */
+	uint64_t unique_bytes;	/* what deleting it alone would free */
 	int state;		/* VFS_CKPT_* */
 	char tag[VFS_TAG_MAX + 1];
 };
@@ -104,6 +105,19 @@ struct vfs_status {
 	uint64_t changed_files;	/* files changed since the last checkpoint */
 	uint64_t pid;		/* of the daemon */
 	uint64_t format;	/* store format version */
+	/* space reclaim */
+	uint64_t deleted;	/* checkpoints deleted, space not yet freed */
+	uint64_t reclaimable_bytes;	/* what freeing them would give */
+	uint64_t trash;		/* store files waiting for the cleaner */
+	uint64_t keep_last;	/* policy: all but the newest N deleted */
+	uint64_t older_than_s;	/* policy: older ones deleted (0: off) */
+	uint64_t clean_passes;	/* cleaning passes finished */
+	uint64_t clean_running;	/* 1 while a pass runs */
+	uint64_t ckpts_merged;	/* since the mount: checkpoints merged */
+	uint64_t files_deleted;	/* ... store files deleted */
+	uint64_t files_trimmed;	/* ... content files with pages freed */
+	uint64_t files_copied;	/* ... of which by copying (no punching) */
+	uint64_t bytes_freed;	/* ... disk space given back */
 	char backing[4096];
 	char mount[4096];
 };
@@ -126,8 +140,45 @@ int vfs_diff(vfs_client *c, uint64_t a, uint64_t b,
 	     struct vfs_diff_entry **v, size_t *n);
 void vfs_diff_free(struct vfs_diff_entry *v, size_t n);
 
-/* Delete checkpoints; their space is reclaimed by the cleaner. */
-int vfs_delete(vfs_client *c, const uint64_t *ids, size_t n);
+/*
+ * Delete checkpoints (all or none): they leave the list at once and the
+ * cleaner frees their space in the background.  The checkpoint the live
+ * state descends from (the one a restart rolls back to) is refused with
+ * -EBUSY unless flags has VFS_DELETE_FORCE.
+ */
+#define VFS_DELETE_FORCE	1
+int vfs_delete(vfs_client *c, const uint64_t *ids, size_t n,
+	       unsigned flags);
+
+/* A pruning policy; a rule is off when 0.  A checkpoint is deleted when a
+   rule selects it; the newest one is never deleted by a policy. */
+struct vfs_policy {
+	uint64_t keep_last;	/* delete all but the newest N */
+	uint64_t older_than_s;	/* delete those older than this */
+};
+
+/* The policy stored in the mount's store, applied after each checkpoint. */
+int vfs_policy_get(vfs_client *c, struct vfs_policy *p);
+int vfs_policy_set(vfs_client *c, const struct vfs_policy *p);
+
+struct vfs_prune_item {
+	uint64_t id;
+	uint64_t unique_bytes;	/* what deleting it alone frees */
+};
+
+/*
+ * Delete the checkpoints policy p selects now (p NULL: the stored policy),
+ * or with dry_run only say which.  Free *v with free(3).
+ */
+int vfs_prune(vfs_client *c, const struct vfs_policy *p, int dry_run,
+	      struct vfs_prune_item **v, size_t *n);
+
+/*
+ * Ask the daemon's cleaner for a pass now.  *pass receives the number of
+ * the pass that will include everything deleted so far: it is finished
+ * when vfs_status() reports clean_passes >= *pass.
+ */
+int vfs_clean_start(vfs_client *c, uint64_t *pass);
 
 /* One-shot conveniences: open, call, close.  Messages go to err. */
 int vfs_checkpoint_path(const char *path, const char *tag, uint64_t *id,

@@ -18,12 +18,13 @@
 #include <time.h>
 
 #include "client.h"
+#include "ctl_int.h"
 
 #define CTL_VERSION_STR	"0.1.0"
 
-static const char *prog = "versionfs-ctl";
-static const char *cmd = "";
-static bool json;
+const char *prog = "versionfs-ctl";
+const char *cmd = "";
+bool json;
 
 static void usage(FILE *f)
 {
@@ -39,17 +40,25 @@ static void usage(FILE *f)
 "  diff MOUNT A [B]               paths added (+), removed (-), modified (M)\n"
 "                                 and renamed (R) from checkpoint A to B, or\n"
 "                                 to the live state\n"
-"  delete MOUNT ID...             delete checkpoints\n"
+"  delete MOUNT ID... [--force]   delete checkpoints; the cleaner frees their\n"
+"                                 space (--force: even the newest)\n"
+"  prune MOUNT [--keep-last N] [--older-than AGE] [--dry-run]\n"
+"                                 delete what a policy selects (default: the\n"
+"                                 stored policy); --dry-run only lists it\n"
+"  policy MOUNT [--keep-last N] [--older-than AGE] [--keep-all]\n"
+"                                 show or set the policy applied after each\n"
+"                                 checkpoint\n"
 "\n"
 "MOUNT is a versionfs mount point or any path inside one.  Tags are 1-127\n"
-"characters from A-Z a-z 0-9 . _ : @ + - = ,\n"
+"characters from A-Z a-z 0-9 . _ : @ + - = ,  AGE is a number of seconds\n"
+"or a number followed by s, m, h or d.\n"
 "Exit status: 0 success, 1 refused or failed, 2 bad usage.\n");
 }
 
-static int die_usage(const char *fmt, ...)
+int die_usage(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
 
-static int die_usage(const char *fmt, ...)
+int die_usage(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -61,7 +70,7 @@ static int die_usage(const char *fmt, ...)
 	return 2;
 }
 
-static int fail(const char *mount, const char *msg)
+int fail(const char *mount, const char *msg)
 {
 	fprintf(stderr, "%s: %s: %s: %s\n", prog, cmd, mount, msg);
 	return 1;
@@ -80,7 +89,7 @@ static bool valid_tag(const char *t)
 	return true;
 }
 
-static bool parse_id(const char *s, uint64_t *id)
+bool parse_id(const char *s, uint64_t *id)
 {
 	char *end;
 
@@ -91,7 +100,7 @@ static bool parse_id(const char *s, uint64_t *id)
 	return !errno && !*end && *id > 0;
 }
 
-static void json_str(const char *s)
+void json_str(const char *s)
 {
 	putchar('"');
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -116,7 +125,7 @@ static void path_out(const char *s)
 	}
 }
 
-static void fmt_time(uint64_t ns, char *buf, size_t len)
+void fmt_time(uint64_t ns, char *buf, size_t len)
 {
 	time_t t = (time_t)(ns / 1000000000u);
 	struct tm tm;
@@ -125,7 +134,7 @@ static void fmt_time(uint64_t ns, char *buf, size_t len)
 	strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
-static void fmt_bytes(uint64_t b, char *buf, size_t len)
+void fmt_bytes(uint64_t b, char *buf, size_t len)
 {
 	const char *u = "BKMGTPE";
 	double v = (double)b;
@@ -140,7 +149,7 @@ static void fmt_bytes(uint64_t b, char *buf, size_t len)
 		snprintf(buf, len, "%.1f%c", v, *u);
 }
 
-static int open_client(const char *mount, vfs_client **c)
+int open_client(const char *mount, vfs_client **c)
 {
 	char err[512];
 
@@ -152,7 +161,7 @@ static int open_client(const char *mount, vfs_client **c)
 }
 
 /* The daemon's "no checkpoint N" reads best as "MOUNT has no ...". */
-static int refused(vfs_client *c, const char *mount, int rc)
+int refused(vfs_client *c, const char *mount, int rc)
 {
 	const char *msg = vfs_client_error(c);
 
@@ -256,24 +265,26 @@ static int do_list(const char *mount, int argc, char **argv)
 		for (size_t i = 0; i < n; i++) {
 			printf("%s{\"id\":%" PRIu64 ",\"parent\":%" PRIu64
 			       ",\"time_ns\":%" PRIu64 ",\"files\":%" PRIu64
-			       ",\"bytes\":%" PRIu64 ",\"tag\":", i ? "," : "",
-			       v[i].id, v[i].parent, v[i].time_ns,
-			       v[i].files, v[i].bytes);
+			       ",\"bytes\":%" PRIu64 ",\"unique_bytes\":%"
+			       PRIu64 ",\"tag\":", i ? "," : "", v[i].id,
+			       v[i].parent, v[i].time_ns, v[i].files,
+			       v[i].bytes, v[i].unique_bytes);
 			json_str(v[i].tag);
 			printf("}");
 		}
 		printf("]\n");
 	} else {
-		printf("%8s %8s  %-19s %8s %9s  %s\n", "ID", "PARENT", "TIME",
-		       "FILES", "WRITTEN", "TAG");
+		printf("%8s %8s  %-19s %8s %9s %9s  %s\n", "ID", "PARENT",
+		       "TIME", "FILES", "WRITTEN", "UNIQUE", "TAG");
 		for (size_t i = 0; i < n; i++) {
-			char t[32], b[32];
+			char t[32], b[32], u[32];
 
 			fmt_time(v[i].time_ns, t, sizeof(t));
 			fmt_bytes(v[i].bytes, b, sizeof(b));
+			fmt_bytes(v[i].unique_bytes, u, sizeof(u));
 			printf("%8" PRIu64 " %8" PRIu64 "  %-19s %8" PRIu64
-			       " %9s  %s\n", v[i].id, v[i].parent, t,
-			       v[i].files, b, v[i].tag);
+			       " %9s %9s  %s\n", v[i].id, v[i].parent, t,
+			       v[i].files, b, u, v[i].tag);
 		}
 	}
 	free(v);
@@ -307,9 +318,20 @@ static int do_status(const char *mount, int argc, char **argv)
 		       ",\"epoch\":%" PRIu64 ",\"parent\":%" PRIu64
 		       ",\"checkpoints\":%" PRIu64 ",\"store_bytes\":%" PRIu64
 		       ",\"index_bytes\":%" PRIu64 ",\"dirty_files\":%" PRIu64
-		       ",\"changed_files\":%" PRIu64 "}\n", st.pid, st.format,
+		       ",\"changed_files\":%" PRIu64, st.pid, st.format,
 		       st.epoch, st.parent, st.checkpoints, st.store_bytes,
 		       st.index_bytes, st.dirty_files, st.changed_files);
+		printf(",\"deleted\":%" PRIu64 ",\"reclaimable_bytes\":%"
+		       PRIu64 ",\"trash\":%" PRIu64 ",\"keep_last\":%" PRIu64
+		       ",\"older_than_s\":%" PRIu64 ",\"clean_passes\":%"
+		       PRIu64 ",\"clean_running\":%s,\"ckpts_merged\":%"
+		       PRIu64 ",\"files_deleted\":%" PRIu64
+		       ",\"files_trimmed\":%" PRIu64 ",\"bytes_freed\":%"
+		       PRIu64 "}\n", st.deleted, st.reclaimable_bytes,
+		       st.trash, st.keep_last, st.older_than_s,
+		       st.clean_passes, st.clean_running ? "true" : "false",
+		       st.ckpts_merged, st.files_deleted, st.files_trimmed,
+		       st.bytes_freed);
 		return 0;
 	}
 	fmt_bytes(st.store_bytes, sb, sizeof(sb));
@@ -326,6 +348,22 @@ static int do_status(const char *mount, int argc, char **argv)
 	       st.changed_files);
 	printf("dirty files:    %" PRIu64 " not yet saved to the index\n",
 	       st.dirty_files);
+	fmt_bytes(st.reclaimable_bytes, sb, sizeof(sb));
+	printf("reclaimable:    %s in %" PRIu64 " deleted checkpoint%s, %"
+	       PRIu64 " file%s in the trash\n", sb, st.deleted,
+	       st.deleted == 1 ? "" : "s", st.trash, st.trash == 1 ? "" : "s");
+	if (st.keep_last || st.older_than_s)
+		printf("policy:         keep the last %" PRIu64 ", delete "
+		       "older than %" PRIu64 " s (0: off)\n", st.keep_last,
+		       st.older_than_s);
+	else
+		printf("policy:         keep all\n");
+	fmt_bytes(st.bytes_freed, sb, sizeof(sb));
+	printf("cleaner:        %s; %" PRIu64 " pass%s, %" PRIu64
+	       " checkpoint%s merged, %s freed since the mount\n",
+	       st.clean_running ? "running" : "idle", st.clean_passes,
+	       st.clean_passes == 1 ? "" : "es", st.ckpts_merged,
+	       st.ckpts_merged == 1 ? "" : "s", sb);
 	return 0;
 }
 
@@ -380,37 +418,6 @@ static int do_diff(const char *mount, int argc, char **argv)
 	return 0;
 }
 
-static int do_delete(const char *mount, int argc, char **argv)
-{
-	uint64_t *ids;
-	vfs_client *c;
-	int rc;
-
-	if (argc < 1)
-		return die_usage("give at least one checkpoint id");
-	ids = calloc((size_t)argc, sizeof(*ids));
-	if (!ids)
-		return 1;
-	for (int i = 0; i < argc; i++)
-		if (!parse_id(argv[i], &ids[i])) {
-			free(ids);
-			return die_usage("bad checkpoint id '%s'", argv[i]);
-		}
-	if (open_client(mount, &c)) {
-		free(ids);
-		return 1;
-	}
-	rc = vfs_delete(c, ids, (size_t)argc);
-	free(ids);
-	if (rc) {
-		refused(c, mount, rc);
-		vfs_client_close(c);
-		return 1;
-	}
-	vfs_client_close(c);
-	return 0;
-}
-
 static const struct {
 	const char *name;
 	int (*fn)(const char *mount, int argc, char **argv);
@@ -421,6 +428,8 @@ static const struct {
 	{ "status", do_status },
 	{ "diff", do_diff },
 	{ "delete", do_delete },
+	{ "prune", do_prune },
+	{ "policy", do_policy },
 };
 
 int main(int argc, char **argv)
@@ -437,10 +446,12 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "-h") ||
 			   !strcmp(argv[i], "--help")) {
 			usage(stdout);
+			free(rest);
 			return 0;
 		} else if (!strcmp(argv[i], "-V") ||
 			   !strcmp(argv[i], "--version")) {
 			printf("versionfs-ctl %s\n", CTL_VERSION_STR);
+			free(rest);
 			return 0;
 		} else {
 			rest[n++] = argv[i];
@@ -448,15 +459,24 @@ int main(int argc, char **argv)
 	}
 	if (n < 1) {
 		usage(stderr);
+		free(rest);
 		return 2;
 	}
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		int rc;
+
 		if (strcmp(rest[0], cmds[i].name))
 			continue;
 		cmd = cmds[i].name;
-		if (n < 2)
-			return die_usage("missing MOUNT");
-		return cmds[i].fn(rest[1], n - 2, rest + 2);
+		rc = n < 2 ? die_usage("missing MOUNT") :
+			     cmds[i].fn(rest[1], n - 2, rest + 2);
+		free(rest);
+		return rc;
 	}
-	return die_usage("unknown command '%s'", rest[0]);
+	{
+		int rc = die_usage("unknown command '%s'", rest[0]);
+
+		free(rest);
+		return rc;
+	}
 }

@@ -65,6 +65,53 @@ static void reply_err(int fd, uint16_t op, int rc, const char *msg)
 	cb_free(&b);
 }
 
+/* prune: delete what policy p (NULL: the stored one) selects, or with
+   dry_run only list it; each id with what deleting it alone frees. */
+static int srv_prune(const struct cl_policy *p, bool dry_run,
+		     struct ctl_out *out, char *err, size_t errlen)
+{
+	struct cl_policy stored;
+	uint64_t *ids = NULL;
+	size_t n = 0;
+	bt_txn *txn;
+	int rc;
+
+	if (!p) {
+		if ((rc = cl_policy_get(&stored)))
+			goto fail_lmdb;
+		p = &stored;
+	}
+	if (!p->keep_last && !p->older_than_s) {
+		snprintf(err, errlen, "no pruning policy: give --keep-last or "
+			 "--older-than, or set one with 'policy'");
+		return -EINVAL;
+	}
+	pthread_rwlock_rdlock(&vfs->epoch_lock);
+	rc = cl_prune_ids(p, &ids, &n);
+	if (!rc && !(rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))) {
+		for (size_t i = 0; !rc && i < n; i++) {
+			uint64_t u = 0;
+
+			rc = cl_unique_bytes(txn, ids[i], &u);
+			cb_rec(&out->b);
+			cb_u64(&out->b, F_ID, ids[i]);
+			cb_u64(&out->b, F_UNIQUE, u);
+		}
+		bt_txn_abort(txn);
+	}
+	pthread_rwlock_unlock(&vfs->epoch_lock);
+	if (rc)
+		goto fail_lmdb;
+	if (!dry_run && n)
+		rc = cl_delete(ids, n, false, err, errlen);
+	free(ids);
+	return rc;
+fail_lmdb:
+	free(ids);
+	snprintf(err, errlen, "index: %s", bt_last_error());
+	return -EIO;
+}
+
 /* Serve one request; returns false to close the connection.  A client that
    may not control the mount gets its request answered with EPERM. */
 static bool serve(int fd, const char *denied)
@@ -74,9 +121,11 @@ static bool serve(int fd, const char *denied)
 	struct cfield f;
 	unsigned char *req;
 	char err[512] = "", tag[BT_TAG_MAX + 2] = "";
-	uint64_t id = 0, a = 0, b = 0;
+	uint64_t id = 0, a = 0, b = 0, *ids = NULL;
 	bool have_tag = false, have_id = false, live = false;
-	size_t pos = 0;
+	bool force = false, dry_run = false, set = false;
+	struct cl_policy pol = { 0 };
+	size_t pos = 0, nids = 0;
 	int rc;
 
 	rc = ctl_recv(fd, &h, &req, CTL_MAX_REQ);
@@ -96,7 +145,26 @@ static bool serve(int fd, const char *denied)
 			tag[f.len] = 0;
 			have_tag = true;
 			break;
-		case F_ID: id = cf_u64(&f); have_id = true; break;
+		case F_ID:
+			id = cf_u64(&f);
+			have_id = true;
+			if (nids % 256 == 0) {
+				uint64_t *nv = realloc(ids, (nids + 256) *
+						       sizeof(*ids));
+
+				if (!nv) {
+					rc = -ENOMEM;
+					break;
+				}
+				ids = nv;
+			}
+			ids[nids++] = id;
+			break;
+		case F_FORCE: force = cf_u64(&f) != 0; break;
+		case F_DRY_RUN: dry_run = cf_u64(&f) != 0; break;
+		case F_SET: set = cf_u64(&f) != 0; break;
+		case F_KEEP_LAST: pol.keep_last = cf_u64(&f); break;
+		case F_OLDER_THAN: pol.older_than_s = cf_u64(&f); break;
 		case F_A: a = cf_u64(&f); break;
 		case F_B: b = cf_u64(&f); break;
 		case F_LIVE: live = cf_u64(&f) != 0; break;
@@ -107,11 +175,14 @@ static bool serve(int fd, const char *denied)
 	free(req);
 	if (denied) {
 		reply_err(fd, h.op, -EPERM, denied);
+		free(ids);
 		return false;
 	}
 	if (rc < 0) {
 		reply_err(fd, h.op, rc == -EINVAL ? rc : -EPROTO,
-			  rc == -EINVAL ? "malformed tag" : "malformed request");
+			  rc == -EINVAL ? "malformed tag" : rc == -ENOMEM ?
+			  "out of memory" : "malformed request");
+		free(ids);
 		return false;
 	}
 	cb_init(&out.b);
@@ -152,9 +223,28 @@ static bool serve(int fd, const char *denied)
 		rc = ep_diff(a, b, live, &out, err, sizeof(err));
 		break;
 	case CTL_DELETE:
-		rc = -ENOSYS;
-		snprintf(err, sizeof(err), "deleting checkpoints is not "
-			 "supported by this version");
+		rc = cl_delete(ids, nids, force, err, sizeof(err));
+		break;
+	case CTL_PRUNE:
+		rc = srv_prune(set ? &pol : NULL, dry_run, &out, err,
+			       sizeof(err));
+		break;
+	case CTL_POLICY:
+		rc = set ? cl_policy_set(&pol) : 0;
+		if (!rc)
+			rc = cl_policy_get(&pol);
+		if (!rc) {
+			cb_u64(&out.b, F_KEEP_LAST, pol.keep_last);
+			cb_u64(&out.b, F_OLDER_THAN, pol.older_than_s);
+		} else {
+			snprintf(err, sizeof(err), "index: %s",
+				 bt_last_error());
+			rc = -EIO;
+		}
+		break;
+	case CTL_CLEAN:
+		cb_u64(&out.b, F_PASS, cl_request_pass());
+		rc = 0;
 		break;
 	default:
 		rc = -EOPNOTSUPP;
@@ -168,6 +258,10 @@ static bool serve(int fd, const char *denied)
 	else
 		ctl_send(fd, h.op, 0, out.b.p, out.b.len);
 	cb_free(&out.b);
+	free(ids);
+	/* the checkpoint's caller has its answer: now the policy */
+	if (h.op == CTL_CHECKPOINT && !rc)
+		cl_after_checkpoint();
 	return true;
 }
 

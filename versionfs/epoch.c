@@ -275,6 +275,9 @@ static int rb_entry(const struct bt_log *l, void *arg)
 		return bt_trash_add(w->txn, l->ino, w->e,
 				    VFS_TRASH_META | VFS_TRASH_CONTENT);
 	}
+	if (l->kind == BT_LOG_CONTENT)	/* a merged version's content */
+		return bt_trash_add(w->txn, l->ino, l->birth,
+				    VFS_TRASH_CONTENT);
 	rc = bt_dir_get(w->txn, l->ino, l->name, l->namelen, l->birth, &d);
 	if (rc == -ENOENT)
 		return 0;
@@ -375,6 +378,7 @@ int ep_rollback(uint64_t id, const char *tag, uint64_t *to, char *err,
 	struct u64vec dropped = { 0 };
 	struct rb_arg a = { 0 };
 	struct notify *nt = NULL;
+	struct kf_batch *kb;
 	size_t nn = 0;
 	struct bt_ckpt c;
 	bt_txn *txn;
@@ -478,17 +482,16 @@ out:
 		free(nt[i].name);
 	}
 	t2 = vfs_now();
-	vfs->fixup_tid = gettid();
+	kb = kf_batch_new();
 	for (size_t i = 0; i < nn; i++) {
 		if (nt[i].dir)
 			continue;
 		fuse_lowlevel_notify_inval_inode(vfs->se, vn_nodeid(nt[i].vn),
 						 0, 0);
-		kf_fix_after_rollback(nt[i].vn);
+		kf_fix_after_rollback(kb, nt[i].vn);
 		vn_put(nt[i].vn);
 	}
-	kf_done();
-	vfs->fixup_tid = 0;
+	kf_batch_run(kb);
 	free(nt);
 	if (!rc)
 		vfs_dbg("rollback: index %.2f ms, entries %.2f ms, inodes %.2f "
@@ -497,7 +500,7 @@ out:
 	rb_reset(&a);
 	free(a.v);
 	if (!rc)
-		ep_purge_kick();
+		cl_kick();
 	return rc;
 fail_lmdb:
 	snprintf(err, errlen, "index: %s", bt_last_error());
@@ -506,104 +509,26 @@ fail_lmdb:
 	goto out;
 }
 
-/* ---- purge: delete the files of discarded versions ---- */
-
-void ep_purge_kick(void)
-{
-	pthread_mutex_lock(&vfs->purge_lock);
-	vfs->purge_wake = true;
-	pthread_cond_signal(&vfs->purge_cond);
-	pthread_mutex_unlock(&vfs->purge_lock);
-}
-
-struct trash_item {
-	uint64_t ino, ver;
-	uint32_t what;
-};
-
-struct trash_batch {
-	struct trash_item v[256];
-	size_t n;
-};
-
-static int trash_collect(uint64_t ino, uint64_t ver, uint32_t what, void *arg)
-{
-	struct trash_batch *b = arg;
-
-	b->v[b->n++] = (struct trash_item){ ino, ver, what };
-	return 0;
-}
-
-static int trash_done(bt_txn *txn, void *arg)
-{
-	struct trash_batch *b = arg;
-	int rc;
-
-	for (size_t i = 0; i < b->n; i++) {
-		rc = bt_trash_del(txn, b->v[i].ino, b->v[i].ver);
-		if (rc && rc != -ENOENT)
-			return rc;
-	}
-	return 0;
-}
-
-/* Empty the trash; returns when it is empty or on error. */
-static void purge_run(void)
-{
-	struct trash_batch *b = malloc(sizeof(*b));
-	bt_txn *txn;
-
-	if (!b)
-		return;
-	for (;;) {
-		b->n = 0;
-		if (bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))
-			break;
-		if (bt_trash_foreach(txn, 256, trash_collect, b)) {
-			vfs_log(LOG_ERR, "trash: %s", bt_last_error());
-			bt_txn_abort(txn);
-			break;
-		}
-		bt_txn_abort(txn);
-		if (b->n == 0)
-			break;
-		for (size_t i = 0; i < b->n; i++)
-			store_unlink(b->v[i].ino, b->v[i].ver, b->v[i].what);
-		if (bt_txn_run(vfs->env, trash_done, b)) {
-			vfs_log(LOG_ERR, "trash: %s", bt_last_error());
-			break;
-		}
-	}
-	free(b);
-}
-
-void *ep_purge_thread(void *arg)
-{
-	(void)arg;
-	pthread_mutex_lock(&vfs->purge_lock);
-	for (;;) {
-		while (!vfs->purge_wake && !vfs->stopping)
-			pthread_cond_wait(&vfs->purge_cond, &vfs->purge_lock);
-		if (vfs->stopping)
-			break;
-		vfs->purge_wake = false;
-		pthread_mutex_unlock(&vfs->purge_lock);
-		purge_run();
-		pthread_mutex_lock(&vfs->purge_lock);
-	}
-	pthread_mutex_unlock(&vfs->purge_lock);
-	return NULL;
-}
-
 /* ---- list and status ---- */
+
+struct list_arg {
+	bt_txn *txn;
+	struct cbuf *b;
+};
 
 static int list_cb(const struct bt_ckpt *c, void *arg)
 {
-	struct cbuf *b = arg;
+	struct list_arg *a = arg;
+	struct cbuf *b = a->b;
+	uint64_t unique = 0;
+	int rc;
 
 	if (c->state != BT_CKPT_ACTIVE)
 		return 0;
+	if ((rc = cl_unique_bytes(a->txn, c->id, &unique)))
+		return rc;
 	cb_rec(b);
+	cb_u64(b, F_UNIQUE, unique);
 	cb_u64(b, F_ID, c->id);
 	cb_u64(b, F_PARENT, c->parent);
 	cb_u64(b, F_TIME, c->time_ns);
@@ -623,23 +548,52 @@ int ep_list(struct ctl_out *out)
 	pthread_rwlock_rdlock(&vfs->epoch_lock);
 	rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn);
 	if (!rc) {
-		rc = bt_ckpt_foreach(txn, list_cb, &out->b);
+		struct list_arg a = { txn, &out->b };
+
+		rc = bt_ckpt_foreach(txn, list_cb, &a);
 		bt_txn_abort(txn);
 	}
 	pthread_rwlock_unlock(&vfs->epoch_lock);
 	return rc == -ENOMEM || rc == -E2BIG ? rc : rc ? -EIO : 0;
 }
 
+struct count_arg {
+	bt_txn *txn;
+	uint64_t active, deleted, reclaimable;
+};
+
 static int count_cb(const struct bt_ckpt *c, void *arg)
 {
-	if (c->state == BT_CKPT_ACTIVE)
-		++*(uint64_t *)arg;
+	struct count_arg *a = arg;
+	uint64_t u = 0;
+	int rc;
+
+	if (c->state == BT_CKPT_ACTIVE) {
+		a->active++;
+	} else if (c->state == BT_CKPT_DELETED) {
+		a->deleted++;
+		if ((rc = cl_unique_bytes(a->txn, c->id, &u)))
+			return rc;
+		a->reclaimable += u;
+	}
+	return 0;
+}
+
+static int trash_count(uint64_t ino, uint64_t ver, uint32_t what, void *arg)
+{
+	(void)ino;
+	(void)ver;
+	(void)what;
+	++*(uint64_t *)arg;
 	return 0;
 }
 
 int ep_status(struct ctl_out *out)
 {
-	uint64_t n = 0, changed = 0, idx = 0;
+	struct count_arg ca = { 0 };
+	uint64_t changed = 0, idx = 0, trash = 0;
+	struct cl_policy pol = { 0 };
+	struct cl_stats tot;
 	struct bt_env_info ei;
 	bt_txn *txn;
 	int rc;
@@ -647,16 +601,26 @@ int ep_status(struct ctl_out *out)
 	pthread_rwlock_rdlock(&vfs->epoch_lock);
 	rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn);
 	if (!rc) {
-		rc = bt_ckpt_foreach(txn, count_cb, &n);
+		ca.txn = txn;
+		rc = bt_ckpt_foreach(txn, count_cb, &ca);
 		if (!rc)
 			rc = bt_log_count_inodes(txn, vfs->epoch, &changed);
+		if (!rc)
+			rc = bt_trash_foreach(txn, 0, trash_count, &trash);
 		bt_txn_abort(txn);
 	}
+	if (!rc)
+		rc = cl_policy_get(&pol);
 	if (bt_env_info(vfs->env, &ei) == 0)
 		idx = ei.used_bytes;
 	cb_u64(&out->b, F_EPOCH, vfs->epoch);
 	cb_u64(&out->b, F_PARENT, vfs->parent);
-	cb_u64(&out->b, F_NCKPT, n);
+	cb_u64(&out->b, F_NCKPT, ca.active);
+	cb_u64(&out->b, F_NDELETED, ca.deleted);
+	cb_u64(&out->b, F_RECLAIMABLE, ca.reclaimable);
+	cb_u64(&out->b, F_TRASH, trash);
+	cb_u64(&out->b, F_KEEP_LAST, pol.keep_last);
+	cb_u64(&out->b, F_OLDER_THAN, pol.older_than_s);
 	cb_u64(&out->b, F_DIRTY, vfs->ndirty + vfs->nfiles);
 	cb_u64(&out->b, F_CHANGED, changed + vfs->ndirty + vfs->nfiles);
 	pthread_rwlock_unlock(&vfs->epoch_lock);
@@ -664,6 +628,16 @@ int ep_status(struct ctl_out *out)
 	cb_u64(&out->b, F_INDEX_BYTES, idx);
 	cb_u64(&out->b, F_PID, (uint64_t)getpid());
 	cb_u64(&out->b, F_FORMAT, VFS_FORMAT);
+	pthread_mutex_lock(&vfs->purge_lock);
+	tot = vfs->clean_total;
+	cb_u64(&out->b, F_PASSES, vfs->clean_passes);
+	cb_u64(&out->b, F_RUNNING, vfs->clean_running);
+	pthread_mutex_unlock(&vfs->purge_lock);
+	cb_u64(&out->b, F_MERGED_CKPTS, tot.ckpts_merged);
+	cb_u64(&out->b, F_FILES_DELETED, tot.files_deleted);
+	cb_u64(&out->b, F_FILES_TRIMMED, tot.files_trimmed);
+	cb_u64(&out->b, F_FILES_COPIED, tot.files_copied);
+	cb_u64(&out->b, F_BYTES_FREED, tot.bytes_freed);
 	cb_str(&out->b, F_BACKING, vfs->backing, strlen(vfs->backing));
 	cb_str(&out->b, F_MOUNT, vfs->mountpoint, strlen(vfs->mountpoint));
 	return rc ? -EIO : out->b.err;

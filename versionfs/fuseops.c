@@ -124,7 +124,10 @@ static void op_init(void *ud, struct fuse_conn_info *conn)
 	/* open(O_TRUNC) as a SETATTR before the OPEN: one truncation path,
 	   with its set-id and time rules */
 	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
+	if (vfs->max_read)
+		conn->max_read = vfs->max_read;	/* libfuse checks they agree */
 	conn->time_gran = 1;
+	vfs_daemon_ready();	/* versionfs(8) returns: the mount works */
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)

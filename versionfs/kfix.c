@@ -26,8 +26,9 @@
  * the thread doing the fix-up (vfs->fixup_tid) can look these names up;
  * for every other process .versionfs does not exist.  Their entries are
  * answered with a zero timeout and invalidated after use, so they never
- * linger in the dcache.  The daemon answers its own fsync, setattr and
- * utimens requests without further work (fuseops.c checks the thread).
+ * linger in the dcache.  The daemon answers the fix-up process's fsync,
+ * setattr and utimens requests without further work (fuseops.c checks the
+ * requester's pid against vfs->fixup_tid).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,7 +37,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "vfs_int.h"
@@ -89,58 +92,155 @@ void kf_done(void)
 					 strlen(VFS_STORE_DIR));
 }
 
-void kf_flush_open_files(void)
+/* ---- the fix-up process ---- */
+
+/*
+ * The requests through the mount are made by a child process, never by a
+ * thread of the daemon: a thread blocked in a request to its own daemon
+ * cannot be killed, so a kill -9 at that moment would leave a process that
+ * never exits, holding the store's lock (found by the crash test).  The
+ * child closes every descriptor first, /dev/fuse included, so that when the
+ * daemon dies the connection goes with it and the child's request fails.
+ * It makes only system calls (it is forked from a threaded process).
+ */
+#define KF_FSYNC	1
+#define KF_SETATTR	2
+
+struct kf_job {
+	char *path;
+	char name[24];			/* its entry in the fix-up directory */
+	int kind;
+	off_t size;
+	struct timespec ts[2];
+};
+
+struct kf_batch {
+	struct kf_job *v;
+	size_t n, cap;
+};
+
+static int kf_add(struct kf_batch *b, const struct vnode *vn, int kind,
+		  off_t size, const struct timespec *ts)
 {
-	struct vnode **v = NULL;
-	size_t n = 0, cap = 0;
-	char path[PATH_MAX], name[24];
+	char path[PATH_MAX];
+	struct kf_job *j;
 
-	pthread_mutex_lock(&vfs->table_lock);
-	for (size_t i = 0; i < vfs->table_size; i++) {
-		for (struct vnode *vn = vfs->table[i]; vn; vn = vn->hnext) {
-			if (vn->view || vn->special || vn->opens <= 0 ||
-			    !S_ISREG(vn->type))
-				continue;
-			if (n == cap) {
-				struct vnode **nv;
-
-				cap = cap ? cap * 2 : 64;
-				nv = realloc(v, cap * sizeof(*v));
-				if (!nv)
-					goto unlock;
-				v = nv;
-			}
-			vn->refs++;
-			v[n++] = vn;
-		}
+	if (vfs_grow((void **)&b->v, &b->cap, b->n + 1, sizeof(*b->v)))
+		return -ENOMEM;
+	j = &b->v[b->n];
+	if (kf_path(vn, path, sizeof(path), j->name))
+		return -ENAMETOOLONG;
+	if (!(j->path = strdup(path)))
+		return -ENOMEM;
+	j->kind = kind;
+	j->size = size;
+	if (ts) {
+		j->ts[0] = ts[0];
+		j->ts[1] = ts[1];
 	}
-unlock:
-	pthread_mutex_unlock(&vfs->table_lock);
-	vfs->fixup_tid = gettid();
-	for (size_t i = 0; i < n; i++) {
-		int fd;
-
-		if (kf_path(v[i], path, sizeof(path), name) == 0 &&
-		    (fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW |
-			       O_CLOEXEC)) >= 0) {
-			if (fsync(fd))
-				vfs_dbg("checkpoint: fsync %s: %s", path,
-					strerror(errno));
-			close(fd);
-			kf_forget(name);
-		}
-		vn_put(v[i]);
-	}
-	if (n)
-		kf_done();
-	vfs->fixup_tid = 0;
-	free(v);
+	b->n++;
+	return 0;
 }
 
-void kf_fix_after_rollback(struct vnode *vn)
+static void kf_child(int go, const struct kf_batch *b)
+{
+	char c;
+
+	if (read(go, &c, 1) != 1)
+		_exit(1);
+	close_range(0, ~0U, 0);
+	for (size_t i = 0; i < b->n; i++) {
+		const struct kf_job *j = &b->v[i];
+
+		if (j->kind == KF_FSYNC) {
+			int fd = open(j->path, O_RDONLY | O_NONBLOCK |
+				      O_NOFOLLOW | O_CLOEXEC);
+
+			if (fd >= 0) {
+				fsync(fd);
+				close(fd);
+			}
+		} else {
+			truncate(j->path, j->size);
+			utimensat(AT_FDCWD, j->path, j->ts,
+				  AT_SYMLINK_NOFOLLOW);
+		}
+	}
+	_exit(0);
+}
+
+/* Run the batch's requests from a child process and wait for it. */
+static void kf_run(struct kf_batch *b)
+{
+	int p[2], st;
+	pid_t pid;
+
+	if (b->n == 0)
+		return;
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		vfs_log(LOG_WARNING, "kernel cache fix-up: pipe: %s",
+			strerror(errno));
+		goto out;
+	}
+	pid = fork();
+	if (pid == 0)
+		kf_child(p[0], b);
+	close(p[0]);
+	if (pid < 0) {
+		vfs_log(LOG_WARNING, "kernel cache fix-up: fork: %s",
+			strerror(errno));
+		close(p[1]);
+		goto out;
+	}
+	vfs->fixup_tid = pid;
+	if (write(p[1], "g", 1) != 1)
+		kill(pid, SIGKILL);
+	close(p[1]);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	vfs->fixup_tid = 0;
+	for (size_t i = 0; i < b->n; i++)
+		kf_forget(b->v[i].name);
+	kf_done();
+out:
+	for (size_t i = 0; i < b->n; i++)
+		free(b->v[i].path);
+	free(b->v);
+	memset(b, 0, sizeof(*b));
+}
+
+struct kf_batch *kf_batch_new(void)
+{
+	return calloc(1, sizeof(struct kf_batch));
+}
+
+void kf_batch_run(struct kf_batch *b)
+{
+	if (!b)
+		return;
+	kf_run(b);
+	free(b);
+}
+
+void kf_flush_open_files(void)
+{
+	struct kf_batch b = { 0 };
+
+	pthread_mutex_lock(&vfs->table_lock);
+	for (size_t i = 0; i < vfs->table_size; i++)
+		for (struct vnode *vn = vfs->table[i]; vn; vn = vn->hnext)
+			if (!vn->view && !vn->special && vn->opens > 0 &&
+			    S_ISREG(vn->type) &&
+			    kf_add(&b, vn, KF_FSYNC, 0, NULL) == -ENOMEM)
+				goto unlock;
+unlock:
+	pthread_mutex_unlock(&vfs->table_lock);
+	kf_run(&b);
+}
+
+void kf_fix_after_rollback(struct kf_batch *b, struct vnode *vn)
 {
 	struct timespec ts[2];
-	char path[PATH_MAX], fname[24];
 	uint64_t size, pino = 0;
 	bool differ = false, one_name = false;
 	struct vnode *parent = NULL;
@@ -185,11 +285,7 @@ void kf_fix_after_rollback(struct vnode *vn)
 		if (name)
 			return;
 	}
-	if (kf_path(vn, path, sizeof(path), fname))
-		return;
-	if (truncate(path, (off_t)size) || utimensat(AT_FDCWD, path, ts,
-						      AT_SYMLINK_NOFOLLOW))
-		vfs_log(LOG_WARNING, "rollback: refreshing the kernel's view "
-			"of inode %" PRIu64 ": %s", vn->vino, strerror(errno));
-	kf_forget(fname);
+	if (!b || kf_add(b, vn, KF_SETATTR, (off_t)size, ts))
+		vfs_log(LOG_WARNING, "rollback: cannot refresh the kernel's "
+			"view of inode %" PRIu64, vn->vino);
 }

@@ -7,9 +7,9 @@
  * that errors reach the user's terminal with a non-zero exit: check the
  * arguments, then (unless -f) fork: the parent waits on a pipe while the
  * child opens (or creates) the store, takes its lock, opens LMDB, loads the
- * root, mounts and binds the control socket; only then does the child
- * detach and tell the parent, which exits 0, so the command returns when
- * the mount is usable.  The fork comes first because an LMDB environment,
+ * root, mounts, binds the control socket and answers the kernel's
+ * FUSE_INIT; only then does the child detach and tell the parent, which
+ * exits 0, so the command returns when the mount is usable (daemon.c).  The fork comes first because an LMDB environment,
  * and the btree's syncer thread, belong to the process that opened them
  * (LMDB's reader table and locks are per process): the process that serves
  * the mount must be the one that opened the store.
@@ -45,10 +45,11 @@ struct opts {
 	char *backing;
 	char *owner;
 	double timeout;
+	unsigned max_read;
 	int help, version;
 };
 
-enum { KEY_HELP, KEY_VERSION };
+enum { KEY_HELP, KEY_VERSION, KEY_MAX_READ };
 
 static const struct fuse_opt vfs_optspec[] = {
 	{ "owner=%s", offsetof(struct opts, owner), 0 },
@@ -57,6 +58,7 @@ static const struct fuse_opt vfs_optspec[] = {
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
 	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_KEY("max_read=", KEY_MAX_READ),
 	FUSE_OPT_END
 };
 
@@ -79,6 +81,11 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_VERSION:
 		o->version = 1;
 		return 0;
+	case KEY_MAX_READ:
+		/* libfuse needs it too, and init must repeat it */
+		if (sscanf(arg, "max_read=%u", &o->max_read) != 1)
+			return -1;
+		return 1;
 	}
 	return 1;
 }
@@ -159,65 +166,6 @@ static void raise_nofile(void)
 	}
 }
 
-/* The write end of the start-up pipe, in a daemonizing child. */
-static int ready_fd = -1;
-
-/* Fork; the parent waits for daemon_ready() or the child's exit and exits
-   with its status.  Returns in the child. */
-static void daemon_begin(void)
-{
-	int p[2], st;
-	ssize_t n;
-	pid_t pid;
-	char c;
-
-	if (pipe(p) < 0 || (pid = fork()) < 0) {
-		fprintf(stderr, "versionfs: cannot daemonize: %s\n",
-			strerror(errno));
-		exit(1);
-	}
-	if (pid == 0) {
-		close(p[0]);
-		ready_fd = p[1];
-		return;
-	}
-	close(p[1]);
-	do
-		n = read(p[0], &c, 1);
-	while (n < 0 && errno == EINTR);
-	if (n == 1)
-		_exit(0);
-	/* the child failed (it said why on stderr) or died */
-	if (waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st))
-		_exit(WEXITSTATUS(st));
-	_exit(1);
-}
-
-/* The mount is ready: detach from the terminal and release the parent. */
-static void daemon_ready(void)
-{
-	int fd;
-	char c = 0;
-
-	if (ready_fd < 0)
-		return;
-	setsid();
-	if (chdir("/") < 0)
-		vfs_log(LOG_WARNING, "chdir /: %s", strerror(errno));
-	fd = open("/dev/null", O_RDWR);
-	if (fd >= 0) {
-		dup2(fd, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		if (fd > 2)
-			close(fd);
-	}
-	if (write(ready_fd, &c, 1) != 1)
-		vfs_log(LOG_WARNING, "start-up pipe: %s", strerror(errno));
-	close(ready_fd);
-	ready_fd = -1;
-}
-
 static void write_pid(struct vfs *v)
 {
 	char buf[32];
@@ -233,7 +181,7 @@ static int start_threads(struct vfs *v)
 {
 	int rc;
 
-	if ((rc = pthread_create(&v->purge_thread, NULL, ep_purge_thread,
+	if ((rc = pthread_create(&v->purge_thread, NULL, cl_thread,
 				 NULL)))
 		return -rc;
 	if ((rc = pthread_create(&v->flush_thread, NULL, vn_flusher, NULL)))
@@ -241,7 +189,7 @@ static int start_threads(struct vfs *v)
 	if ((rc = pthread_create(&v->ctl_thread, NULL, ctl_thread, v)))
 		return -rc;
 	v->threads_started = true;
-	ep_purge_kick();		/* finish a purge a crash interrupted */
+	cl_kick();		/* finish what a crash interrupted */
 	return 0;
 }
 
@@ -264,25 +212,6 @@ static void stop_threads(struct vfs *v)
 	v->ctl_fd = -1;
 	pthread_join(v->purge_thread, NULL);
 	pthread_join(v->flush_thread, NULL);
-}
-
-static void init_locks(struct vfs *v)
-{
-	pthread_rwlockattr_t ra;
-
-	pthread_rwlockattr_init(&ra);
-	/* a steady stream of operations must not starve a checkpoint */
-	pthread_rwlockattr_setkind_np(&ra,
-				PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	pthread_rwlock_init(&v->epoch_lock, &ra);
-	pthread_rwlockattr_destroy(&ra);
-	pthread_mutex_init(&v->ns_lock, NULL);
-	pthread_mutex_init(&v->table_lock, NULL);
-	pthread_mutex_init(&v->dirty_lock, NULL);
-	pthread_mutex_init(&v->flush_lock, NULL);
-	pthread_cond_init(&v->flush_cond, NULL);
-	pthread_mutex_init(&v->purge_lock, NULL);
-	pthread_cond_init(&v->purge_cond, NULL);
 }
 
 /* Check the mount point before mounting; errors name the fix. */
@@ -367,9 +296,10 @@ int main(int argc, char *argv[])
 		return 2;
 	}
 	v.foreground = co.foreground;
+	v.max_read = o.max_read;
 	if (!co.foreground)
-		daemon_begin();
-	init_locks(&v);
+		vfs_daemon_begin();
+	vfs_init_locks(&v);
 	vfs_log_init(true, co.debug);
 	raise_nofile();
 	if (store_open(&v, rb, true))
@@ -418,7 +348,7 @@ int main(int argc, char *argv[])
 		goto out_unmount;
 	}
 	vfs_log_init(co.foreground, co.debug);
-	daemon_ready();
+	/* the parent returns when FUSE_INIT has been answered (op_init) */
 	vfs_log(LOG_INFO, "mounted %s on %s (epoch %llu)", rb, rm,
 		(unsigned long long)v.epoch);
 	if (co.singlethread) {

@@ -273,12 +273,17 @@ void vn_forget(struct vnode *vn, uint64_t n)
 		vn_free(vn);
 }
 
-void vn_foreach(void (*fn)(struct vnode *vn, void *arg), void *arg)
+void vn_foreach_locked(void (*fn)(struct vnode *vn, void *arg), void *arg)
 {
-	pthread_mutex_lock(&vfs->table_lock);
 	for (size_t i = 0; i < vfs->table_size; i++)
 		for (struct vnode *vn = vfs->table[i]; vn; vn = vn->hnext)
 			fn(vn, arg);
+}
+
+void vn_foreach(void (*fn)(struct vnode *vn, void *arg), void *arg)
+{
+	pthread_mutex_lock(&vfs->table_lock);
+	vn_foreach_locked(fn, arg);
 	pthread_mutex_unlock(&vfs->table_lock);
 }
 
@@ -414,6 +419,11 @@ int vn_load(struct vnode *vn, bt_txn *txn)
 	if (!rc && (vn->m.mode & S_IFMT) != vn->type)
 		rc = vn_corrupt(vn, "metadata", "file type differs from the "
 				"inode record");
+	if (!rc && cl_merging(vn->vino)) {
+		vn->stale = true;	/* read amid a merge: again, after it */
+		rc = -EINPROGRESS;
+		goto out;
+	}
 	if (!rc) {
 		vn->loaded = true;
 		vn->stale = false;
@@ -520,13 +530,28 @@ int vn_check_meta(struct vnode *vn, size_t *rebuilt)
 	return 0;
 }
 
+/*
+ * A load that overlapped a merge of the cleaner over this inode may have
+ * read versions the merge renamed: vn_load says so (-EINPROGRESS), and the
+ * load is repeated once the merge is over, vn->lock dropped meanwhile (the
+ * merge may need it).
+ */
 int vn_refresh(struct vnode *vn)
 {
-	if (vn->gone)
-		return -ESTALE;
-	if (vn->loaded && !vn->stale)
-		return 0;
-	return vn_load(vn, NULL);
+	int rc;
+
+	for (;;) {
+		if (vn->gone)
+			return -ESTALE;
+		if (vn->loaded && !vn->stale)
+			return 0;
+		rc = vn_load(vn, NULL);
+		if (rc != -EINPROGRESS)
+			return rc;
+		pthread_mutex_unlock(&vn->lock);
+		cl_wait_merge(vn->vino);
+		pthread_mutex_lock(&vn->lock);
+	}
 }
 
 int vn_get(uint64_t view, uint64_t vino, struct vnode **out)

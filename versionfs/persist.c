@@ -638,15 +638,8 @@ static int recover_cb(const struct bt_log *l, void *arg)
 
 	if (l->kind != BT_LOG_INODE)
 		return 0;
-	if (a->n == a->cap) {
-		size_t cap = a->cap ? 2 * a->cap : 1024;
-		uint64_t *v = realloc(a->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		a->v = v;
-		a->cap = cap;
-	}
+	if (vfs_grow((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v)))
+		return -ENOMEM;
 	a->v[a->n++] = l->ino;
 	return 0;
 }
@@ -681,10 +674,11 @@ int vn_recover_meta(void)
 		vn_put(vn);
 	}
 	free(a.v);
-	if (!rc)
-		vfs_log(rebuilt ? LOG_WARNING : LOG_INFO, "after an unclean "
-			"stop: checked the metadata files of %zu inodes changed "
-			"since checkpoint %llu, rebuilt %zu from the index",
-			checked, (unsigned long long)vfs->parent, rebuilt);
+	if (!rc && rebuilt)
+		vfs_log(LOG_WARNING, "after an unclean stop: rebuilt %zu of the "
+			"metadata files of the %zu inodes changed since "
+			"checkpoint %llu from the index (their xattrs come from "
+			"the version before)", rebuilt, checked,
+			(unsigned long long)vfs->parent);
 	return rc;
 }

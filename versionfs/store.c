@@ -72,24 +72,6 @@ int store_open_content(uint64_t ino, uint64_t ver, int flags)
 	return fd < 0 ? -errno : fd;
 }
 
-int store_unlink(uint64_t ino, uint64_t ver, uint32_t what)
-{
-	char name[64];
-	int rc = 0;
-
-	if (what & VFS_TRASH_META) {
-		store_meta_name(name, sizeof(name), ino, ver);
-		if (unlinkat(vfs->obj_fd, name, 0) && errno != ENOENT)
-			rc = -errno;
-	}
-	if (what & VFS_TRASH_CONTENT) {
-		store_content_name(name, sizeof(name), ino, ver);
-		if (unlinkat(vfs->obj_fd, name, 0) && errno != ENOENT)
-			rc = -errno;
-	}
-	return rc;
-}
-
 void store_base_path(char *buf, size_t len, const char *rel)
 {
 	snprintf(buf, len, "/proc/self/fd/%d/%s", vfs->backing_fd, rel);

@@ -23,10 +23,12 @@
 #define VFS_INT_H
 
 #define FUSE_USE_VERSION 312
+#include <errno.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
@@ -51,6 +53,7 @@
 /* Trash bits (bt_trash_add) */
 #define VFS_TRASH_META		1
 #define VFS_TRASH_CONTENT	2
+#define VFS_TRASH_RECLAIM	4	/* free content pages nobody uses */
 
 /* ---- logging (log.c) ---- */
 void vfs_log_init(bool foreground, bool debug);
@@ -159,6 +162,22 @@ struct vnode {
 	bool dfiles;			/* on the files list, not the index */
 };
 
+/* What a cleaning pass did (clean.c, reclaim.c). */
+struct cl_stats {
+	uint64_t ckpts_merged;		/* deleted checkpoints merged away */
+	uint64_t inodes_merged;		/* inode versions merged */
+	uint64_t files_deleted;		/* store files deleted */
+	uint64_t files_trimmed;		/* content files with pages freed */
+	uint64_t files_copied;		/* ... by copying (no hole punching) */
+	uint64_t bytes_freed;		/* disk space given back */
+};
+
+/* Pruning policy (0: the rule is off). */
+struct cl_policy {
+	uint64_t keep_last;		/* delete all but the newest N */
+	uint64_t older_than_s;		/* delete those older than this */
+};
+
 /* ---- the daemon ---- */
 struct vfs {
 	/* set at start, immutable after */
@@ -173,6 +192,7 @@ struct vfs {
 	uid_t owner;			/* may control the mount besides root */
 	double timeout;			/* entry/attr timeout, seconds */
 	bool foreground;
+	unsigned max_read;		/* -o max_read=, repeated in init */
 	dev_t dev;			/* st_dev of the mount */
 	pid_t fixup_tid;		/* thread fixing kernel caches, or 0 */
 	bool wb_cache;			/* the kernel's writeback cache is on:
@@ -202,10 +222,19 @@ struct vfs {
 	pthread_cond_t flush_cond;
 	pthread_t flush_thread;
 
-	pthread_mutex_t purge_lock;
+	pthread_mutex_t purge_lock;	/* the cleaner thread's wake-ups */
 	pthread_cond_t purge_cond;
 	bool purge_wake, stopping;
 	pthread_t purge_thread, ctl_thread;
+	struct cl_stats clean_total;	/* purge_lock */
+	uint64_t clean_passes;		/* purge_lock */
+	bool clean_running;		/* purge_lock */
+
+	pthread_mutex_t clean_lock;	/* one cleaning pass at a time */
+	uint64_t *merging;		/* inodes a merge is rewriting, sorted;
+					   table_lock (read atomically) */
+	size_t nmerging;
+	pthread_cond_t merge_cond;	/* with table_lock */
 	bool threads_started;
 
 	/* statistics of the open epoch (epoch_lock shared + atomics) */
@@ -222,7 +251,6 @@ void store_meta_name(char *buf, size_t len, uint64_t ino, uint64_t ver);
 void store_content_name(char *buf, size_t len, uint64_t ino, uint64_t ver);
 int store_open_meta(uint64_t ino, uint64_t ver, int flags);
 int store_open_content(uint64_t ino, uint64_t ver, int flags);
-int store_unlink(uint64_t ino, uint64_t ver, uint32_t what);
 uint64_t store_bytes(struct vfs *v);
 int store_sync_all(struct vfs *v);
 /* Path usable by path-based syscalls without crossing the mount. */
@@ -293,6 +321,7 @@ int vn_load_base_path(struct vnode *vn, bt_txn *txn);
 /* Apply fn to every vnode in the table (table_lock held; fn must not lock
    the table). */
 void vn_foreach(void (*fn)(struct vnode *vn, void *arg), void *arg);
+void vn_foreach_locked(void (*fn)(struct vnode *vn, void *arg), void *arg);
 
 /* ---- data.c ---- */
 int data_read(struct vnode *vn, size_t size, off_t off,
@@ -355,12 +384,57 @@ int ep_valid_tag(const char *tag);
 struct vnode *kf_lookup(struct vnode *dir, const char *name);
 /* Before a checkpoint: fsync every open file through the mount. */
 void kf_flush_open_files(void);
-/* After a rollback: make the kernel take vn's restored size and times. */
-void kf_fix_after_rollback(struct vnode *vn);
+/* After a rollback: make the kernel take vn's restored size and times,
+   by eviction now or by a request added to batch b (kf_batch_run). */
+struct kf_batch;
+struct kf_batch *kf_batch_new(void);
+void kf_fix_after_rollback(struct kf_batch *b, struct vnode *vn);
+/* Run the batch from a child process, wait for it, and free it. */
+void kf_batch_run(struct kf_batch *b);
 /* After fix-ups: drop the fix-up directory's entry. */
 void kf_done(void);
-void ep_purge_kick(void);
-void *ep_purge_thread(void *arg);
+/* ---- daemon.c ---- */
+/* Fork; the parent exits when the child is ready or dead. */
+void vfs_daemon_begin(void);
+/* In the child: the mount works; detach and release the parent. */
+void vfs_daemon_ready(void);
+
+/* ---- offline.c ---- */
+void vfs_init_locks(struct vfs *v);
+/* Open the store of `backing` for an offline tool (no mount); sets the
+   global vfs.  Errors are logged. */
+int vfs_offline_open(struct vfs *v, const char *backing);
+void vfs_offline_close(struct vfs *v);
+
+/* ---- clean.c: deleting checkpoints, policies, merging ---- */
+/* Mark checkpoints deleted (all or none); the cleaner frees their space.
+   The one the live state descends from only with force. */
+int cl_delete(const uint64_t *ids, size_t n, bool force, char *err,
+	      size_t errlen);
+int cl_policy_get(struct cl_policy *p);
+int cl_policy_set(const struct cl_policy *p);
+/* The checkpoints policy p would delete now (malloc'ed, oldest first). */
+int cl_prune_ids(const struct cl_policy *p, uint64_t **ids, size_t *n);
+/* Apply the stored policy (after a checkpoint). */
+void cl_after_checkpoint(void);
+/* Bytes that deleting checkpoint c alone would free. */
+int cl_unique_bytes(bt_txn *txn, uint64_t c, uint64_t *bytes);
+/* A merge is rewriting inode vino's versions (vn_load retries after). */
+bool cl_merging(uint64_t vino);
+void cl_wait_merge(uint64_t vino);
+/* One cleaning pass: merge what can be, then empty the trash.  *left:
+   deleted checkpoints that must wait for a newer checkpoint. */
+int cl_pass(struct cl_stats *st, size_t *left);
+void cl_kick(void);
+/* Wake the cleaner; the number of the pass that will see everything done
+   so far (finished when clean_passes reaches it). */
+uint64_t cl_request_pass(void);
+void *cl_thread(void *arg);
+void cl_stats_add(struct cl_stats *to, const struct cl_stats *st);
+
+/* ---- reclaim.c: the trash and freeing pages ---- */
+int rc_reclaim(uint64_t ino, uint64_t holder, struct cl_stats *st);
+int rc_trash_run(struct cl_stats *st);
 
 /* ---- ctlsrv.c ---- */
 int ctl_listen(struct vfs *v);
@@ -372,6 +446,29 @@ extern bool vfs_killpriv_v2;
 
 /* ---- fuseops.c ---- */
 extern const struct fuse_lowlevel_ops vfs_ops;
+
+/* ---- growing arrays ---- */
+/*
+ * Make room for `need` elements of `elem` bytes in the array *v of
+ * capacity *cap (doubling, at least 64); 0 or -ENOMEM (*v unchanged).
+ * Use: if ((rc = vfs_grow((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v))))
+ */
+static inline int vfs_grow(void **v, size_t *cap, size_t need, size_t elem)
+{
+	size_t c = *cap ? *cap : 64;
+	void *nv;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need)
+		c *= 2;
+	nv = realloc(*v, c * elem);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = c;
+	return 0;
+}
 
 /* ---- time helpers ---- */
 static inline struct timespec vfs_now(void)

@@ -2574,6 +2574,17 @@ static void apply(int side, const struct op *o, struct res *r)
 			ssize_t n = pread(fd, rbuf[side], (size_t)o->len,
 					  (off_t)o->off);
 
+			/* The reference side is the native file system on a
+			   loop image; XFS there has answered EIO to O_DIRECT
+			   reads past EOF (2 runs in ~30).  That is not what
+			   is under test: take the buffered answer instead. */
+			if (n < 0 && errno == EIO && side == 0 && o->var) {
+				close(fd);
+				fd = open(p1, O_RDONLY | OFLAGS);
+				n = fd < 0 ? -1 : pread(fd, rbuf[side],
+							(size_t)o->len,
+							(off_t)o->off);
+			}
 			r->rc = n < 0 ? neg_errno() : (long)n;
 			r->blen = n > 0 ? (size_t)n : 0;
 		}

@@ -3,7 +3,7 @@
 # A test sources this file, then uses:
 #   need_root                     skip (exit 77) unless root with /dev/fuse
 #   T                             its private temp dir (removed at exit)
-#   make_fs ext4|xfs [SIZE] [MKFS-OPTS...]
+#   make_fs ext4|xfs[:NAME] [SIZE] [MKFS-OPTS...]
 #                                 loop image mounted at $T/<fs>, prints path
 #   vfs_mount BACKING MNT [OPTS]  start versionfs; returns when mounted
 #   vfs_umount MNT                unmount (waits for the daemon to exit)
@@ -65,12 +65,13 @@ _fail_sub() {
 	exit 1
 }
 
-# make_fs ext4|xfs [SIZE] [extra mkfs options...]: prints the mount point
+# make_fs ext4|xfs[:NAME] [SIZE] [extra mkfs options...]: prints the mount
+# point ($T/NAME, NAME defaulting to the file system)
 make_fs() {
-	local fs=$1 size=${2:-512M} img dir
+	local fs=${1%%:*} name=${1##*:} size=${2:-512M} img dir
 	shift; [ $# -gt 0 ] && shift
-	img="$T/$fs.img"
-	dir="$T/$fs"
+	img="$T/$name.img"
+	dir="$T/$name"
 	truncate -s "$size" "$img" || _fail_sub "truncate $img"
 	case $fs in
 	ext4) mkfs.ext4 -q -F "$@" "$img" >/dev/null 2>&1 || _fail_sub "mkfs.ext4 $img" ;;

@@ -10,6 +10,11 @@
 #   - data after a zeroed or punched range that ends on a page boundary
 #     reads back (the range lay past the content file's end, and the short
 #     read ended the whole reply);
+#   - -o max_read=N mounts (the init answer must repeat it; versionfs used
+#     to exit 0 with a dead mount);
+#   - kill -9 of the daemon while its rollback refreshes the kernel's view
+#     of open files: the daemon exits (its own thread blocked in a request
+#     to itself made it unkillable);
 #   - a mount made while the previous daemon is still saving succeeds: of
 #     the same store (it waits for the store lock), or of another store that
 #     got the same device number (the old daemon held the control socket's
@@ -94,6 +99,42 @@ for fs in ext4 xfs; do
 	vfs_umount "$m"
 	vfs_mount "$b" "$m"
 	cmp "$m/p" "$nat/p" || fail "punched range after remount"
+
+	note "$fs: -o max_read= (init must repeat it)"
+	vfs_umount "$m"
+	vfs_mount "$b" "$m" -o max_read=65536
+	head -c 300000 /dev/urandom >"$T/rnd"
+	cp "$T/rnd" "$m/rnd"
+	cmp "$T/rnd" "$m/rnd" || fail "read with max_read"
+	rm "$m/rnd"
+
+	note "$fs: kill -9 in the middle of a rollback of open files"
+	mkdir -p "$m/open"
+	for d in 0.01 0.03 0.08; do
+		(cd "$m/open" && seq 1 1000 | xargs touch)
+		c6=$(ctl checkpoint "$m")
+		for i in $(seq 1000); do echo more >>"$m/open/$i"; done
+		( ulimit -n 4096
+		  for i in $(seq 1000); do exec {fd}<"$m/open/$i"; done
+		  exec sleep 300 ) &
+		holder=$!
+		sleep 1
+		pid=$(vfs_pid "$m")
+		ctl rollback "$m" "$c6" >/dev/null 2>&1 &
+		sleep "$d"
+		kill -9 "$pid"
+		for i in $(seq 100); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -9 "$holder" 2>/dev/null
+		wait "$holder" 2>/dev/null
+		kill -0 "$pid" 2>/dev/null &&
+			fail "daemon $pid survived kill -9 during a rollback ($d s)"
+		fusermount3 -u -z "$m" 2>/dev/null
+		wait
+		vfs_mount "$b" "$m"
+	done
 
 	note "$fs: mount at once after an unmount, while the old daemon saves"
 	vfs_umount "$m"
