@@ -180,7 +180,10 @@ int cl_policy_get(struct cl_policy *p)
 	if (!rc || rc == -ENOENT)
 		rc = bt_kv_get_u64(txn, KV_OLDER_THAN, &p->older_than_s);
 	bt_txn_abort(txn);
-	return rc == -ENOENT ? 0 : rc;
+	if (rc == -ENOENT)
+		rc = 0;
+	p->max_files = co_max_files();
+	return rc;
 }
 
 static int policy_txn(bt_txn *txn, void *arg)
@@ -188,9 +191,11 @@ static int policy_txn(bt_txn *txn, void *arg)
 	const struct cl_policy *p = arg;
 	int rc;
 
-	if ((rc = bt_kv_put_u64(txn, KV_KEEP_LAST, p->keep_last)))
+	if ((rc = bt_kv_put_u64(txn, KV_KEEP_LAST, p->keep_last)) ||
+	    (rc = bt_kv_put_u64(txn, KV_OLDER_THAN, p->older_than_s)))
 		return rc;
-	return bt_kv_put_u64(txn, KV_OLDER_THAN, p->older_than_s);
+	return p->max_files ? bt_kv_put_u64(txn, VFS_KV_MAX_FILES,
+					    p->max_files) : 0;
 }
 
 int cl_policy_set(const struct cl_policy *p)
@@ -358,6 +363,19 @@ int cl_unique_bytes(bt_txn *txn, uint64_t c, uint64_t *bytes)
 
 /* ---- merging ---- */
 
+/* Inodes whose maps kept a deleted version's content file: candidates
+   for consolidation after the merges. */
+struct ino_set {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static void touch(struct ino_set *t, uint64_t ino)
+{
+	if (t && !vfs_grow((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v)))
+		t->v[t->n++] = ino;
+}
+
 struct mentry {
 	struct bt_log l;		/* name owned */
 	bool copy_meta;			/* write meta.n from record c */
@@ -370,8 +388,7 @@ struct mbatch {
 	size_t cnt;
 	uint64_t *inos;			/* sorted, for the merging set */
 	size_t ninos;
-	struct vnode **vn;		/* vnodes of those inodes, locked */
-	size_t nvn;
+	struct ino_set *touched;	/* inodes keeping old content files */
 	bool renamed_map[MERGE_BATCH], renamed_meta[MERGE_BATCH];
 	struct cl_stats *st;
 };
@@ -406,7 +423,6 @@ static void mb_free(struct mbatch *b)
 	}
 	free(b->v);
 	free(b->inos);
-	free(b->vn);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -591,9 +607,10 @@ static int merge_inode(bt_txn *txn, struct mbatch *b, size_t i)
 	/* content.c stays while maps from n on may reference it; if c had
 	   no map of its own, no map references it (a write truncated away
 	   may have left the file) */
-	if (r.data_ver == c || b->renamed_map[i])
+	if (r.data_ver == c || b->renamed_map[i]) {
 		rc = bt_log_add_content(txn, n, ino, c);
-	else
+		touch(b->touched, ino);
+	} else
 		rc = bt_trash_add(txn, ino, c, VFS_TRASH_CONTENT);
 	b->st->inodes_merged++;
 	return rc;
@@ -649,9 +666,11 @@ static int mb_txn(bt_txn *txn, void *arg)
 			rc = merge_dirent(txn, b, l);
 		else if (l->kind == BT_LOG_CONTENT &&
 			 !(rc = bt_log_add_content(txn, b->n, l->ino,
-						   l->birth)))
+						   l->birth))) {
 			rc = bt_trash_add(txn, l->ino, l->birth,
 					  VFS_TRASH_RECLAIM);
+			touch(b->touched, l->ino);
+		}
 		if (!rc)
 			rc = bt_log_del(txn, l);
 	}
@@ -678,31 +697,62 @@ static int fin_txn(bt_txn *txn, void *arg)
 	return bt_ckpt_del(txn, b->c);
 }
 
-/* Table pass: take references on the vnodes of the batch's inodes and
-   publish the set that vn_load waits on (table_lock held). */
-static void mb_hold(struct vnode *vn, void *arg)
+/* Table pass: references on the vnodes of the held inodes (table_lock). */
+static void hold_cb(struct vnode *vn, void *arg)
 {
-	struct mbatch *b = arg;
+	struct cl_hold *h = arg;
 
-	if (vn->special || !bsearch(&vn->vino, b->inos, b->ninos,
-				    sizeof(*b->inos), cmp_u64))
+	if (vn->special || !bsearch(&vn->vino, h->inos, h->ninos,
+				    sizeof(*h->inos), cmp_u64))
 		return;
-	if (b->nvn % 64 == 0) {
-		void *nv = realloc(b->vn, (b->nvn + 64) * sizeof(*b->vn));
-
-		if (!nv)
-			return;		/* the merging set still guards */
-		b->vn = nv;
-	}
+	if (vfs_grow((void **)&h->vn, &h->cap, h->nvn + 1, sizeof(*h->vn)))
+		return;		/* the published set still guards it */
 	vn->refs++;
-	b->vn[b->nvn++] = vn;
+	h->vn[h->nvn++] = vn;
+}
+
+/*
+ * Quiesce inodes inos[0..n) (sorted) for an index change that renames or
+ * rewrites their versions: take the namespace lock, publish the set (a
+ * vnode load that overlaps it retries after cl_release), and lock every
+ * vnode of those inodes (all views).  The caller holds epoch_lock shared.
+ */
+void cl_hold(struct cl_hold *h, uint64_t *inos, size_t n)
+{
+	memset(h, 0, sizeof(*h));
+	h->inos = inos;
+	h->ninos = n;
+	pthread_mutex_lock(&vfs->ns_lock);
+	pthread_mutex_lock(&vfs->table_lock);
+	vn_foreach_locked(hold_cb, h);
+	__atomic_store_n(&vfs->nmerging, n, __ATOMIC_RELAXED);
+	__atomic_store_n(&vfs->merging, inos, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&vfs->table_lock);
+	for (size_t k = 0; k < h->nvn; k++)
+		pthread_mutex_lock(&h->vn[k]->lock);
+}
+
+void cl_release(struct cl_hold *h)
+{
+	for (size_t k = 0; k < h->nvn; k++)
+		pthread_mutex_unlock(&h->vn[k]->lock);
+	pthread_mutex_lock(&vfs->table_lock);
+	__atomic_store_n(&vfs->merging, NULL, __ATOMIC_RELEASE);
+	vfs->nmerging = 0;
+	pthread_cond_broadcast(&vfs->merge_cond);
+	pthread_mutex_unlock(&vfs->table_lock);
+	pthread_mutex_unlock(&vfs->ns_lock);
+	for (size_t k = 0; k < h->nvn; k++)
+		vn_put(h->vn[k]);
+	free(h->vn);
+	memset(h, 0, sizeof(*h));
 }
 
 /* After the commit: vnodes that held c's versions hold n's. */
-static void mb_fixup(struct mbatch *b)
+static void mb_fixup(struct mbatch *b, const struct cl_hold *h)
 {
-	for (size_t k = 0; k < b->nvn; k++) {
-		struct vnode *vn = b->vn[k];
+	for (size_t k = 0; k < h->nvn; k++) {
+		struct vnode *vn = h->vn[k];
 
 		if (!vn->loaded)
 			continue;
@@ -753,6 +803,7 @@ void cl_wait_merge(uint64_t vino)
 /* One batch of c's log merged into n; 1 when c is done. */
 static int merge_batch(struct mbatch *b)
 {
+	struct cl_hold h;
 	int rc, cp = 0;
 
 	if ((rc = mb_read(b)))
@@ -774,27 +825,11 @@ static int merge_batch(struct mbatch *b)
 	}
 	if (cp && (rc = store_sync_all(vfs)))
 		return rc;
-	pthread_mutex_lock(&vfs->ns_lock);
-	pthread_mutex_lock(&vfs->table_lock);
-	vn_foreach_locked(mb_hold, b);
-	__atomic_store_n(&vfs->nmerging, b->ninos, __ATOMIC_RELAXED);
-	__atomic_store_n(&vfs->merging, b->inos, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&vfs->table_lock);
-	for (size_t k = 0; k < b->nvn; k++)
-		pthread_mutex_lock(&b->vn[k]->lock);
+	cl_hold(&h, b->inos, b->ninos);
 	rc = bt_txn_run(vfs->env, mb_txn, b);
 	if (!rc)
-		mb_fixup(b);
-	for (size_t k = 0; k < b->nvn; k++)
-		pthread_mutex_unlock(&b->vn[k]->lock);
-	pthread_mutex_lock(&vfs->table_lock);
-	__atomic_store_n(&vfs->merging, NULL, __ATOMIC_RELEASE);
-	vfs->nmerging = 0;
-	pthread_cond_broadcast(&vfs->merge_cond);
-	pthread_mutex_unlock(&vfs->table_lock);
-	pthread_mutex_unlock(&vfs->ns_lock);
-	for (size_t k = 0; k < b->nvn; k++)
-		vn_put(b->vn[k]);
+		mb_fixup(b, &h);
+	cl_release(&h);
 	return rc;
 }
 
@@ -836,13 +871,14 @@ static int next_merge(uint64_t *c, uint64_t *n, size_t *left)
  * checkpoint or rollback waits at most for one batch).  *left: deleted
  * checkpoints still waiting for a newer one.
  */
-static int merge_all(struct cl_stats *st, size_t *left)
+static int merge_all(struct cl_stats *st, size_t *left,
+		     struct ino_set *touched)
 {
 	bool any = false, had;
 	int rc = 0, src;
 
 	for (;;) {
-		struct mbatch b = { .st = st };
+		struct mbatch b = { .st = st, .touched = touched };
 
 		pthread_rwlock_rdlock(&vfs->epoch_lock);
 		rc = next_merge(&b.c, &b.n, left);
@@ -867,15 +903,44 @@ static int merge_all(struct cl_stats *st, size_t *left)
 
 /* ---- the cleaner ---- */
 
+/* Consolidate the inodes merges left with old content files. */
+static int consolidate(struct ino_set *t, struct cl_stats *st)
+{
+	uint64_t max = co_max_files();
+	size_t before = st->files_consolidated;
+	int rc = 0;
+
+	qsort(t->v, t->n, sizeof(*t->v), cmp_u64);
+	for (size_t i = 0; i < t->n && !rc && !vfs->stopping; i++) {
+		if (i && t->v[i] == t->v[i - 1])
+			continue;
+		pthread_rwlock_rdlock(&vfs->epoch_lock);
+		rc = co_inode(t->v[i], max, st);
+		pthread_rwlock_unlock(&vfs->epoch_lock);
+	}
+	/* durable before the trash deletes the old files */
+	if (st->files_consolidated != before) {
+		int src = bt_env_sync(vfs->env);
+
+		if (!rc)
+			rc = src;
+	}
+	return rc;
+}
+
 int cl_pass(struct cl_stats *st, size_t *left)
 {
+	struct ino_set touched = { 0 };
 	int rc;
 
 	pthread_mutex_lock(&vfs->clean_lock);
-	rc = merge_all(st, left);
+	rc = merge_all(st, left, &touched);
+	if (!rc)
+		rc = consolidate(&touched, st);
 	if (!rc)
 		rc = rc_trash_run(st);
 	pthread_mutex_unlock(&vfs->clean_lock);
+	free(touched.v);
 	return rc;
 }
 
@@ -932,5 +997,6 @@ void cl_stats_add(struct cl_stats *to, const struct cl_stats *st)
 	to->files_deleted += st->files_deleted;
 	to->files_trimmed += st->files_trimmed;
 	to->files_copied += st->files_copied;
+	to->files_consolidated += st->files_consolidated;
 	to->bytes_freed += st->bytes_freed;
 }

@@ -96,9 +96,10 @@ static void report_json(const char *path, const char *mode,
 	printf("\",\"mode\":\"%s\",\"ckpts_merged\":%" PRIu64
 	       ",\"inodes_merged\":%" PRIu64 ",\"files_deleted\":%" PRIu64
 	       ",\"files_trimmed\":%" PRIu64 ",\"files_copied\":%" PRIu64
-	       ",\"bytes_freed\":%" PRIu64 ",\"deleted_waiting\":%" PRIu64
-	       "}\n", mode, st->ckpts_merged, st->inodes_merged,
-	       st->files_deleted, st->files_trimmed, st->files_copied,
+	       ",\"files_consolidated\":%" PRIu64 ",\"bytes_freed\":%"
+	       PRIu64 ",\"deleted_waiting\":%" PRIu64 "}\n", mode,
+	       st->ckpts_merged, st->inodes_merged, st->files_deleted,
+	       st->files_trimmed, st->files_copied, st->files_consolidated,
 	       st->bytes_freed, waiting);
 }
 
@@ -126,6 +127,8 @@ static int clean_online(const char *path)
 		st.files_deleted = s.files_deleted - s0.files_deleted;
 		st.files_trimmed = s.files_trimmed - s0.files_trimmed;
 		st.files_copied = s.files_copied - s0.files_copied;
+		st.files_consolidated = s.files_consolidated -
+					s0.files_consolidated;
 		st.bytes_freed = s.bytes_freed - s0.bytes_freed;
 		if (s.clean_passes >= pass)
 			break;

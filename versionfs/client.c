@@ -354,6 +354,10 @@ int vfs_status(vfs_client *c, struct vfs_status *st)
 		case F_FILES_DELETED: st->files_deleted = cf_u64(&f); break;
 		case F_FILES_TRIMMED: st->files_trimmed = cf_u64(&f); break;
 		case F_FILES_COPIED: st->files_copied = cf_u64(&f); break;
+		case F_CONSOLIDATED:
+			st->files_consolidated = cf_u64(&f);
+			break;
+		case F_MAX_FILES: st->max_content_files = cf_u64(&f); break;
 		case F_BYTES_FREED: st->bytes_freed = cf_u64(&f); break;
 		case F_BACKING:
 			snprintf(st->backing, sizeof(st->backing), "%.*s",

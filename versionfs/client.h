@@ -117,6 +117,9 @@ struct vfs_status {
 	uint64_t files_deleted;	/* ... store files deleted */
 	uint64_t files_trimmed;	/* ... content files with pages freed */
 	uint64_t files_copied;	/* ... of which by copying (no punching) */
+	uint64_t files_consolidated;	/* ... content files merged into
+					   newer ones */
+	uint64_t max_content_files;	/* policy: see struct vfs_policy */
 	uint64_t bytes_freed;	/* ... disk space given back */
 	char backing[4096];
 	char mount[4096];
@@ -155,6 +158,9 @@ int vfs_delete(vfs_client *c, const uint64_t *ids, size_t n,
 struct vfs_policy {
 	uint64_t keep_last;	/* delete all but the newest N */
 	uint64_t older_than_s;	/* delete those older than this */
+	uint64_t max_content_files;	/* per file, before the cleaner
+					   consolidates them (0 when setting:
+					   unchanged; default 16) */
 };
 
 /* The policy stored in the mount's store, applied after each checkpoint. */

@@ -31,6 +31,7 @@ static void policy_out(const unsigned char *r, size_t len,
 {
 	p->keep_last = cli_reply_u64(r, len, F_KEEP_LAST);
 	p->older_than_s = cli_reply_u64(r, len, F_OLDER_THAN);
+	p->max_content_files = cli_reply_u64(r, len, F_MAX_FILES);
 }
 
 int vfs_policy_get(vfs_client *c, struct vfs_policy *p)
@@ -58,6 +59,7 @@ int vfs_policy_set(vfs_client *c, const struct vfs_policy *p)
 	cb_u64(&b, F_SET, 1);
 	cb_u64(&b, F_KEEP_LAST, p->keep_last);
 	cb_u64(&b, F_OLDER_THAN, p->older_than_s);
+	cb_u64(&b, F_MAX_FILES, p->max_content_files);
 	rc = cli_rpc(c, CTL_POLICY, &b, &r, &len);
 	cb_free(&b);
 	free(r);

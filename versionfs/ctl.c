@@ -46,8 +46,10 @@ static void usage(FILE *f)
 "                                 delete what a policy selects (default: the\n"
 "                                 stored policy); --dry-run only lists it\n"
 "  policy MOUNT [--keep-last N] [--older-than AGE] [--keep-all]\n"
+"               [--max-content-files N]\n"
 "                                 show or set the policy applied after each\n"
-"                                 checkpoint\n"
+"                                 checkpoint, and when the cleaner merges a\n"
+"                                 file's old content files (default 16)\n"
 "\n"
 "MOUNT is a versionfs mount point or any path inside one.  Tags are 1-127\n"
 "characters from A-Z a-z 0-9 . _ : @ + - = ,  AGE is a number of seconds\n"
@@ -327,11 +329,14 @@ static int do_status(const char *mount, int argc, char **argv)
 		       PRIu64 ",\"clean_running\":%s,\"ckpts_merged\":%"
 		       PRIu64 ",\"files_deleted\":%" PRIu64
 		       ",\"files_trimmed\":%" PRIu64 ",\"bytes_freed\":%"
-		       PRIu64 "}\n", st.deleted, st.reclaimable_bytes,
+		       PRIu64 ",\"files_consolidated\":%" PRIu64
+		       ",\"max_content_files\":%" PRIu64 "}\n", st.deleted,
+		       st.reclaimable_bytes,
 		       st.trash, st.keep_last, st.older_than_s,
 		       st.clean_passes, st.clean_running ? "true" : "false",
 		       st.ckpts_merged, st.files_deleted, st.files_trimmed,
-		       st.bytes_freed);
+		       st.bytes_freed, st.files_consolidated,
+		       st.max_content_files);
 		return 0;
 	}
 	fmt_bytes(st.store_bytes, sb, sizeof(sb));

@@ -58,14 +58,22 @@ static int policy_args(int argc, char **argv, struct vfs_policy *p,
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i], *v = NULL;
 
-		if ((!strcmp(a, "--keep-last") || !strcmp(a, "--older-than")) &&
+		if ((!strcmp(a, "--keep-last") || !strcmp(a, "--older-than") ||
+		     (keep_all_ok && !strcmp(a, "--max-content-files"))) &&
 		    i + 1 < argc)
 			v = argv[++i];
 		else if (!strncmp(a, "--keep-last=", 12))
 			v = a + 12;
 		else if (!strncmp(a, "--older-than=", 13))
 			v = a + 13;
-		if (v && !strncmp(a, "--keep-last", 11)) {
+		else if (keep_all_ok && !strncmp(a, "--max-content-files=", 20))
+			v = a + 20;
+		if (v && !strncmp(a, "--max-content-files", 19)) {
+			if (!parse_id(v, &p->max_content_files) ||
+			    p->max_content_files < 2)
+				return die_usage("bad count '%s' (at least "
+						 "2)", v);
+		} else if (v && !strncmp(a, "--keep-last", 11)) {
 			if (!parse_id(v, &p->keep_last))
 				return die_usage("bad count '%s'", v);
 			*given = true;
@@ -186,7 +194,15 @@ int do_policy(const char *mount, int argc, char **argv)
 		return rc;
 	if (open_client(mount, &c))
 		return 1;
-	rc = given ? vfs_policy_set(c, &p) : 0;
+	if (!given && p.max_content_files) {
+		/* only the consolidation threshold: keep the rules */
+		uint64_t m = p.max_content_files;
+
+		rc = vfs_policy_get(c, &p);
+		p.max_content_files = m;
+		given = !rc;
+	}
+	rc = given ? vfs_policy_set(c, &p) : rc;
 	if (!rc)
 		rc = vfs_policy_get(c, &p);
 	if (rc) {
@@ -197,8 +213,13 @@ int do_policy(const char *mount, int argc, char **argv)
 	vfs_client_close(c);
 	if (json) {
 		printf("{\"keep_last\":%" PRIu64 ",\"older_than_s\":%" PRIu64
-		       "}\n", p.keep_last, p.older_than_s);
-	} else if (!p.keep_last && !p.older_than_s) {
+		       ",\"max_content_files\":%" PRIu64 "}\n", p.keep_last,
+		       p.older_than_s, p.max_content_files);
+		return 0;
+	}
+	printf("consolidate a file's content files beyond %" PRIu64 "\n",
+	       p.max_content_files);
+	if (!p.keep_last && !p.older_than_s) {
 		printf("keep all checkpoints\n");
 	} else {
 		char a[32];

@@ -165,6 +165,7 @@ static bool serve(int fd, const char *denied)
 		case F_SET: set = cf_u64(&f) != 0; break;
 		case F_KEEP_LAST: pol.keep_last = cf_u64(&f); break;
 		case F_OLDER_THAN: pol.older_than_s = cf_u64(&f); break;
+		case F_MAX_FILES: pol.max_files = cf_u64(&f); break;
 		case F_A: a = cf_u64(&f); break;
 		case F_B: b = cf_u64(&f); break;
 		case F_LIVE: live = cf_u64(&f) != 0; break;
@@ -236,6 +237,7 @@ static bool serve(int fd, const char *denied)
 		if (!rc) {
 			cb_u64(&out.b, F_KEEP_LAST, pol.keep_last);
 			cb_u64(&out.b, F_OLDER_THAN, pol.older_than_s);
+			cb_u64(&out.b, F_MAX_FILES, pol.max_files);
 		} else {
 			snprintf(err, sizeof(err), "index: %s",
 				 bt_last_error());

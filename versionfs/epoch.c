@@ -637,6 +637,8 @@ int ep_status(struct ctl_out *out)
 	cb_u64(&out->b, F_FILES_DELETED, tot.files_deleted);
 	cb_u64(&out->b, F_FILES_TRIMMED, tot.files_trimmed);
 	cb_u64(&out->b, F_FILES_COPIED, tot.files_copied);
+	cb_u64(&out->b, F_CONSOLIDATED, tot.files_consolidated);
+	cb_u64(&out->b, F_MAX_FILES, pol.max_files);
 	cb_u64(&out->b, F_BYTES_FREED, tot.bytes_freed);
 	cb_str(&out->b, F_BACKING, vfs->backing, strlen(vfs->backing));
 	cb_str(&out->b, F_MOUNT, vfs->mountpoint, strlen(vfs->mountpoint));

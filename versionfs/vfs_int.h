@@ -169,6 +169,7 @@ struct cl_stats {
 	uint64_t files_deleted;		/* store files deleted */
 	uint64_t files_trimmed;		/* content files with pages freed */
 	uint64_t files_copied;		/* ... by copying (no hole punching) */
+	uint64_t files_consolidated;	/* content files moved into newer */
 	uint64_t bytes_freed;		/* disk space given back */
 };
 
@@ -176,6 +177,8 @@ struct cl_stats {
 struct cl_policy {
 	uint64_t keep_last;		/* delete all but the newest N */
 	uint64_t older_than_s;		/* delete those older than this */
+	uint64_t max_files;		/* content files per inode before the
+					   cleaner consolidates (0: default) */
 };
 
 /* ---- the daemon ---- */
@@ -419,6 +422,15 @@ int cl_prune_ids(const struct cl_policy *p, uint64_t **ids, size_t *n);
 void cl_after_checkpoint(void);
 /* Bytes that deleting checkpoint c alone would free. */
 int cl_unique_bytes(bt_txn *txn, uint64_t c, uint64_t *bytes);
+/* Inodes quiesced for a change of their versions (cl_hold/cl_release). */
+struct cl_hold {
+	uint64_t *inos;			/* sorted; the caller's */
+	size_t ninos;
+	struct vnode **vn;		/* their vnodes, locked */
+	size_t nvn, cap;
+};
+void cl_hold(struct cl_hold *h, uint64_t *inos, size_t n);
+void cl_release(struct cl_hold *h);
 /* A merge is rewriting inode vino's versions (vn_load retries after). */
 bool cl_merging(uint64_t vino);
 void cl_wait_merge(uint64_t vino);
@@ -431,6 +443,11 @@ void cl_kick(void);
 uint64_t cl_request_pass(void);
 void *cl_thread(void *arg);
 void cl_stats_add(struct cl_stats *to, const struct cl_stats *st);
+
+/* ---- consolidate.c ---- */
+#define VFS_KV_MAX_FILES	"clean.max_content_files"
+uint64_t co_max_files(void);
+int co_inode(uint64_t ino, uint64_t max, struct cl_stats *st);
 
 /* ---- reclaim.c: the trash and freeing pages ---- */
 int rc_reclaim(uint64_t ino, uint64_t holder, struct cl_stats *st);

@@ -10,6 +10,8 @@
 #     --force) and bad usage, with the documented exit codes;
 #   - prune --dry-run deletes nothing; policy --keep-last is applied after
 #     each checkpoint; a tag is free again once its checkpoint is deleted;
+#   - with --max-content-files, a file appended at every checkpoint keeps
+#     a few content files (consolidation) and its content;
 #   - a rollback across merged checkpoints, a remount, and an offline
 #     clean (versionfs-clean BACKING) keep everything intact.
 # timeout: 600
@@ -103,11 +105,32 @@ run_case() {
 	note "$label: a tag is free again; policy keep-last"
 	ctl checkpoint "$m" --tag t2 >/dev/null || fail "reuse of a deleted tag"
 	ctl policy "$m" --keep-last 2 >/dev/null || fail "policy"
-	assert_eq "$(ctl --json policy "$m")" '{"keep_last":2,"older_than_s":0}' "policy json"
+	assert_eq "$(ctl --json policy "$m")" \
+		'{"keep_last":2,"older_than_s":0,"max_content_files":16}' \
+		"policy json"
 	echo more >>"$m/log"
 	ctl checkpoint "$m" >/dev/null
 	assert_eq "$(ctl list "$m" | tail -n +2 | wc -l)" 2 "policy applied"
 	"$CLEAN" "$m" >/dev/null || fail "clean after policy"
+	sums "$m" >"$T/live"
+
+	note "$label: consolidation keeps a growing file's content files few"
+	ctl policy "$m" --max-content-files 3 >/dev/null || fail "max files"
+	: >"$T/appended"
+	for i in $(seq 12); do
+		head -c 40960 /dev/urandom | tee -a "$T/appended" >>"$m/grow"
+		ctl checkpoint "$m" >/dev/null
+	done
+	"$CLEAN" "$m" >/dev/null || fail "clean after appends"
+	cmp "$T/appended" "$m/grow" || fail "appended file after consolidation"
+	local gino n
+	gino=$(printf '%016x' "$(stat -c %i "$m/grow")")
+	n=$(ls "$b/.versionfs/obj/"*/ | grep -c "^$gino\.content\.")
+	[ "$n" -le 4 ] || fail "$n content files for the appended file"
+	for v in "$m"/.checkpoints/*/grow; do
+		cmp -n "$(stat -c %s "$v")" "$T/appended" "$v" ||
+			fail "view $v after consolidation"
+	done
 	sums "$m" >"$T/live"
 
 	note "$label: rollback across merged checkpoints; remount; offline"
