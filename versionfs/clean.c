@@ -910,7 +910,8 @@ static int consolidate(struct ino_set *t, struct cl_stats *st)
 	size_t before = st->files_consolidated;
 	int rc = 0;
 
-	qsort(t->v, t->n, sizeof(*t->v), cmp_u64);
+	if (t->n)
+		qsort(t->v, t->n, sizeof(*t->v), cmp_u64);
 	for (size_t i = 0; i < t->n && !rc && !vfs->stopping; i++) {
 		if (i && t->v[i] == t->v[i - 1])
 			continue;

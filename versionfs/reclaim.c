@@ -72,7 +72,8 @@ static void runs_norm(struct runs *r)
 {
 	size_t m = 0;
 
-	qsort(r->v, r->n, sizeof(*r->v), cmp_run);
+	if (r->n)
+		qsort(r->v, r->n, sizeof(*r->v), cmp_run);
 	for (size_t i = 0; i < r->n; i++) {
 		if (m && r->v[i].s <= r->v[m - 1].e) {
 			if (r->v[i].e > r->v[m - 1].e)
