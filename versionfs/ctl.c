@@ -329,13 +329,14 @@ static int do_status(const char *mount, int argc, char **argv)
 		       PRIu64 ",\"clean_running\":%s,\"ckpts_merged\":%"
 		       PRIu64 ",\"files_deleted\":%" PRIu64
 		       ",\"files_trimmed\":%" PRIu64 ",\"bytes_freed\":%"
-		       PRIu64 ",\"files_consolidated\":%" PRIu64
+		       PRIu64 ",\"files_copied\":%" PRIu64
+		       ",\"files_consolidated\":%" PRIu64
 		       ",\"max_content_files\":%" PRIu64 "}\n", st.deleted,
 		       st.reclaimable_bytes,
 		       st.trash, st.keep_last, st.older_than_s,
 		       st.clean_passes, st.clean_running ? "true" : "false",
 		       st.ckpts_merged, st.files_deleted, st.files_trimmed,
-		       st.bytes_freed, st.files_consolidated,
+		       st.bytes_freed, st.files_copied, st.files_consolidated,
 		       st.max_content_files);
 		return 0;
 	}

@@ -256,44 +256,49 @@ int main(int argc, char *argv[])
 
 	vfs = &v;
 	v.ctl_fd = -1;
-	if (fuse_opt_parse(&args, &o, vfs_optspec, opt_proc) < 0)
-		return 2;
-	if (o.help) {
-		usage();
-		return 0;
+	if (fuse_opt_parse(&args, &o, vfs_optspec, opt_proc) < 0) {
+		ret = 2;
+		goto out_args;
 	}
-	if (o.version) {
-		printf("versionfs %s (store format %d, libfuse %s)\n",
-		       VFS_VERSION, VFS_FORMAT, fuse_pkgversion());
-		return 0;
+	if (o.help || o.version) {
+		if (o.help)
+			usage();
+		else
+			printf("versionfs %s (store format %d, libfuse %s)\n",
+			       VFS_VERSION, VFS_FORMAT, fuse_pkgversion());
+		ret = 0;
+		goto out_args;
 	}
+	ret = 2;
 	if (fuse_parse_cmdline(&args, &co) != 0)
-		return 2;
+		goto out_args;
 	if (!o.backing || !co.mountpoint) {
 		fprintf(stderr, "usage: versionfs [options] BACKING MOUNTPOINT "
 			"(try --help)\n");
-		return 2;
+		goto out_args;
 	}
+	ret = 1;
 	if (!realpath(o.backing, rb)) {
 		fprintf(stderr, "versionfs: %s: %s\n", o.backing,
 			strerror(errno));
-		return 1;
+		goto out_args;
 	}
 	if (!realpath(co.mountpoint, rm)) {
 		fprintf(stderr, "versionfs: %s: %s%s\n", co.mountpoint,
 			strerror(errno), errno == ENOTCONN ? " (a previous "
 			"versionfs died; run fusermount3 -u on it)" : "");
-		return 1;
+		goto out_args;
 	}
 	if (check_mountpoint(rm, rb))
-		return 1;
+		goto out_args;
 	v.backing = rb;
 	v.mountpoint = rm;
 	v.timeout = o.timeout < 0 ? 0 : o.timeout;
 	v.owner = getuid();
 	if (o.owner && parse_owner(o.owner, &v.owner)) {
 		fprintf(stderr, "versionfs: owner=%s: no such user\n", o.owner);
-		return 2;
+		ret = 2;
+		goto out_args;
 	}
 	v.foreground = co.foreground;
 	v.max_read = o.max_read;
@@ -387,6 +392,7 @@ out_store:
 	store_close(&v);
 	if (v.ctl_fd >= 0)
 		close(v.ctl_fd);
+out_args:
 	free(fsopt);
 	free(o.backing);
 	free(o.owner);

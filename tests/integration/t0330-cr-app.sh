@@ -15,7 +15,11 @@ need_root
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 APP=$T/app_checkpoint
 [ -f "$VFS_BUILD/libversionfs.a" ] || fail "libversionfs.a missing (make)"
-${CC:-cc} -std=gnu11 -Wall -Wextra -Werror -I"$SRC" -o "$APP" \
+# a library of the sanitizer build (make check-asan) needs its runtime
+san=
+nm "$VFS_BUILD/libversionfs.a" 2>/dev/null | grep -q __asan_init &&
+	san=-fsanitize=address,undefined
+${CC:-cc} -std=gnu11 -Wall -Wextra -Werror $san -I"$SRC" -o "$APP" \
 	"$SRC/cr-hooks/examples/app_checkpoint.c" "$VFS_BUILD/libversionfs.a" ||
 	fail "cannot build the example"
 
