@@ -141,9 +141,25 @@ $(BUILD)/tests/%: tests/helpers/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(ATTR_LIBS) $(XXH_LIBS)
 
-$(BUILD)/bench/%: bench/%.c $(BTREE_LIB)
+# fsck_inject damages a store's index for t0410-fsck: libvfsbtree and LMDB.
+$(BUILD)/tests/fsck_inject: tests/helpers/fsck_inject.c $(BTREE_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BTREE_LIB) \
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BTREE_LIB) $(LMDB_LIBS) \
+	    $(XXH_LIBS)
+
+# The model test is tests/helpers/vfs_model.c plus the files of
+# tests/helpers/vfs_model/; other helpers are one file each.  (gcc writes
+# one .d for the whole link, so the header is named here.)
+VFS_MODEL_SRC := tests/helpers/vfs_model.c $(wildcard tests/helpers/vfs_model/*.c)
+$(BUILD)/tests/vfs_model: $(VFS_MODEL_SRC) $(wildcard tests/helpers/vfs_model/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(VFS_MODEL_SRC) $(ATTR_LIBS) $(XXH_LIBS)
+
+# Bench helpers link both libraries (vfsops drives a mount through
+# libversionfs); the linker keeps what each one uses.
+$(BUILD)/bench/%: bench/%.c $(BTREE_LIB) $(filter $(CLIENT_LIB),$(LIBS_OUT))
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(filter $(CLIENT_LIB),$(LIBS_OUT)) $(BTREE_LIB) \
 	    $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
 
 tests-build: all $(UNIT_BIN) $(TEST_HELPERS)

@@ -352,6 +352,14 @@ typedef int (*bt_dir_cb)(const struct bt_dirent *d, void *arg);
 int bt_dir_foreach(bt_txn *txn, uint64_t dir, uint64_t at, const char *after,
 		   size_t afterlen, bt_dir_cb cb, void *arg);
 
+/*
+ * Call cb for every record of every directory, whatever its epochs, in key
+ * order (directory, then name, then birth): the whole table, for checkers
+ * (versionfs-fsck).  A record that fails validation stops the walk with
+ * BT_ECORRUPT.  Non-zero from cb stops the walk and is returned.
+ */
+int bt_dir_foreach_all(bt_txn *txn, bt_dir_cb cb, void *arg);
+
 /* 1 if dir has no entry visible in `at`, 0 if it has one, or -errno. */
 int bt_dir_empty(bt_txn *txn, uint64_t dir, uint64_t at);
 
@@ -495,6 +503,9 @@ int bt_log_del(bt_txn *txn, const struct bt_log *l);
    usual. */
 typedef int (*bt_log_cb)(const struct bt_log *l, void *arg);
 int bt_log_foreach(bt_txn *txn, uint64_t epoch, bt_log_cb cb, void *arg);
+/* Each entry of every epoch, in key order (epoch, then kind, then the
+   rest of the key): the whole log, for checkers.  cb as usual. */
+int bt_log_foreach_all(bt_txn *txn, bt_log_cb cb, void *arg);
 /* Delete every entry of `epoch`. */
 int bt_log_drop(bt_txn *txn, uint64_t epoch);
 /* Number of BT_LOG_INODE entries of `epoch`. */

@@ -255,6 +255,25 @@ int bt_dir_foreach(bt_txn *txn, uint64_t dir, uint64_t at, const char *after,
 	return ret;
 }
 
+int bt_dir_foreach_all(bt_txn *txn, bt_dir_cb cb, void *arg)
+{
+	struct bt_dirent d;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	MDB_cursor_op op = MDB_FIRST;
+	int rc, ret = 0;
+
+	if ((rc = bt_cursor(txn, BT_DB_DIRENTS, &cur)))
+		return rc;
+	for (; (rc = mdb_cursor_get(cur, &k, &v, op)) == 0; op = MDB_NEXT)
+		if ((ret = de_dec(&k, &v, &d)) || (ret = cb(&d, arg)))
+			break;
+	mdb_cursor_close(cur);
+	if (rc && rc != MDB_NOTFOUND)
+		return bt_mdb_err(txn, rc, "dirents: walk all");
+	return ret;
+}
+
 static int de_found(const struct bt_dirent *d, void *arg)
 {
 	(void)d;

@@ -164,6 +164,25 @@ int bt_log_foreach(bt_txn *txn, uint64_t epoch, bt_log_cb cb, void *arg)
 	return ret;
 }
 
+int bt_log_foreach_all(bt_txn *txn, bt_log_cb cb, void *arg)
+{
+	MDB_val k, v;
+	struct bt_log l;
+	MDB_cursor *cur;
+	MDB_cursor_op op = MDB_FIRST;
+	int rc, ret = 0;
+
+	if ((rc = bt_cursor(txn, BT_DB_ELOG, &cur)))
+		return rc;
+	for (; (rc = mdb_cursor_get(cur, &k, &v, op)) == 0; op = MDB_NEXT)
+		if ((ret = el_dec(&k, &v, &l)) || (ret = cb(&l, arg)))
+			break;
+	mdb_cursor_close(cur);
+	if (rc && rc != MDB_NOTFOUND)
+		return bt_mdb_err(txn, rc, "elog: walk all");
+	return ret;
+}
+
 int bt_log_drop(bt_txn *txn, uint64_t epoch)
 {
 	unsigned char kb[8];

@@ -52,6 +52,51 @@ void store_content_name(char *buf, size_t len, uint64_t ino, uint64_t ver)
 		 (unsigned long long)ino, (unsigned long long)ver);
 }
 
+int store_parse_name(const char *name, uint64_t *ino, uint64_t *ver)
+{
+	size_t len = strlen(name);
+	const char *p = name + 16;
+	uint64_t v = 0, i = 0;
+	int kind;
+
+	if (len > 4 && !strcmp(name + len - 4, ".tmp"))
+		return STORE_TMP;
+	for (int k = 0; k < 16; k++) {
+		char c = name[k];
+
+		if (c >= '0' && c <= '9')
+			i = i << 4 | (uint64_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			i = i << 4 | (uint64_t)(c - 'a' + 10);
+		else
+			return STORE_UNKNOWN;
+	}
+	if (!strncmp(p, ".meta.", 6)) {
+		kind = STORE_META;
+		p += 6;
+	} else if (!strncmp(p, ".content.", 9)) {
+		kind = STORE_CONTENT;
+		p += 9;
+	} else {
+		return STORE_UNKNOWN;
+	}
+	/* decimal, no sign, no leading zero (the writer's %llu), no overflow */
+	if (!*p || (p[0] == '0' && p[1]))
+		return STORE_UNKNOWN;
+	for (; *p; p++) {
+		uint64_t d = (uint64_t)(*p - '0');
+
+		if (*p < '0' || *p > '9' || v > (UINT64_MAX - d) / 10)
+			return STORE_UNKNOWN;
+		v = v * 10 + d;
+	}
+	if (i == 0)
+		return STORE_UNKNOWN;
+	*ino = i;
+	*ver = v;
+	return kind;
+}
+
 int store_open_meta(uint64_t ino, uint64_t ver, int flags)
 {
 	char name[64];
@@ -158,34 +203,42 @@ static int store_lock(struct vfs *v)
 	return -EBUSY;
 }
 
+int store_fmt_check(const unsigned char *b, size_t n, uint32_t *fmt)
+{
+	uint64_t sum = 0;
+
+	*fmt = 0;
+	if (n != FMT_LEN || memcmp(b, FMT_MAGIC, 8))
+		return -EINVAL;
+	for (int i = 7; i >= 0; i--)
+		sum = sum << 8 | b[40 + i];
+	if (XXH64(b, 40, 0) != sum)
+		return BT_ECORRUPT;
+	*fmt = b[8] | b[9] << 8 | b[10] << 16 | (uint32_t)b[11] << 24;
+	return *fmt == VFS_FORMAT ? 0 : -EPROTONOSUPPORT;
+}
+
 static int fmt_check(struct vfs *v, const unsigned char *b, size_t n)
 {
 	uint32_t fmt;
+	int rc = store_fmt_check(b, n, &fmt);
 
-	if (n != FMT_LEN || memcmp(b, FMT_MAGIC, 8)) {
+	if (rc == -EINVAL) {
 		vfs_log(LOG_ERR, "%s/%s/format: not a versionfs store (bad "
 			"magic or size)", v->backing, VFS_STORE_DIR);
 		return BT_ECORRUPT;
 	}
-	if (XXH64(b, 40, 0) != (uint64_t)b[40] + ((uint64_t)b[41] << 8) +
-	    ((uint64_t)b[42] << 16) + ((uint64_t)b[43] << 24) +
-	    ((uint64_t)b[44] << 32) + ((uint64_t)b[45] << 40) +
-	    ((uint64_t)b[46] << 48) + ((uint64_t)b[47] << 56)) {
+	if (rc == BT_ECORRUPT)
 		vfs_log(LOG_ERR, "%s/%s/format: bad checksum", v->backing,
 			VFS_STORE_DIR);
-		return BT_ECORRUPT;
-	}
-	fmt = b[8] | b[9] << 8 | b[10] << 16 | (uint32_t)b[11] << 24;
-	if (fmt != VFS_FORMAT) {
+	else if (rc)
 		vfs_log(LOG_ERR, "%s/%s/format: store format %u, this versionfs "
 			"knows format %d only", v->backing, VFS_STORE_DIR, fmt,
 			VFS_FORMAT);
-		return -EPROTONOSUPPORT;
-	}
-	return 0;
+	return rc;
 }
 
-static int fmt_write(struct vfs *v)
+int store_fmt_write(int store_fd)
 {
 	unsigned char b[FMT_LEN] = { 0 };
 	struct timespec now = vfs_now();
@@ -201,16 +254,16 @@ static int fmt_write(struct vfs *v)
 	sum = XXH64(b, 40, 0);
 	for (int i = 0; i < 8; i++)
 		b[40 + i] = (unsigned char)(sum >> (8 * i));
-	fd = openat(v->store_fd, "format.tmp",
+	fd = openat(store_fd, "format.tmp",
 		    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
 	if (write(fd, b, FMT_LEN) != FMT_LEN || fsync(fd))
 		rc = -errno ? -errno : -EIO;
 	close(fd);
-	if (!rc && renameat(v->store_fd, "format.tmp", v->store_fd, "format"))
+	if (!rc && renameat(store_fd, "format.tmp", store_fd, "format"))
 		rc = -errno;
-	if (!rc && fsync(v->store_fd))
+	if (!rc && fsync(store_fd))
 		rc = -errno;
 	return rc;
 }
@@ -346,7 +399,8 @@ int store_open(struct vfs *v, const char *backing, bool create_ok)
 	}
 	if (fresh) {
 		if ((rc = bt_txn_run(v->env, init_index, NULL)) ||
-		    (rc = bt_env_sync(v->env)) || (rc = fmt_write(v))) {
+		    (rc = bt_env_sync(v->env)) ||
+		    (rc = store_fmt_write(v->store_fd))) {
 			vfs_log(LOG_ERR, "initialising the store in %s: %s",
 				backing, rc == -EIO ? bt_last_error() :
 				strerror(-rc));

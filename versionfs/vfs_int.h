@@ -252,6 +252,15 @@ void store_close(struct vfs *v);
 /* "obj/xx/<ino>.meta.<ver>" relative to obj_fd, in buf (>= 64 bytes) */
 void store_meta_name(char *buf, size_t len, uint64_t ino, uint64_t ver);
 void store_content_name(char *buf, size_t len, uint64_t ino, uint64_t ver);
+/* What a name in obj/XX/ is (store_parse_name): inode and version of a
+   metadata or content file, a leftover temporary, or anything else. */
+enum { STORE_UNKNOWN, STORE_META, STORE_CONTENT, STORE_TMP };
+int store_parse_name(const char *name, uint64_t *ino, uint64_t *ver);
+/* Check a format file's bytes: 0, -EINVAL (bad magic or size),
+   BT_ECORRUPT (checksum) or -EPROTONOSUPPORT (*fmt, another format). */
+int store_fmt_check(const unsigned char *b, size_t n, uint32_t *fmt);
+/* Write a new format file (new store id) through format.tmp. */
+int store_fmt_write(int store_fd);
 int store_open_meta(uint64_t ino, uint64_t ver, int flags);
 int store_open_content(uint64_t ino, uint64_t ver, int flags);
 uint64_t store_bytes(struct vfs *v);
@@ -332,6 +341,7 @@ int data_read(struct vnode *vn, size_t size, off_t off,
 int data_write(struct vnode *vn, struct fuse_bufvec *in, off_t off,
 	       size_t *written);
 int data_truncate(struct vnode *vn, uint64_t size);
+int data_zero_bytes(int fd, uint64_t a, uint64_t b);
 int data_fallocate(struct vnode *vn, int mode, off_t off, off_t len);
 int data_lseek(struct vnode *vn, off_t off, int whence, off_t *res);
 
@@ -463,6 +473,16 @@ extern bool vfs_killpriv_v2;
 
 /* ---- fuseops.c ---- */
 extern const struct fuse_lowlevel_ops vfs_ops;
+
+/* ---- pairset.c: a hash set of (u64, u64) pairs ---- */
+struct pairset {
+	uint64_t (*v)[2];		/* open addressing; a == 0: empty */
+	size_t n, cap;			/* cap: 0 or a power of two */
+};
+/* Add (a, b), a != 0: 1 if added, 0 if present, -ENOMEM, -EINVAL. */
+int pset_add(struct pairset *s, uint64_t a, uint64_t b);
+bool pset_has(const struct pairset *s, uint64_t a, uint64_t b);
+void pset_free(struct pairset *s);	/* and empty it again */
 
 /* ---- growing arrays ---- */
 /*

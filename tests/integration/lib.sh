@@ -9,6 +9,7 @@
 #   vfs_umount MNT                unmount (waits for the daemon to exit)
 #   vfs_kill9 MNT                 kill -9 the daemon, detach the dead mount
 #   ctl ARGS...                   versionfs-ctl
+#   sums MNT                      md5 of every file, live and per view
 #   fail MSG / skip MSG / note MSG
 # The EXIT trap unmounts every FUSE and loop mount the test made, kills its
 # daemons and removes $T, whatever happened.  make_fs is used as
@@ -133,6 +134,18 @@ vfs_kill9() {
 }
 
 ctl() { "$VFSCTL" "$@"; }
+
+# sums M: md5 of every regular file of the live tree and of every view
+sums() {
+	(cd "$1" && find . -path ./.checkpoints -prune -o -type f -print0 |
+		sort -z | xargs -0 -r md5sum)
+	for v in "$1"/.checkpoints/*/; do
+		[ -d "$v" ] || continue
+		echo "view $(basename "$v")"
+		(cd "$v" && find . -type f -print0 | sort -z |
+			xargs -0 -r md5sum)
+	done
+}
 
 # assert_eq GOT WANT MSG
 assert_eq() { [ "$1" = "$2" ] || fail "$3: got '$1', want '$2'"; }

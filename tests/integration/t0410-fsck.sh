@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# t0410-fsck — versionfs-fsck over an ext4 and an XFS store:
+#   - a store with checkpoints, a deleted and merged checkpoint, hard
+#     links, symbolic links, xattrs and a base-layer file checks clean
+#     (exit 0), in text and JSON;
+#   - each of these damages, injected one at a time into a fresh copy of
+#     that store, is found, naming the file or index key, with exit 4 (or
+#     8 where the store cannot be checked): bad format magic, unknown
+#     format number, a flipped byte in a metadata file, a missing metadata
+#     file, a missing content file an extent uses, an orphan content file,
+#     an orphan metadata file, a leftover temporary, an entry pointing at
+#     a missing inode, overlapping extents, an epoch-log entry naming no
+#     record, a record missing from the log, an orphan extent map, a trash
+#     entry that would delete a live file, a too small inode counter, a
+#     missing base-layer file, and the lock held by a live process;
+#   - check mode changes nothing (the store's files are byte-identical);
+#   - --repair on a copy carrying many of them fixes what can be fixed
+#     (exit 1), a second check is clean, and a mount shows every file of
+#     the live state and of every checkpoint with the same md5 as before;
+#   - lost data (a missing content file) is left: --repair exits 4;
+#   - a mounted store and bad usage are refused (exit 8, 16).
+# timeout: 600
+. "$(dirname "$0")/lib.sh"
+need_root
+FSCK=$VFS_BUILD/versionfs-fsck
+INJ=$VFS_BUILD/tests/fsck_inject
+MKFMT=$VFS_BUILD/tests/vfs_mkformat
+for p in "$FSCK" "$INJ" "$MKFMT"; do [ -x "$p" ] || fail "$p missing"; done
+
+# every file under the store with its md5 (check mode must change none)
+store_sums() {
+	(cd "$1/.versionfs" && find . -path ./index/lock.mdb -prune -o \
+		-type f -print0 | sort -z | xargs -0 -r md5sum)
+}
+
+# fsck_expect LABEL WANT_RC PATTERN [FSCK ARGS...]: run fsck on $W, check
+# its exit status and that its output names PATTERN
+fsck_expect() {
+	local label=$1 want=$2 pat=$3 rc
+	shift 3
+	"$FSCK" "$@" "$W" >"$T/out" 2>&1
+	rc=$?
+	[ "$rc" = "$want" ] ||
+		fail "$label: exit $rc, want $want: $(cat "$T/out")"
+	grep -qF -- "$pat" "$T/out" ||
+		fail "$label: output does not name '$pat': $(cat "$T/out")"
+	note "$label: found ($(grep -F -- "$pat" "$T/out" | head -n1))"
+}
+
+# fresh: W becomes a fresh copy of the pristine store
+fresh() {
+	rm -rf "$W"
+	cp -a "$P" "$W" || fail "copy of the store"
+}
+
+obj() {	# obj INO [meta|content] VER: path of a store file in $W
+	printf '%s/.versionfs/obj/%02x/%016x.%s.%s' "$W" $(($1 & 255)) "$1" \
+		"$2" "$3"
+}
+
+run_case() {
+	local fs=$1 root=$2 b m P W idx
+	b=$root/backing m=$root/mnt P=$root/pristine W=$root/work
+	mkdir -p "$b" "$m"
+	head -c 300000 /dev/urandom >"$b/basefile"	# base layer
+	mkdir "$b/basedir" && echo base >"$b/basedir/x"
+	vfs_mount "$b" "$m"
+
+	note "$fs: a store with links, xattrs, checkpoints, a deleted one"
+	echo one >"$m/a"
+	mkdir "$m/d"
+	head -c 100000 /dev/urandom >"$m/d/big"
+	ln "$m/a" "$m/d/hard"
+	ln -s ../a "$m/d/sym"
+	setfattr -n user.k -v v1 "$m/a" || fail "setfattr"
+	ctl checkpoint "$m" --tag c1 >/dev/null || fail "checkpoint 1"
+	dd if=/dev/urandom of="$m/basefile" bs=4k count=3 seek=5 \
+		conv=notrunc status=none
+	echo two >>"$m/a"
+	setfattr -n user.k -v v2 "$m/a"
+	rm "$m/d/sym"
+	mv "$m/d/big" "$m/d/big2"
+	ctl checkpoint "$m" --tag c2 >/dev/null || fail "checkpoint 2"
+	echo three >>"$m/a"
+	touch "$m/new"
+	rm "$m/d/hard"
+	ln -s a "$m/sym2"
+	cat "$m/basedir/x" >/dev/null
+	ctl checkpoint "$m" --tag c3 >/dev/null || fail "checkpoint 3"
+	echo four >>"$m/a"
+	dd if=/dev/urandom of="$m/d/big2" bs=4k count=2 seek=1 \
+		conv=notrunc status=none
+	ctl checkpoint "$m" --tag c4 >/dev/null || fail "checkpoint 4"
+	ctl delete "$m" 2 >/dev/null || fail "delete 2"
+	"$VFS_BUILD/versionfs-clean" "$m" >/dev/null || fail "clean"
+	echo live >>"$m/a"
+	sums "$m" >"$T/before"
+	grep -q "^view " "$T/before" || fail "no checkpoint views"
+	# the live view's st_ino is the inode number the store uses
+	local ia ibig E
+	ia=$(stat -c %i "$m/a") ibig=$(stat -c %i "$m/d/big2")
+
+	note "$fs: fsck refuses the mounted store"
+	W=$b fsck_expect "mounted" 8 "mounted on"
+	vfs_umount "$m"
+
+	note "$fs: the store checks clean and check mode changes nothing"
+	store_sums "$b" >"$T/store0"
+	W=$b fsck_expect "clean store" 0 "clean:" -v
+	W=$b fsck_expect "clean store (-n)" 0 "clean:" -n
+	"$FSCK" --json "$b" >"$T/json"; assert_eq $? 0 "json exit"
+	grep -q '"found":0,' "$T/json" || fail "json: $(cat "$T/json")"
+	grep -q '"problems":\[\]' "$T/json" || fail "json: $(cat "$T/json")"
+	store_sums "$b" >"$T/store1"
+	cmp -s "$T/store0" "$T/store1" || fail "check mode changed the store"
+	cp -a "$b" "$P" || fail "pristine copy"
+	idx=$W/.versionfs/index
+	E=$("$INJ" "$P/.versionfs/index" epoch) || fail "epoch"
+	note "$fs: a is inode $ia, big2 inode $ibig, open epoch $E"
+	[ -e "$(W=$P obj "$ia" meta 3)" ] || fail "a has no meta.3"
+	[ -e "$(W=$P obj "$ibig" content 4)" ] || fail "big2 has no content.4"
+
+	note "$fs: one damage at a time"
+	fresh; printf 'XXXX' | dd of="$W/.versionfs/format" conv=notrunc \
+		status=none
+	fsck_expect "bad format magic" 4 ".versionfs/format: bad magic"
+	fresh; "$MKFMT" "$W/.versionfs" 9
+	fsck_expect "unknown format" 8 "store format 9"
+	fresh; printf '\377' | dd of="$(obj "$ia" meta 3)" bs=1 seek=20 \
+		conv=notrunc status=none
+	fsck_expect "flipped byte in a metadata file" 4 \
+		"$(printf '%016x' "$ia").meta.3: bad checksum [meta-corrupt]"
+	fresh; rm "$(obj "$ia" meta 3)"
+	fsck_expect "missing metadata file" 4 \
+		"$(printf '%016x' "$ia").meta.3: missing [meta-missing]"
+	fresh; rm "$(obj "$ibig" content 4)"
+	fsck_expect "missing content file" 4 \
+		"content.4 is missing (its data is lost) [content-missing]"
+	grep -qF "index: extents (ino $ibig, ver " "$T/out" ||
+		fail "missing content: map key not named"
+	fresh; cp "$(obj "$ibig" content 4)" "$(obj "$ibig" content 77)"
+	fsck_expect "orphan content file" 4 \
+		"$(printf '%016x' "$ibig").content.77: no extent map uses"
+	fresh; cp "$(obj "$ia" meta 3)" "$(obj "$ia" meta 76)"
+	fsck_expect "orphan metadata file" 4 \
+		"$(printf '%016x' "$ia").meta.76: no inode record uses"
+	fresh; : >"$(obj "$ia" content 3).tmp"
+	fsck_expect "leftover temporary" 4 "content.3.tmp: temporary file"
+	fresh; "$INJ" "$idx" dirent 1 ghost 424242 || fail "inject dirent"
+	fsck_expect "entry to a missing inode" 4 \
+		"index: dirents (dir 1, 'ghost', birth $E): points at inode 424242"
+	fresh; "$INJ" "$idx" overlap "$ibig" 4 || fail "inject overlap"
+	fsck_expect "overlapping extents" 4 \
+		"index: extents (ino $ibig, ver 4): extents: key (ino $ibig, ver 4) page 0: overlaps"
+	fresh; "$INJ" "$idx" log-inode 3 31337 || fail "inject log"
+	fsck_expect "log entry without a record" 4 \
+		"index: elog (epoch 3, inode 31337): names inode 31337"
+	fresh; "$INJ" "$idx" unlog 4 "$ibig" || fail "inject unlog"
+	fsck_expect "record missing from the log" 4 \
+		"index: inodes (ino $ibig, ver 4): missing from the epoch log"
+	fresh; "$INJ" "$idx" orphan-map "$ia" 55 || fail "inject map"
+	fsck_expect "orphan extent map" 4 \
+		"index: extents (ino $ia, ver 55): no inode record uses"
+	fresh; "$INJ" "$idx" trash "$ia" 3 1 || fail "inject trash"
+	fsck_expect "trash naming a live file" 4 \
+		"index: trash (ino $ia, ver 3): would delete the metadata file"
+	fresh; "$INJ" "$idx" kv next_ino 2 || fail "inject kv"
+	fsck_expect "inode counter" 4 "index: kv 'next_ino': 2, but inode"
+	fresh; mv "$W/basefile" "$W/basefile.moved"
+	fsck_expect "missing base-layer file" 4 \
+		"base-layer file 'basefile', which is missing"
+	fresh; flock -x -o "$W/.versionfs/lock" sleep 5 &
+	local holder=$! i
+	for i in $(seq 50); do
+		flock -n -x "$W/.versionfs/lock" true || break
+		sleep 0.1
+	done
+	fsck_expect "lock held by a live process" 8 "store in use"
+	fsck_expect "lock held (--repair)" 8 "store in use" --repair
+	wait "$holder"
+
+	note "$fs: --repair fixes orphans and rebuildable damage"
+	fresh
+	cp "$(obj "$ibig" content 4)" "$(obj "$ibig" content 77)"
+	cp "$(obj "$ia" meta 3)" "$(obj "$ia" meta 76)"
+	: >"$(obj "$ia" content 3).tmp"
+	printf '\377' | dd of="$(obj "$ia" meta 3)" bs=1 seek=20 \
+		conv=notrunc status=none
+	rm "$(obj "$ia" meta 4)"
+	"$INJ" "$idx" log-inode 3 31337 && "$INJ" "$idx" unlog 4 "$ibig" &&
+	"$INJ" "$idx" orphan-map "$ia" 55 && "$INJ" "$idx" trash "$ia" 3 1 &&
+	"$INJ" "$idx" kv next_ino 2 || fail "inject for repair"
+	"$FSCK" --json "$W" >"$T/json"; assert_eq $? 4 "check before repair"
+	grep -q '"found":10,' "$T/json" || fail "json: $(cat "$T/json")"
+	fsck_expect "repair" 1 "10 problems found, 10 fixed, 0 left" --repair
+	fsck_expect "check after repair" 0 "clean:"
+	[ -e "$(obj "$ibig" content 77)" ] && fail "orphan content kept"
+	[ -e "$(obj "$ia" meta 76)" ] && fail "orphan meta kept"
+	[ -e "$(obj "$ia" meta 4)" ] || fail "meta.4 not rebuilt"
+	vfs_mount "$W" "$m"
+	sums "$m" >"$T/after"
+	getfattr --absolute-names --only-values -n user.k "$m/a" >"$T/xa" 2>&1
+	getfattr --absolute-names --only-values -n user.k "$m/.checkpoints/4/a" >"$T/xa4" 2>&1
+	vfs_umount "$m"
+	diff "$T/before" "$T/after" >/dev/null ||
+		fail "content changed by the repair: $(diff "$T/before" "$T/after" | head)"
+	assert_eq "$(cat "$T/xa")" "v2" "xattr of a after the repair"
+	assert_eq "$(cat "$T/xa4")" "v2" "xattr of rebuilt meta.4"
+
+	note "$fs: lost data is reported, never hidden"
+	fresh; rm "$(obj "$ibig" content 4)"
+	fsck_expect "repair with lost data" 4 "[content-missing]" --repair
+	fsck_expect "still reported" 4 "[content-missing]"
+	rm -rf "$W" "$P"
+}
+
+note "usage"
+"$FSCK" >/dev/null 2>&1; assert_eq $? 16 "no argument"
+"$FSCK" --bogus x >/dev/null 2>&1; assert_eq $? 16 "unknown option"
+"$FSCK" -n -y x >/dev/null 2>&1; assert_eq $? 16 "-n with -y"
+"$FSCK" --help | grep -q "usage: versionfs-fsck" || fail "--help"
+"$FSCK" "$T/nowhere" >/dev/null 2>&1; assert_eq $? 8 "no such directory"
+mkdir "$T/empty"
+"$FSCK" "$T/empty" 2>&1 | grep -q "no versionfs store" || fail "not a store"
+
+run_case ext4 "$(make_fs ext4 512M)"
+run_case xfs "$(make_fs xfs 512M)"
+echo "t0410-fsck: ok"
