@@ -318,7 +318,8 @@ static uint64_t runs_minus(const struct xruns *a, const struct xruns *b)
 
 struct uniq {
 	bt_txn *txn;
-	uint64_t c, bytes;
+	uint64_t c, n, bytes;		/* n: the checkpoint after c, or the
+					   open epoch */
 	int err;
 };
 
@@ -334,6 +335,12 @@ static int uniq_cb(const struct bt_log *l, void *arg)
 	if (bt_inode_get(u->txn, l->ino, u->c, &r) ||
 	    bt_inode_next(u->txn, l->ino, u->c, &next))
 		return 0;		/* nothing newer: nothing freed */
+	/* No record at n: n (and the versions up to next) inherit c's
+	   record, and the merge renames it; nothing is freed.  Counting
+	   against the next record found anywhere (as before) overstated
+	   the bytes of files that change only every few checkpoints. */
+	if (next.ver != u->n)
+		return 0;
 	if (r.flags & BT_INO_META)
 		u->bytes += VFS_PAGE;	/* meta.c */
 	if (r.data_ver != u->c || next.data_ver == u->c)
@@ -352,10 +359,26 @@ static int uniq_cb(const struct bt_log *l, void *arg)
 	return rc;
 }
 
+static int next_ck_cb(const struct bt_ckpt *k, void *arg)
+{
+	struct uniq *u = arg;
+
+	if (k->id <= u->c)
+		return 0;
+	u->n = k->id;
+	return 1;
+}
+
 int cl_unique_bytes(bt_txn *txn, uint64_t c, uint64_t *bytes)
 {
-	struct uniq u = { txn, c, 0, 0 };
-	int rc = bt_log_foreach(txn, c, uniq_cb, &u);
+	struct uniq u = { txn, c, vfs->epoch, 0, 0 };
+	int rc = bt_ckpt_foreach(txn, next_ck_cb, &u);
+
+	if (rc < 0) {
+		*bytes = 0;
+		return rc;
+	}
+	rc = bt_log_foreach(txn, c, uniq_cb, &u);
 
 	*bytes = u.bytes;
 	return rc == 1 ? 0 : rc;
@@ -637,6 +660,25 @@ static int merge_dirent(bt_txn *txn, struct mbatch *b, const struct bt_log *l)
 		    (rc = bt_dir_set_death(txn, l->ino, l->name, l->namelen, n,
 					   d.death)))
 			return rc;
+		/*
+		 * The log of the epoch the entry died in names it by its
+		 * birth: rename it there too.  Left as (birth c), a
+		 * rollback to n or later (before the death) looked up
+		 * (dir, name, c), found nothing and did not revive the
+		 * entry: the name was missing after the rollback.
+		 */
+		if (d.death != BT_ALIVE) {
+			struct bt_log dl = *l;
+
+			dl.epoch = d.death;
+			dl.birth = c;
+			rc = bt_log_del(txn, &dl);
+			if (rc && rc != -ENOENT)
+				return rc;
+			if ((rc = bt_log_add_dirent(txn, d.death, l->ino,
+						    l->name, l->namelen, n)))
+				return rc;
+		}
 		return bt_log_add_dirent(txn, n, l->ino, l->name, l->namelen,
 					 n);
 	}

@@ -121,7 +121,16 @@ static int clean_online(const char *path)
 	if ((rc = vfs_status(c, &s0)) || (rc = vfs_clean_start(c, &pass)))
 		goto fail;
 	for (;;) {
+		bool done;
+
 		if ((rc = vfs_status(c, &s)))
+			goto fail;
+		/* The status counts checkpoints before it reads the pass
+		   number: the pass may have ended in between, leaving that
+		   answer's counts stale (deleted_waiting said 1 for a
+		   checkpoint the pass had merged).  Once over, ask again. */
+		done = s.clean_passes >= pass;
+		if (done && (rc = vfs_status(c, &s)))
 			goto fail;
 		st.ckpts_merged = s.ckpts_merged - s0.ckpts_merged;
 		st.files_deleted = s.files_deleted - s0.files_deleted;
@@ -130,7 +139,7 @@ static int clean_online(const char *path)
 		st.files_consolidated = s.files_consolidated -
 					s0.files_consolidated;
 		st.bytes_freed = s.bytes_freed - s0.bytes_freed;
-		if (s.clean_passes >= pass)
+		if (done)
 			break;
 		progress(path, st.ckpts_merged, st.files_deleted,
 			 st.bytes_freed, false);

@@ -22,6 +22,12 @@
  *                is restored from its snapshot and later snapshots dropped.
  *   view         MNT/.checkpoints/<id>/ is compared with SNAP/<id>.
  *   remount      fusermount3 -u, mount again: nothing may change.
+ *   delete, prune, policy, clean
+ *                deleting checkpoints (one, several, the parent with
+ *                --force, and refused deletes), prune, pruning policies
+ *                and versionfs-clean online and offline; after a clean
+ *                every remaining view is compared with its snapshot.  In
+ *                tests/helpers/vfs_model/clean.c, which says the rules.
  *   kill -9      then fusermount3 -u -z and mount again.  The open epoch is
  *                not predictable after that, except that what was fsync'ed
  *                must be there ("fsync witnesses", below); the model rolls
@@ -72,7 +78,8 @@
  *
  * Stepping around open daemon bugs, so that the rest stays tested (the
  * test scripts name the ones they use; drop each with its fix):
- *   --no-KIND         leave operation kind KIND out (e.g. --no-mmap)
+ *   --no-KIND         leave operation kind KIND out (e.g. --no-mmap,
+ *                     --no-delete, --no-prune, --no-policy, --no-clean)
  *   --no-otrunc       create without O_TRUNC (open(O_TRUNC) is ignored)
  *   --no-base-xattr   no xattrs in the base layer (lost on first change)
  *   --no-link         no hard links, in operations or the base layer
@@ -111,25 +118,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/helpers/vfs_model/vfs_model.h"
+
 #define PAGE		4096u
 #define MAX_IO		(1u << 20)	/* largest single read or write */
 #define GIB4		(UINT64_C(4) << 30)
 #define LOGN		24		/* operations kept for the report */
-#define RELMAX		256		/* relative paths */
+#define RELMAX		MODEL_RELMAX
 #define CHUNK		(1u << 20)	/* content comparison unit */
 
 /* ---- operations ---- */
 
-enum kind {
-	OP_CREATE, OP_PWRITE, OP_APPEND, OP_TRUNC, OP_BIGWRITE, OP_MMAP,
-	OP_FALLOC, OP_READ, OP_UNLINK, OP_MKDIR, OP_RMDIR, OP_RENAME, OP_LINK,
-	OP_SYMLINK, OP_MKFIFO, OP_CHMOD, OP_UTIMENS, OP_SETXATTR, OP_RMXATTR,
-	OP_GETXATTR, OP_FSYNC, OP_STAT, OP_READDIR, OP_VIEWRO,
-	NFSOPS,
-	OP_CHECKPOINT = NFSOPS, OP_ROLLBACK, OP_VIEW, OP_REMOUNT, OP_KILL9,
-	OP_CHECK, OP_DIFF,
-	NKINDS
-};
 
 static const char *const kind_name[NKINDS] = {
 	"create", "pwrite", "append", "truncate", "bigwrite", "mmap",
@@ -137,6 +136,7 @@ static const char *const kind_name[NKINDS] = {
 	"symlink", "mkfifo", "chmod", "utimens", "setxattr", "removexattr",
 	"getxattr", "fsync", "stat", "readdir", "viewro",
 	"checkpoint", "rollback", "view", "remount", "kill9", "check", "diff",
+	"delete", "prune", "policy", "clean",
 };
 
 /* Relative weights of the file-system operations: normal and crash mode. */
@@ -181,38 +181,12 @@ struct res {
 
 /* ---- configuration and state ---- */
 
-static struct {
-	const char *mnt, *backing, *ref, *snap, *bin;
-	uint64_t seed, nops, check_every;
-	bool crash, verbose;
-	bool no_otrunc;			/* --no-otrunc: open(O_TRUNC) bug */
-	bool seed_base, no_base_xattr;
-	bool no_link;			/* --no-link: stale size after
-					   rollback of a hard-linked file */
-	bool mount_retry;		/* --mount-retry: control socket name
-					   still held by an exiting daemon */
-	bool no_aligned_punch;		/* --no-aligned-punch: data after a
-					   hole reads as zeros */
-	unsigned rounds, kill_max_ms;
-	bool skip[NKINDS];
-} cfg = {
+struct model_cfg cfg = {
 	.seed = 1, .nops = 2000, .check_every = 250, .rounds = 10,
 	.kill_max_ms = 1500,
 };
 
 struct rng { uint64_t s[4]; };
-
-struct ient { char *path; uint64_t ino; };
-struct inomap { struct ient *e; size_t n, cap; };
-
-struct ckpt {
-	uint64_t id;
-	uint64_t born_op;		/* model step that took it */
-	unsigned born_round, views_ok;
-	char tag[24];
-	bool have_map;
-	struct inomap map;
-};
 
 struct witness {
 	char path[RELMAX];
@@ -222,18 +196,18 @@ struct witness {
 };
 
 static struct rng R;			/* every choice of the model */
-static uint64_t opno;
+uint64_t opno;
 static unsigned cur_round;
-static struct ckpt *cks;
-static size_t ncks;
-static uint64_t max_id;			/* highest id ever printed */
-static uint64_t gone_ids[16];		/* checkpoints rollbacks discarded */
-static unsigned ngone;
+struct ckpt *cks;
+size_t ncks;
+uint64_t max_id;			/* highest id ever printed */
+uint64_t gone_ids[16];		/* checkpoints rollbacks discarded */
+unsigned ngone;
 static pid_t daemon_pid;
 static struct witness *wit;
 static size_t nwit;
 static unsigned char *wbuf, *rbuf[2];
-static char why[8192];			/* the difference found */
+char why[8192];			/* the difference found */
 static char oplog[LOGN][1024];
 static uint64_t oplog_no[LOGN];
 static bool uncached;			/* compare: drop the mount's cached
@@ -249,7 +223,7 @@ static volatile sig_atomic_t in_mmap;
 
 /* statistics */
 struct stat_ent { char name[40]; uint64_t ok, err; double secs; };
-static struct stat_ent stats[96];
+static struct stat_ent stats[128];
 static size_t nstats;
 static uint64_t n_compare, n_rounds_done, n_witness_checked;
 
@@ -289,13 +263,13 @@ static uint64_t rng_next(struct rng *r)
 }
 
 /* A number in [0, n); 0 if n is 0. */
-static uint64_t rnd(uint64_t n)
+uint64_t rnd(uint64_t n)
 {
 	return n ? rng_next(&R) % n : 0;
 }
 
 /* True with probability p percent. */
-static bool pct(unsigned p)
+bool pct(unsigned p)
 {
 	return rnd(100) < p;
 }
@@ -316,7 +290,7 @@ static void fill(unsigned char *buf, size_t len, uint64_t seed)
 	}
 }
 
-static double elapsed(void)
+double elapsed(void)
 {
 	struct timespec t;
 
@@ -325,7 +299,7 @@ static double elapsed(void)
 	       (double)(t.tv_nsec - t_start.tv_nsec) / 1e9;
 }
 
-static void *xmalloc(size_t n)
+void *xmalloc(size_t n)
 {
 	void *p = malloc(n ? n : 1);
 
@@ -336,7 +310,7 @@ static void *xmalloc(size_t n)
 	return p;
 }
 
-static void *xrealloc(void *p, size_t n)
+void *xrealloc(void *p, size_t n)
 {
 	p = realloc(p, n ? n : 1);
 	if (!p) {
@@ -372,8 +346,7 @@ static const char *shown(const char *rel)
 	return *rel ? rel : "/";
 }
 
-static int mismatch(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int mismatch(const char *fmt, ...)
+int mismatch(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -383,7 +356,7 @@ static int mismatch(const char *fmt, ...)
 	return -1;
 }
 
-static void stat_add(const char *name, bool ok)
+void stat_add(const char *name, bool ok)
 {
 	size_t i;
 
@@ -402,7 +375,7 @@ static void stat_add(const char *name, bool ok)
 		stats[i].err++;
 }
 
-static void stat_time(const char *name, double secs)
+void stat_time(const char *name, double secs)
 {
 	size_t i;
 
@@ -418,8 +391,7 @@ static void stat_time(const char *name, double secs)
 	stats[i].secs += secs;
 }
 
-static void log_op(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void log_op(const char *fmt, ...)
+void log_op(const char *fmt, ...)
 {
 	unsigned slot = (unsigned)(opno % LOGN);
 	va_list ap;
@@ -433,8 +405,7 @@ static void log_op(const char *fmt, ...)
 }
 
 /* Append the result to the current op's log line. */
-static void log_res(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void log_res(const char *fmt, ...)
+void log_res(const char *fmt, ...)
 {
 	unsigned slot = (unsigned)(opno % LOGN);
 	size_t l = strlen(oplog[slot]);
@@ -460,9 +431,7 @@ static void dump_log(FILE *f)
 	}
 }
 
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2),
-						      noreturn));
-static void fail(const char *fmt, ...)
+void fail(const char *fmt, ...)
 {
 	char msg[8192];
 	va_list ap;
@@ -491,7 +460,7 @@ static void fail(const char *fmt, ...)
 #define WATCHDOG	300	/* seconds one step may take */
 
 /* (Re)arm the watchdog: a step that hangs (a wedged mount) is reported. */
-static void watchdog(void)
+void watchdog(void)
 {
 	alarm(WATCHDOG);
 }
@@ -572,7 +541,7 @@ static bool crashed(void)
  * Run argv; its stdout into out, stderr into err (NUL-terminated, cut to
  * size).  Returns the exit status, 128+signal, or -1.
  */
-static int run_cmd(char *const argv[], char *out, size_t outlen, char *err,
+int run_cmd(char *const argv[], char *out, size_t outlen, char *err,
 		   size_t errlen)
 {
 	int po[2], pe[2], st;
@@ -661,7 +630,7 @@ static int du_cb(const char *path, const struct stat *sb, int flag,
 }
 
 /* Bytes allocated under path. */
-static uint64_t du(const char *path)
+uint64_t du(const char *path)
 {
 	du_bytes = 0;
 	nftw(path, du_cb, 32, FTW_PHYS | FTW_MOUNT);
@@ -682,7 +651,7 @@ static int rm_cb(const char *path, const struct stat *sb, int flag,
 	return 0;
 }
 
-static void rmtree(const char *path)
+void rmtree(const char *path)
 {
 	struct stat st;
 
@@ -691,7 +660,7 @@ static void rmtree(const char *path)
 	nftw(path, rm_cb, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
-static void snap_path(char *buf, uint64_t id)
+void snap_path(char *buf, uint64_t id)
 {
 	if (id == 0)
 		snprintf(buf, PATH_MAX, "%s/pending", cfg.snap);
@@ -699,12 +668,23 @@ static void snap_path(char *buf, uint64_t id)
 		snprintf(buf, PATH_MAX, "%s/%" PRIu64, cfg.snap, id);
 }
 
+/*
+ * cp -a finds a sparse file's data with SEEK_DATA.  On ext4 without
+ * extents (seen on 6.18) SEEK_DATA misses delayed-allocation blocks that
+ * lie under a not yet allocated indirect block, so a block written just
+ * before the copy (e.g. 1 MiB into a fresh sparse base file) was copied
+ * as a hole.  Writing the source back first gives those blocks addresses.
+ */
 static void cp_a(const char *from, const char *to)
 {
 	char *argv[] = { "cp", "-a", (char *)from, (char *)to, NULL };
 	char err[2048];
-	int rc = run_cmd(argv, NULL, 0, err, sizeof(err));
+	int fd = open(from, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
 
+	if (fd < 0 || syncfs(fd))
+		fail("syncfs %s: %s", from, strerror(errno));
+	close(fd);
+	rc = run_cmd(argv, NULL, 0, err, sizeof(err));
 	if (rc)
 		fail("cp -a %s %s: exit %d: %s", from, to, rc, err);
 }
@@ -1257,7 +1237,7 @@ out:
 
 /* ---- inode maps ---- */
 
-static void inomap_free(struct inomap *m)
+void inomap_free(struct inomap *m)
 {
 	for (size_t i = 0; i < m->n; i++)
 		free(m->e[i].path);
@@ -1266,7 +1246,7 @@ static void inomap_free(struct inomap *m)
 }
 
 /* Record path -> st_ino of the live mount. */
-static int inomap_record(struct inomap *m)
+int inomap_record(struct inomap *m)
 {
 	struct tree t = { 0 };
 
@@ -1477,7 +1457,7 @@ static pid_t read_daemon_pid(void)
 	return (pid_t)atoi(buf);
 }
 
-static void do_mount(void)
+void do_mount(void)
 {
 	char prog[PATH_MAX], err[4096];
 	char *argv[] = { prog, (char *)cfg.backing, (char *)cfg.mnt, NULL };
@@ -1579,7 +1559,7 @@ static void wait_dead(pid_t pid, const char *what)
 	     stacks[0] ? stacks : " (no threads left?)");
 }
 
-static void do_umount(void)
+void do_umount(void)
 {
 	char *argv[] = { "fusermount3", "-u", (char *)cfg.mnt, NULL };
 	char err[1024];
@@ -1608,7 +1588,7 @@ static void lazy_umount(void)
 
 /* ---- checkpoints ---- */
 
-static struct ckpt *ck_find(uint64_t id)
+struct ckpt *ck_find(uint64_t id)
 {
 	for (size_t i = 0; i < ncks; i++)
 		if (cks[i].id == id)
@@ -1633,25 +1613,31 @@ static void ck_add(uint64_t id, const char *tag, bool with_map)
 		max_id = id;
 }
 
-/* Drop the checkpoints after id (and their snapshots). */
-static void ck_drop_after(uint64_t id)
+/* Checkpoint cks[i] left the mount (discarded or deleted): drop it and
+   its snapshot; its name must not answer in .checkpoints/ any more. */
+void ck_forget(size_t i)
 {
 	char path[PATH_MAX];
 
+	gone_ids[ngone++ % 16] = cks[i].id;
+	snap_path(path, cks[i].id);
+	rmtree(path);
+	inomap_free(&cks[i].map);
+	cks[i] = cks[--ncks];
+}
+
+/* Drop the checkpoints after id (and their snapshots). */
+static void ck_drop_after(uint64_t id)
+{
 	for (size_t i = 0; i < ncks;) {
-		if (cks[i].id > id) {
-			gone_ids[ngone++ % 16] = cks[i].id;
-			snap_path(path, cks[i].id);
-			rmtree(path);
-			inomap_free(&cks[i].map);
-			cks[i] = cks[--ncks];
-		} else {
+		if (cks[i].id > id)
+			ck_forget(i);
+		else
 			i++;
-		}
 	}
 }
 
-static int u64_cmp(const void *a, const void *b)
+int u64_cmp(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
@@ -1692,7 +1678,7 @@ static int list_views(uint64_t **ids, size_t *n)
 }
 
 /* The listed checkpoints must be exactly the known ones. */
-static int check_listing(const char *when)
+int check_listing(const char *when)
 {
 	uint64_t *ids, *known = xmalloc(ncks * sizeof(*known));
 	size_t n;
@@ -1734,7 +1720,7 @@ static int check_listing(const char *when)
 }
 
 /* `versionfs-ctl --json list` must list exactly the known checkpoints. */
-static int check_ctl_list(const char *when)
+int check_ctl_list(const char *when)
 {
 	char prog[PATH_MAX], out[65536], err[2048];
 	char *argv[] = { prog, "--json", "list", (char *)cfg.mnt, NULL };
@@ -1789,7 +1775,7 @@ static int check_diff_empty(uint64_t id, const char *when)
 }
 
 /* Compare the view of checkpoint id with its snapshot. */
-static int check_view(uint64_t id)
+int check_view(uint64_t id)
 {
 	char view[PATH_MAX], snap[PATH_MAX], label[64];
 	int rc;
@@ -1808,7 +1794,7 @@ static int check_view(uint64_t id)
 }
 
 /* Compare the live tree with REF (and the inode numbers of checkpoint c). */
-static int check_live(const char *when, const struct inomap *m)
+int check_live(const char *when, const struct inomap *m)
 {
 	if (compare_trees(cfg.ref, cfg.mnt, when, false))
 		return -1;
@@ -1860,6 +1846,8 @@ static int do_checkpoint(void)
 	ck_add(id, tagged ? tag : NULL, true);
 	log_res(" -> %" PRIu64 "%s%s", id, tagged ? " tag " : "",
 		tagged ? tag : "");
+	mc_parent = id;
+	mc_after_checkpoint(id);
 	if (!cfg.skip[OP_DIFF] && check_diff_empty(id, "after checkpoint")) {
 		if (crashed())
 			return -1;
@@ -1905,6 +1893,7 @@ static int do_rollback_to(uint64_t id, bool check)
 		fail("versionfs-ctl rollback %s printed '%s'", arg, out);
 	stat_add(by_tag ? "rollback.tag" : "rollback", true);
 	ck_drop_after(id);
+	mc_parent = id;
 	restore_ref(id);
 	c = ck_find(id);
 	if (!check)
@@ -1920,7 +1909,7 @@ static int do_rollback_to(uint64_t id, bool check)
 	return 0;
 }
 
-static uint64_t latest_ckpt(void)
+uint64_t latest_ckpt(void)
 {
 	uint64_t m = 0;
 
@@ -2915,6 +2904,9 @@ static void meta_step(enum kind k)
 		log_op("kill -9 (pid %d)", (int)daemon_pid);
 		do_kill9();
 		break;
+	case OP_DELETE: case OP_PRUNE: case OP_POLICY: case OP_CLEAN:
+		mc_step(k);
+		break;
 	default:
 		break;
 	}
@@ -2948,6 +2940,14 @@ static void step(void)
 		meta_step(OP_REMOUNT);
 	else if (r < 152 && !cfg.skip[OP_KILL9])
 		meta_step(OP_KILL9);
+	else if (r < 187 && !cfg.skip[OP_DELETE])
+		meta_step(OP_DELETE);
+	else if (r < 199 && !cfg.skip[OP_PRUNE])
+		meta_step(OP_PRUNE);
+	else if (r < 209 && !cfg.skip[OP_POLICY])
+		meta_step(OP_POLICY);
+	else if (r < 229 && !cfg.skip[OP_CLEAN])
+		meta_step(OP_CLEAN);
 	else {
 		size_t before = nwit;
 
@@ -3192,6 +3192,7 @@ static void print_stats(void)
 	printf("tree comparisons %" PRIu64 ", fsync witnesses checked %"
 	       PRIu64 ", checkpoints live at the end %zu (highest id %"
 	       PRIu64 ")\n", n_compare, n_witness_checked, ncks, max_id);
+	mc_report();
 }
 
 int main(int argc, char **argv)

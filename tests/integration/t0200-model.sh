@@ -6,10 +6,14 @@
 # writes, namespace changes, hard links, symlinks, fifos, xattrs, fsync)
 # to a versionfs mount and to a plain directory on the same file system,
 # interleaved with checkpoints, rollbacks, reads of .checkpoints/ID,
-# remounts and kill -9, and compares every result and, after every
-# rollback and remount, the whole trees.  Each seed starts from a fresh
-# store over a base layer the driver seeds into BACKING (and REF) first.
-# Runs on an ext4 and an XFS loop image.
+# remounts and kill -9, deleting checkpoints (also the parent with --force,
+# several at once, and refused deletes), prune, pruning policies and the
+# cleaner (online and offline), and compares every result and, after every
+# rollback, remount and clean, the whole trees (after a clean, also every
+# remaining checkpoint's view).  Each seed starts from a fresh store over
+# a base layer the driver seeds into BACKING (and REF) first.  Runs on an
+# ext4 and an XFS loop image.  (Not on ext4 without extents: fallocate is
+# refused there, in REF too; t0400 and t0420 cover the cleaner's copy path.)
 #
 #   VFS_LONG=1      long mode: more seeds, 100k operations each
 #   VFS_SEED=N      replay one seed (on both file systems)

@@ -20,18 +20,6 @@ need_root
 CLEAN=$VFS_BUILD/versionfs-clean
 [ -x "$CLEAN" ] || fail "$CLEAN missing"
 
-# sums M: md5 of every regular file of the live tree and of every view
-sums() {
-	(cd "$1" && find . -path ./.checkpoints -prune -o -type f -print0 |
-		sort -z | xargs -0 -r md5sum)
-	for v in "$1"/.checkpoints/*/; do
-		[ -d "$v" ] || continue
-		echo "view $(basename "$v")"
-		(cd "$v" && find . -type f -print0 | sort -z |
-			xargs -0 -r md5sum)
-	done
-}
-
 store_kib() { du -sk "$1/.versionfs" | cut -f1; }
 
 unique_of() {	# unique bytes of checkpoint $2 on mount $1
