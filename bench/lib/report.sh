@@ -17,7 +17,7 @@ report_stats() {
 	local dir=$1 f
 	{
 		echo "family,config,fs,test,jobs,metric,unit,n,median,min,max"
-		for f in fio mdtest bonnie ckpt; do
+		for f in fio mdtest bonnie ckpt scale clean; do
 			[ -f "$dir/$f.csv" ] || continue
 			awk -F, -v fam="$f" 'NR > 1 && NF >= 8 && $6 != "" {
 				k = fam "," $1 "," $2 "," $3 "," $4 "," $5 "," $7
@@ -74,6 +74,14 @@ report_summary() {
 		echo
 		report_warnings "$dir"
 		awk -F, -v have_vfs="$have_vfs" -f "$REPORT_LIB/summary.awk" "$dir/stats.csv"
+		if [ -s "$dir/btree.txt" ]; then
+			echo
+			echo "## libvfsbtree (bench/btree)"
+			echo
+			echo '```'
+			sed -n '/^results:/,$p' "$dir/btree.txt"
+			echo '```'
+		fi
 		echo
 		echo "## Plots"
 		echo
@@ -270,6 +278,125 @@ report_plot_ckpt() {
 	gnuplot "$gp" 2>>"$pd/gnuplot.log"
 }
 
+# Lines against a number in the test name: one line per (fs, series).
+# report_plot_lines DIR PD TERM OUT TITLE XLABEL YLABEL LOGSCALE SERIES...
+# SERIES: family:test-prefix:metric:label (tests named PREFIX<number>).
+report_plot_lines() {
+	local dir=$1 pd=$2 term=$3 out=$4 title=$5 xlabel=$6 ylabel=$7 logs=$8
+	shift 8
+	local gp=$pd/$out.gp fs sp fam pre met label dat first=1 fslist
+	fslist=$(awk -F, 'NR > 1 { print $3 }' "$dir/stats.csv" | awk '!s[$0]++')
+	{
+		echo "set terminal $term"
+		echo "set output '$dir/$out.png'"
+		echo "set title \"$title (median; bars: min-max)\""
+		[ -n "$logs" ] && echo "set logscale $logs"
+		echo "set xlabel '$xlabel'"
+		echo "set ylabel '$ylabel'"
+		echo "set grid"
+		echo "set key top left"
+		if [ -n "$logs" ]; then
+			echo "set offsets graph 0.05, graph 0.05, graph 0.05, 0"
+		else
+			echo "set xrange [0:*]"
+			echo "set yrange [0:*]"
+			echo "set offsets 0, graph 0.05, graph 0.05, 0"
+		fi
+		printf "plot "
+		for fs in $fslist; do
+			for sp in "$@"; do
+				IFS=: read -r fam pre met label <<<"$sp"
+				dat=$pd/$out-$fs-$pre$met.dat
+				awk -F, -v fam="$fam" -v fs="$fs" -v pre="$pre" -v met="$met" '
+					$1 == fam && $3 == fs && $6 == met && index($4, pre) == 1 {
+						n = substr($4, length(pre) + 1)
+						if (n ~ /^[0-9]+$/) print n, $9, $10, $11
+					}' "$dir/stats.csv" | sort -n >"$dat"
+				[ -s "$dat" ] || continue
+				[ $first = 1 ] || printf ", \\\\\n     "
+				printf "'%s' using 1:2:3:4 with yerrorlines title '%s %s'" "$dat" "$fs" "$label"
+				first=0
+			done
+		done
+		echo
+	} >"$gp"
+	[ $first = 0 ] || return 0
+	gnuplot "$gp" 2>>"$pd/gnuplot.log"
+}
+
+# Clustered bars of one family: one cluster per (fs, test), one bar per
+# metric-or-test column.  report_plot_bars DIR PD TERM OUT TITLE YLABEL
+# FAMILY METRIC "TEST:label ..." (clusters) ; bars are the file systems.
+report_plot_bars() {
+	local dir=$1 pd=$2 term=$3 out=$4 title=$5 ylabel=$6 fam=$7 met=$8 tests=$9
+	local gp=$pd/$out.gp dat=$pd/$out.dat fslist i fs
+	fslist=$(awk -F, -v fam="$fam" '$1 == fam { print $3 }' "$dir/stats.csv" | awk '!s[$0]++')
+	[ -n "$fslist" ] || return 0
+	awk -F, -v fam="$fam" -v met="$met" -v tests="$tests" -v fsl="$fslist" '
+		BEGIN { nt = split(tests, tl, / /); nf = split(fsl, fv, /[ \n]+/) }
+		$1 == fam && $6 == met { m[$3, $4] = $9; lo[$3, $4] = $10; hi[$3, $4] = $11 }
+		END {
+			for (t = 1; t <= nt; t++) {
+				split(tl[t], x, /:/)
+				lab = x[2]; gsub(/_/, " ", lab)
+				line = "\"" lab "\""; any = 0
+				for (f = 1; f <= nf; f++)
+					if ((fv[f], x[1]) in m) { line = line " " m[fv[f], x[1]] " " lo[fv[f], x[1]] " " hi[fv[f], x[1]]; any = 1 }
+					else line = line " NaN NaN NaN"
+				if (any) print line
+			}
+		}' "$dir/stats.csv" >"$dat"
+	[ -s "$dat" ] || return 0
+	{
+		echo "set terminal $term"
+		echo "set output '$dir/$out.png'"
+		echo "set title \"$title (median; bars: min-max)\""
+		echo "set datafile missing 'NaN'"
+		echo "set style data histogram"
+		echo "set style histogram errorbars gap 2 lw 1"
+		echo "set style fill solid 0.85 border -1"
+		echo "set boxwidth 0.9"
+		echo "set ylabel '$ylabel'"
+		echo "set yrange [0:*]"
+		echo "set grid ytics"
+		echo "set key outside right top"
+		printf "plot "
+		i=0
+		for fs in $fslist; do
+			[ $i -gt 0 ] && printf ", \\\\\n     "
+			if [ $i -eq 0 ]; then
+				printf "'%s' using %d:%d:%d:xtic(1) title '%s'" "$dat" $((2 + 3 * i)) $((3 + 3 * i)) $((4 + 3 * i)) "$fs"
+			else
+				printf "'' using %d:%d:%d title '%s'" $((2 + 3 * i)) $((3 + 3 * i)) $((4 + 3 * i)) "$fs"
+			fi
+			i=$((i + 1))
+		done
+		echo
+	} >"$gp"
+	gnuplot "$gp" 2>>"$pd/gnuplot.log"
+}
+
+# The scale and clean families (versionfs only).
+report_plot_scale_clean() {
+	local dir=$1 pd=$2 term=$3
+	report_plot_lines "$dir" "$pd" "$term" scale-rollback \
+		"versionfs-ctl rollback latency against the files changed" \
+		"files changed" "ms" xy scale:rollback-:latency:rollback
+	report_plot_lines "$dir" "$pd" "$term" scale-firstwrite \
+		"4 KiB write + fsync after a checkpoint against the file's extents" \
+		"extents in the map (about)" "ms" xy \
+		"scale:write-ext:first_write:first write" "scale:write-ext:second_write:second write"
+	report_plot_lines "$dir" "$pd" "$term" scale-memory \
+		"versionfs daemon memory against open files" "files open" "MiB" "" \
+		scale:open-:VmRSS:VmRSS scale:open-:RssAnon:RssAnon
+	report_plot_bars "$dir" "$pd" "$term" clean-cost \
+		"delete + clean of a checkpoint owning part of a file" "ms" clean cost \
+		"own-0pct:owns_0% own-1pct:owns_1% own-10pct:owns_10% own-100pct:owns_100%"
+	report_plot_bars "$dir" "$pd" "$term" clean-fio \
+		"fio 4 KiB random write, without and during an online clean" "MiB/s" clean bw \
+		"randwrite-idle:without_clean randwrite-cleaning:during_clean"
+}
+
 report_plots() {
 	local dir=$1 pd=$1/raw/plots term t fs fslist
 	mkdir -p "$pd"
@@ -298,6 +425,7 @@ report_plots() {
 			seq_create:sequential_create seq_delete:sequential_delete
 	done
 	report_plot_ckpt "$dir" "$pd" "$term"
+	report_plot_scale_clean "$dir" "$pd" "$term"
 	if [ -s "$pd/gnuplot.log" ]; then
 		echo "report: gnuplot complained, see $pd/gnuplot.log" >&2
 	fi

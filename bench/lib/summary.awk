@@ -181,6 +181,12 @@ END {
 	}
 	print ""
 
+	ckpt_section()
+	scale_section()
+	clean_section()
+}
+
+function ckpt_section() {
 	print "## Checkpoint latency (versionfs-ctl checkpoint, wall clock, ms)"
 	print ""
 	nck = 0
@@ -191,7 +197,7 @@ END {
 	if (nck == 0) {
 		print "n.a. (versionfs was not measured)"
 		print ""
-		exit
+		return
 	}
 	print "| fs | measurement | config | median [min–max] | n |"
 	print "|---|---|---|---|---|"
@@ -216,8 +222,257 @@ END {
 	print "first checkpoint after creating N files; \"clean-N\": nothing changed;"
 	print "\"loop-FAMILY\": median latency of the once-a-second checkpoints taken"
 	print "while that benchmark ran (counts and failures are in ckpt.csv)."
+	print ""
+}
+
+function fmtn(v) {
+	return v == "" ? "–" : sprintf("%d", v)
 }
 
 function fmtl(v) {
 	return v == "" ? "–" : fmt(v)
+}
+
+# The numbers N of the tests PREFIX N SUFFIX of (fam, fs, metric), sorted,
+# in out[1..n]; returns n.
+function nums(fam, fs, prefix, suffix, metric, out,   k, p, n, v, seen, a, b, x) {
+	n = 0
+	for (k in med) {
+		split(k, p, SUBSEP)
+		if (p[1] != fam || p[3] != fs || p[6] != metric) continue
+		if (p[4] !~ ("^" prefix "[0-9]+" suffix "$")) continue
+		v = substr(p[4], length(prefix) + 1)
+		v = substr(v, 1, length(v) - length(suffix)) + 0
+		if (v in seen) continue
+		seen[v] = 1
+		out[++n] = v
+	}
+	for (a = 2; a <= n; a++) {
+		x = out[a]
+		for (b = a - 1; b >= 1 && out[b] > x; b--) out[b + 1] = out[b]
+		out[b + 1] = x
+	}
+	return n
+}
+
+function has_family(fam,   k, p) {
+	for (k in med) {
+		split(k, p, SUBSEP)
+		if (p[1] == fam) return 1
+	}
+	return 0
+}
+
+# A verdict against an upper bound (the scale and clean targets).
+function target_le(v, t, unit) {
+	if (v == "") { xna++; return sprintf("≤%s%s n.a.", t, unit) }
+	if (v + 0 <= t) { xpass++; return sprintf("≤%s%s **PASS**", t, unit) }
+	xfail++
+	return sprintf("≤%s%s **FAIL**", t, unit)
+}
+
+function target_ge(v, t) {
+	if (v == "") { xna++; return sprintf("≥%.2f n.a.", t) }
+	if (v + 0 >= t) { xpass++; return sprintf("≥%.2f **PASS**", t) }
+	xfail++
+	return sprintf("≥%.2f **FAIL**", t)
+}
+
+function commas(n,   s) {
+	s = sprintf("%d", n)
+	while (s ~ /[0-9][0-9][0-9][0-9]/)
+		sub(/[0-9][0-9][0-9]([,]|$)/, ",&", s)
+	gsub(/,,/, ",", s)
+	return s
+}
+
+function scale_section(   f, fs, n, i, N, v, lo1, hi1, r, any, ext, base, m, nm, o, ro, t) {
+	print "## Scale (versionfs): targets of the core issue"
+	print ""
+	any = has_family("scale") || has_family("ckpt")
+	if (!any) {
+		print "n.a. (neither ckpt nor scale ran)"
+		print ""
+		return
+	}
+	xpass = xfail = xna = 0
+	print "| fs | measurement | median | target |"
+	print "|---|---|---|---|"
+	for (f = 1; f <= nfs; f++) {
+		fs = fsorder[f]
+		n = nums("ckpt", fs, "dirty100-of-", "", "latency", N)
+		for (i = 1; i <= n; i++) {
+			v = get("ckpt", "versionfs", fs, "dirty100-of-" N[i], 1, "latency")
+			printf "| %s | checkpoint, 100 dirty of %s files | %s ms | %s |\n", fs, commas(N[i]), fmtl(v), target_le(v, 5, " ms")
+		}
+		if (n >= 2) {
+			lo1 = get("ckpt", "versionfs", fs, "dirty100-of-" N[1], 1, "latency")
+			hi1 = get("ckpt", "versionfs", fs, "dirty100-of-" N[n], 1, "latency")
+			r = ratio(hi1, lo1)
+			printf "| %s | flat: checkpoint at %s / at %s files | %s | %s |\n", fs, commas(N[n]), commas(N[1]), rcell(r), target_le(r == "" ? "" : sprintf("%.2f", r), "2.0", "")
+		}
+		if (nums("scale", fs, "rollback-", "", "latency", N) > 0) {
+			v = get("scale", "versionfs", fs, "rollback-1000", 1, "latency")
+			printf "| %s | rollback, 1,000 changed files | %s ms | %s |\n", fs, fmtl(v), target_le(v, 100, " ms")
+		}
+	}
+	print ""
+	printf "Targets: %d PASS, %d FAIL, %d n.a. (checkpoint rows come from the ckpt family, rollback from scale; \"flat\": the largest N at most twice the smallest).\n", xpass, xfail, xna
+	print ""
+	if (!has_family("scale"))
+		return
+
+	print "### Rollback latency against the files changed (versionfs-ctl rollback, wall clock, ms)"
+	print ""
+	print "| fs | files changed | median [min–max] | n | per changed file, µs |"
+	print "|---|---|---|---|---|"
+	for (f = 1; f <= nfs; f++) {
+		fs = fsorder[f]
+		n = nums("scale", fs, "rollback-", "", "latency", N)
+		for (i = 1; i <= n; i++) {
+			v = get("scale", "versionfs", fs, "rollback-" N[i], 1, "latency")
+			printf "| %s | %s | %s | %d | %s |\n", fs, commas(N[i]), cell("scale", "versionfs", fs, "rollback-" N[i], 1, "latency"),
+			    cnt["scale" SUBSEP "versionfs" SUBSEP fs SUBSEP "rollback-" N[i] SUBSEP 1 SUBSEP "latency"], fmt(v * 1000 / N[i])
+		}
+	}
+	print ""
+	print "Each: rewrite 4 KiB of that many files (among 10,000; quick: 1,000), sync,"
+	print "roll back to the checkpoint taken before; a process start (~1 ms) included."
+	print ""
+
+	print "### First write after a checkpoint against the file's extent map (4 KiB pwrite + fsync, ms)"
+	print ""
+	print "| fs | extents (about) | first write [min–max] | second write | first / first on 1 extent |"
+	print "|---|---|---|---|---|"
+	for (f = 1; f <= nfs; f++) {
+		fs = fsorder[f]
+		n = nums("scale", fs, "write-ext", "", "first_write", N)
+		base = get("scale", "versionfs", fs, "write-ext1", 1, "first_write")
+		for (i = 1; i <= n; i++) {
+			t = "write-ext" N[i]
+			printf "| %s | %s | %s | %s | %s |\n", fs, commas(N[i]), cell("scale", "versionfs", fs, t, 1, "first_write"),
+			    cell("scale", "versionfs", fs, t, 1, "second_write"), rcell(ratio(get("scale", "versionfs", fs, t, 1, "first_write"), base))
+		}
+	}
+	print ""
+	print "All files the same size; the first write of an epoch makes the daemon copy"
+	print "the file's map (at the fsync), the second does not."
+	print ""
+
+	print "### Daemon memory (/proc/PID/status, MiB)"
+	print ""
+	print "| fs | reading | VmRSS | VmHWM | RssAnon | RssFile | descriptors |"
+	print "|---|---|---|---|---|---|---|"
+	for (f = 1; f <= nfs; f++) {
+		fs = fsorder[f]
+		n = nums("scale", fs, "open-", "", "VmRSS", N)
+		nm = 0
+		for (i = 1; i <= n; i++) ro[++nm] = "open-" N[i]
+		ro[++nm] = "rss-mount"; ro[++nm] = "rss-extents-built"; ro[++nm] = "rss-extents-written"
+		for (i = 1; i <= nm; i++) {
+			t = ro[i]
+			if (get("scale", "versionfs", fs, t, 1, "VmRSS") == "") continue
+			m = t
+			if (m ~ /^open-/) { sub(/^open-/, "", m); m = commas(m) " files open" }
+			else if (m == "rss-mount") m = "extents: fresh mount"
+			else if (m == "rss-extents-built") m = "extents: maps built"
+			else if (m == "rss-extents-written") m = "extents: after the first writes"
+			printf "| %s | %s | %s | %s | %s | %s | %s |\n", fs, m, fmtl(get("scale", "versionfs", fs, t, 1, "VmRSS")),
+			    fmtl(get("scale", "versionfs", fs, t, 1, "VmHWM")), fmtl(get("scale", "versionfs", fs, t, 1, "RssAnon")),
+			    fmtl(get("scale", "versionfs", fs, t, 1, "RssFile")), fmtn(get("scale", "versionfs", fs, t, 1, "fds"))
+		}
+		if (n >= 2) {
+			v = ratio(get("scale", "versionfs", fs, "open-" N[n], 1, "RssAnon") - get("scale", "versionfs", fs, "open-" N[1], 1, "RssAnon"), N[n] - N[1])
+			if (v != "")
+				printf "| %s | per open file (RssAnon, %s to %s) | %.1f KiB | | | | |\n", fs, commas(N[1]), commas(N[n]), v * 1024
+		}
+	}
+	print ""
+	print "Open files: a fresh daemon, the caches dropped, N files opened read-write"
+	print "with a byte read from each, read while they are open. RssFile includes the"
+	print "pages of the LMDB index the daemon maps."
+	print ""
+}
+
+function clean_section(   f, fs, n, i, P, t, c0, v, c1, c100, r, rn, ms, fr, a, b, ov) {
+	if (!has_family("clean"))
+		return
+	print "## Cleaning (versionfs-ctl delete + cleaning pass): the cleaner issue"
+	print ""
+	xpass = xfail = xna = 0
+	print "| fs | measurement | value | target |"
+	print "|---|---|---|---|"
+	for (f = 1; f <= nfs; f++) {
+		fs = fsorder[f]
+		c0 = get("clean", "versionfs", fs, "own-0pct", 1, "cost")
+		c1 = get("clean", "versionfs", fs, "own-1pct", 1, "cost")
+		c100 = get("clean", "versionfs", fs, "own-100pct", 1, "cost")
+		a = get("clean", "versionfs", fs, "randwrite-idle", 1, "bw")
+		b = get("clean", "versionfs", fs, "randwrite-cleaning", 1, "bw")
+		if (c0 == "" && c1 == "" && c100 == "" && a == "" && b == "") continue
+		r = ratio(c1, c100)
+		# Judged only when 100 % costs clearly more than the fixed cost
+		# of a pass (10 ms): below that the ratio divides noise by noise.
+		if (c0 != "" && c1 != "" && c100 != "" && c100 - c0 >= 10)
+			rn = sprintf("%.2f", (c1 - c0 < 0 ? 0 : c1 - c0) / (c100 - c0))
+		else
+			rn = ""
+		printf "| %s | cost(1%%) / cost(100%%) | %s | ≈0.01 (reported) |\n", fs, rcell(r)
+		if (rn == "" && c0 != "" && c100 != "") {
+			xna++
+			printf "| %s | the same, less the cost of an empty clean (0%%) | – | ≤0.10 n.a. (100%% costs %.1f ms more than 0%%: under 10 ms, nothing to scale) |\n", fs, c100 - c0
+		} else
+			printf "| %s | the same, less the cost of an empty clean (0%%) | %s | %s |\n", fs, rcell(rn), target_le(rn, "0.10", "")
+		r = ratio(b, a)
+		ov = get("clean", "versionfs", fs, "clean-during-fio", 1, "overlap")
+		printf "| %s | fio randwrite during an online clean / without (clean covered %s of the run) | %s | %s |\n", fs,
+		    ov == "" ? "?" : sprintf("%.0f%%", ov * 100), rcell(r), target_ge(r, 0.90)
+	}
+	print ""
+	printf "Targets: %d PASS, %d FAIL, %d n.a.\n", xpass, xfail, xna
+	print ""
+	print "### Cost against what the deleted checkpoint owns"
+	print ""
+	print "| fs | owns | cost, ms [min–max] | cost − empty, ms | freed (du), MiB | freed (cleaner), MiB | unique (list), MiB |"
+	print "|---|---|---|---|---|---|---|"
+	for (f = 1; f <= nfs; f++) {
+		fs = fsorder[f]
+		n = nums("clean", fs, "own-", "pct", "cost", P)
+		c0 = get("clean", "versionfs", fs, "own-0pct", 1, "cost")
+		for (i = 1; i <= n; i++) {
+			t = "own-" P[i] "pct"
+			v = get("clean", "versionfs", fs, t, 1, "cost")
+			printf "| %s | %d%% | %s | %s | %s | %s | %s |\n", fs, P[i], cell("clean", "versionfs", fs, t, 1, "cost"),
+			    (c0 == "" || P[i] == 0) ? "–" : sprintf("%.1f", v - c0),
+			    fmtl(get("clean", "versionfs", fs, t, 1, "freed_du")), fmtl(get("clean", "versionfs", fs, t, 1, "freed_cleaner")),
+			    fmtl(get("clean", "versionfs", fs, t, 1, "unique"))
+		}
+	}
+	print ""
+	print "The cost is the wall clock from before `delete` to the end of the cleaning"
+	print "pass (vfsops clean: libversionfs, status polled every 1–50 ms). 0%: a"
+	print "checkpoint that owns nothing, the fixed cost of a pass (a transaction, a"
+	print "durable point); 1% and 10% punch a hole in the content file, 100% deletes it."
+	print "freed (du): the store's allocated size before minus after."
+	print ""
+	print "### Foreground fio randwrite during an online clean"
+	print ""
+	print "| fs | without, MiB/s | during, MiB/s | during / without | clean, s | clean covered | freed, MiB |"
+	print "|---|---|---|---|---|---|---|"
+	for (f = 1; f <= nfs; f++) {
+		fs = fsorder[f]
+		a = get("clean", "versionfs", fs, "randwrite-idle", 1, "bw")
+		b = get("clean", "versionfs", fs, "randwrite-cleaning", 1, "bw")
+		if (a == "" && b == "") continue
+		ov = get("clean", "versionfs", fs, "clean-during-fio", 1, "overlap")
+		printf "| %s | %s | %s | %s | %s | %s | %s |\n", fs, cell("clean", "versionfs", fs, "randwrite-idle", 1, "bw"),
+		    cell("clean", "versionfs", fs, "randwrite-cleaning", 1, "bw"), rcell(ratio(b, a)),
+		    cell("clean", "versionfs", fs, "clean-during-fio", 1, "seconds"), ov == "" ? "–" : sprintf("%.0f%%", ov * 100),
+		    fmtl(get("clean", "versionfs", fs, "clean-during-fio", 1, "freed_cleaner"))
+	}
+	print ""
+	print "The deletion: a checkpoint that owns every other page of a big file (one"
+	print "hole punched per page). \"clean covered\": the part of fio's runtime the"
+	print "cleaning pass lasted; below 100% the ratio understates the interference."
+	print ""
 }
