@@ -144,11 +144,15 @@ static int co_copy(uint64_t ino, uint64_t h, uint64_t t, const struct runs *r)
 			}
 			if (n == 0) {
 				/* past content.h's end: zeros (the slot in
-				   content.t may hold old bytes) */
+				   content.t should be free, but nothing
+				   proves it never held bytes: zero it, by
+				   writing where punching is refused) */
 				if (fallocate(dst, FALLOC_FL_PUNCH_HOLE |
-					      FALLOC_FL_KEEP_SIZE, o, b - o) &&
-				    errno != EOPNOTSUPP)
-					rc = -errno;
+					      FALLOC_FL_KEEP_SIZE, o, b - o))
+					rc = errno == EOPNOTSUPP ?
+					     data_zero_bytes(dst, (uint64_t)o,
+							     (uint64_t)b) :
+					     -errno;
 				break;
 			}
 		}

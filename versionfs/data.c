@@ -426,8 +426,9 @@ int data_write(struct vnode *vn, struct fuse_bufvec *in, off_t off,
 	return 0;
 }
 
-/* Zero bytes [a, b) of page-aligned content in E (pages already ours). */
-static int zero_bytes(int wfd, uint64_t a, uint64_t b)
+/* Zero bytes [a, b) of a content file (also the cleaner's, where it
+   cannot punch). */
+int data_zero_bytes(int wfd, uint64_t a, uint64_t b)
 {
 	while (a < b) {
 		size_t n = b - a < ZERO_LEN ? b - a : ZERO_LEN;
@@ -459,7 +460,8 @@ int data_truncate(struct vnode *vn, uint64_t size)
 			if (ps_test(&vn->delta, p)) {
 				if ((wfd = vn_wfd(vn)) < 0)
 					return wfd;
-				rc = zero_bytes(wfd, size, (p + 1) * VFS_PAGE);
+				rc = data_zero_bytes(wfd, size,
+						     (p + 1) * VFS_PAGE);
 			} else {
 				/* cow_page zeroes what lies past the new EOF */
 				rc = cow_page(vn, p);
@@ -503,7 +505,7 @@ static int zero_range(struct vnode *vn, uint64_t a, uint64_t b)
 			break;			/* one page, done already */
 		if (!ps_test(&vn->delta, p) && (rc = cow_page(vn, p)))
 			return rc;
-		if ((rc = zero_bytes(wfd, s, e)))
+		if ((rc = data_zero_bytes(wfd, s, e)))
 			return rc;
 	}
 	if (pa < pb) {
@@ -512,7 +514,7 @@ static int zero_range(struct vnode *vn, uint64_t a, uint64_t b)
 		if (fallocate(wfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			      (off_t)(pa * VFS_PAGE),
 			      (off_t)((pb - pa) * VFS_PAGE)) &&
-		    (rc = zero_bytes(wfd, pa * VFS_PAGE, pb * VFS_PAGE)))
+		    (rc = data_zero_bytes(wfd, pa * VFS_PAGE, pb * VFS_PAGE)))
 			return rc;
 		/* every page E holds lies within content.E */
 		if (fstat(wfd, &st) < 0)
