@@ -952,6 +952,9 @@ static int consolidate(struct ino_set *t, struct cl_stats *st)
 	size_t before = st->files_consolidated;
 	int rc = 0;
 
+	pthread_rwlock_rdlock(&vfs->epoch_lock);
+	rc = co_recover(st);
+	pthread_rwlock_unlock(&vfs->epoch_lock);
 	if (t->n)
 		qsort(t->v, t->n, sizeof(*t->v), cmp_u64);
 	for (size_t i = 0; i < t->n && !rc && !vfs->stopping; i++) {

@@ -19,6 +19,15 @@
  *   puts content.h in the trash.  A rollback to before t discards content.t
  *   with the maps that use it; one to t or later keeps both.
  *
+ * A crash between the copy and the transaction leaves pages in slots of
+ * content.t that no map references, and the resumed clean may pick
+ * another target (a merge may have renamed map t meanwhile): the slots
+ * would stay allocated for good.  So the inode is recorded in the index
+ * (VFS_KV_CO_INO, committed before the copy, cleared by the rewrite
+ * transaction); a pass that finds it set first trims every content file
+ * the inode's maps reference to what they hold (rc_reclaim), which frees
+ * exactly those slots.
+ *
  * Never into the open epoch (its map may change under the running job),
  * and only whole content files: content.h is deleted, never punched, so a
  * read that resolved a page of h just before keeps its descriptor and its
@@ -199,7 +208,7 @@ static int rw_map(uint64_t ino, uint64_t ver, void *arg)
 static int co_txn(bt_txn *txn, void *arg)
 {
 	struct co_txn_arg *a = arg;
-	int rc = 0;
+	int rc = bt_kv_put_u64(txn, VFS_KV_CO_INO, 0);	/* done */
 
 	for (size_t i = 0; i < a->n && !rc; i++) {
 		struct rewrite w = { txn, a->ino, a->x[i].h, a->x[i].t,
@@ -210,6 +219,53 @@ static int co_txn(bt_txn *txn, void *arg)
 			rc = bt_trash_add(txn, a->ino, a->x[i].h,
 					  VFS_TRASH_CONTENT);
 	}
+	return rc;
+}
+
+static int co_intent_clear(bt_txn *txn, void *arg)
+{
+	(void)arg;
+	return bt_kv_put_u64(txn, VFS_KV_CO_INO, 0);
+}
+
+static int co_intent(bt_txn *txn, void *arg)
+{
+	return bt_kv_put_u64(txn, VFS_KV_CO_INO, *(uint64_t *)arg + 1);
+}
+
+/*
+ * After a consolidation that did not reach its transaction (a crash, an
+ * error): trim every checkpointed content file the inode's maps reference
+ * to what they hold, then clear the record.  The caller holds epoch_lock
+ * shared and the cleaner's lock, so no consolidation is copying.
+ */
+int co_recover(struct cl_stats *st)
+{
+	struct hset s = { 0 };
+	struct hs_walk w = { NULL, &s };
+	uint64_t v = 0, ino;
+	int rc;
+
+	if ((rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &w.txn)))
+		return rc;
+	if (bt_kv_get_u64(w.txn, VFS_KV_CO_INO, &v) || v == 0) {
+		bt_txn_abort(w.txn);
+		return 0;
+	}
+	ino = v - 1;
+	rc = bt_ext_maps(w.txn, ino, hs_map, &w);
+	bt_txn_abort(w.txn);
+	for (size_t i = 0; i < s.n && !rc; i++)
+		if (s.v[i].h < vfs->epoch)
+			rc = rc_reclaim(ino, s.v[i].h, st);
+	if (!rc) {
+		v = 0;
+		rc = bt_txn_run(vfs->env, co_intent_clear, &v);
+		vfs_log(LOG_NOTICE, "cleaner: inode %llu: trimmed %zu content "
+			"files after an interrupted consolidation",
+			(unsigned long long)ino, s.n);
+	}
+	free(s.v);
 	return rc;
 }
 
@@ -245,6 +301,12 @@ int co_inode(uint64_t ino, uint64_t max, struct cl_stats *st)
 		    bt_inode_get(w.txn, ino, x->h, &rec) == -ENOENT)
 			a.x[a.n++] = *x;
 	}
+	bt_txn_abort(w.txn);		/* no read txn across a write */
+	w.txn = NULL;
+	if (a.n && (rc = bt_txn_run(vfs->env, co_intent, &ino)))
+		goto out;
+	if ((rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &w.txn)))
+		goto out;
 	for (size_t i = 0; i < a.n && !rc; i++) {
 		struct runs r = { .holder = a.x[i].h };
 
@@ -255,6 +317,8 @@ int co_inode(uint64_t ino, uint64_t max, struct cl_stats *st)
 	}
 	bt_txn_abort(w.txn);
 	w.txn = NULL;
+	if (!rc && a.n && getenv("VFS_TEST_CO_CRASH"))
+		_exit(137);	/* tests: die between the copy and the txn */
 	if (rc || !a.n)
 		goto out;
 	/* no persist of this inode may copy a map meanwhile */

@@ -456,8 +456,10 @@ void cl_stats_add(struct cl_stats *to, const struct cl_stats *st);
 
 /* ---- consolidate.c ---- */
 #define VFS_KV_MAX_FILES	"clean.max_content_files"
+#define VFS_KV_CO_INO		"clean.consolidating"	/* inode + 1, 0: none */
 uint64_t co_max_files(void);
 int co_inode(uint64_t ino, uint64_t max, struct cl_stats *st);
+int co_recover(struct cl_stats *st);
 
 /* ---- reclaim.c: the trash and freeing pages ---- */
 int rc_reclaim(uint64_t ino, uint64_t holder, struct cl_stats *st);
