@@ -169,6 +169,9 @@ int bt_durable_recover(const char *dir, unsigned *restored,
 		       uint64_t *to_txnid, unsigned *unclean);
 int bt_durable_open(bt_env *env, const char *dir);
 int bt_durable_point(bt_env *env, bool clean);
+/* The same, the data file synced by sync(arg) (bt_env_sync_with). */
+int bt_durable_point_with(bt_env *env, bool clean, int (*sync)(void *),
+			  void *arg);
 bool bt_durable_kick(bt_env *env);
 void bt_durable_stop(bt_env *env);
 int bt_durable_before_resize(bt_env *env);

@@ -76,6 +76,7 @@
 #define VFS_BTREE_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -148,6 +149,21 @@ void bt_env_close(bt_env *env);
  * BT_ENV_RDONLY.
  */
 int bt_env_sync(bt_env *env);
+
+/*
+ * A durable point whose data-file sync is `sync(arg)` (returning 0 or
+ * -errno) instead of an fdatasync: for a caller that must sync the file
+ * system holding the environment anyway (syncfs(2)), so that one flush
+ * covers its own files and the index.  `sync` must make every page of the
+ * environment's data file written before it was called stable; it is
+ * called with no lock of the library held.  Costs one fdatasync more (the
+ * side file).  Use bt_env_same_fs() to know whether a syncfs of a file
+ * system covers the environment.
+ */
+int bt_env_sync_with(bt_env *env, int (*sync)(void *arg), void *arg);
+
+/* True if the environment's data file lives on the file system of fd. */
+bool bt_env_same_fs(bt_env *env, int fd);
 
 struct bt_env_info {
 	uint64_t map_size;	/* current map size, bytes */

@@ -278,18 +278,25 @@ static int meta_capture(bt_env *env, uint64_t txnid, unsigned char *page)
 }
 
 /*
- * Sync the data file, then record txnid and its meta page (captured while
- * txnid was the newest) in the side file.  Snapshot txnid must be pinned.
+ * Sync the data file (fdatasync, or the caller's sync), then record txnid
+ * and its meta page (captured while txnid was the newest) in the side
+ * file.  Snapshot txnid must be pinned.
  */
 static int durable_record(bt_env *env, uint64_t txnid,
-			  const unsigned char *page, bool clean)
+			  const unsigned char *page, bool clean,
+			  int (*sync)(void *), void *arg)
 {
 	size_t len = DUR_HDR + env->psize;
 	unsigned char *buf = env->dur_buf;
 	int slot, rc;
 
-	if ((rc = mdb_env_sync(env->mdb, 1)))
+	if (sync) {
+		if ((rc = sync(arg)))
+			return bt_seterr(rc, "durable: syncing the data file: "
+					 "%s", strerror(-rc));
+	} else if ((rc = mdb_env_sync(env->mdb, 1))) {
 		return bt_mdb_err(NULL, rc, "mdb_env_sync");
+	}
 	memset(buf, 0, DUR_HDR);
 	memcpy(buf, DUR_MAGIC, 8);
 	bt_put_le64(buf + 8, ++env->dur_seq);
@@ -403,7 +410,8 @@ int bt_durable_open(bt_env *env, const char *dir)
 		return bt_mdb_err(NULL, rc, "mdb_env_info");
 	if ((rc = pin_newest(env, &env->pin)) ||
 	    (rc = meta_capture(env, ei.me_last_txnid, page)) ||
-	    (rc = durable_record(env, ei.me_last_txnid, page, false)))
+	    (rc = durable_record(env, ei.me_last_txnid, page, false, NULL,
+				 NULL)))
 		return rc;
 	/* Without a syncer, commits make the automatic points themselves. */
 	env->syncer_on = pthread_create(&env->syncer, NULL, syncer_main,
@@ -419,6 +427,12 @@ int bt_durable_open(bt_env *env, const char *dir)
  * previous durable snapshot intact until the side file names T.
  */
 int bt_durable_point(bt_env *env, bool clean)
+{
+	return bt_durable_point_with(env, clean, NULL, NULL);
+}
+
+int bt_durable_point_with(bt_env *env, bool clean, int (*sync)(void *),
+			  void *arg)
 {
 	MDB_txn *w, *tmp;
 	uint64_t T;
@@ -439,7 +453,7 @@ int bt_durable_point(bt_env *env, bool clean)
 	mdb_txn_abort(w);		/* commits go on from here */
 	test_stall();
 	if (!rc)
-		rc = durable_record(env, T, env->dur_page, clean);
+		rc = durable_record(env, T, env->dur_page, clean, sync, arg);
 	if (!rc) {
 		/* T is durable: release the previous snapshot */
 		tmp = env->pin;
@@ -464,7 +478,7 @@ int bt_durable_before_resize(bt_env *env)
 		return bt_mdb_err(NULL, rc, "mdb_env_info");
 	if ((rc = meta_capture(env, ei.me_last_txnid, env->dur_page)) ||
 	    (rc = durable_record(env, ei.me_last_txnid, env->dur_page,
-				 false)))
+				 false, NULL, NULL)))
 		return rc;
 	mdb_txn_reset(env->pin);
 	return 0;

@@ -314,6 +314,22 @@ int bt_env_sync(bt_env *env)
 	return bt_durable_point(env, false);
 }
 
+int bt_env_sync_with(bt_env *env, int (*sync)(void *arg), void *arg)
+{
+	if (!env->durable)
+		return sync(arg);
+	return bt_durable_point_with(env, false, sync, arg);
+}
+
+bool bt_env_same_fs(bt_env *env, int fd)
+{
+	struct stat a, b;
+	int dfd;
+
+	return mdb_env_get_fd(env->mdb, &dfd) == 0 && fstat(dfd, &a) == 0 &&
+	       fstat(fd, &b) == 0 && a.st_dev == b.st_dev;
+}
+
 int bt_env_info(bt_env *env, struct bt_env_info *info)
 {
 	MDB_envinfo ei;

@@ -322,6 +322,31 @@ int vfs_list(vfs_client *c, struct vfs_ckpt_info **v, size_t *n)
 	return 0;
 }
 
+int vfs_ckpt_times(vfs_client *c, struct vfs_ckpt_times *t)
+{
+	size_t len, pos = 0;
+	unsigned char *r;
+	struct cfield f;
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	if ((rc = cli_rpc(c, CTL_STATUS, NULL, &r, &len)))
+		return rc;
+	while (cp_next(r, len, &pos, &f) == 1) {
+		switch (f.key) {
+		case F_CK_ID: t->id = cf_u64(&f); break;
+		case F_CK_TOTAL: t->total_us = cf_u64(&f); break;
+		case F_CK_BARRIER: t->barrier_us = cf_u64(&f); break;
+		case F_CK_PREPARE: t->prepare_us = cf_u64(&f); break;
+		case F_CK_WAIT: t->wait_us = cf_u64(&f); break;
+		case F_CK_WINDOW: t->window_us = cf_u64(&f); break;
+		case F_CK_SYNC: t->sync_us = cf_u64(&f); break;
+		}
+	}
+	free(r);
+	return 0;
+}
+
 int vfs_status(vfs_client *c, struct vfs_status *st)
 {
 	size_t len, pos = 0;

@@ -127,6 +127,25 @@ struct vfs_status {
 
 int vfs_status(vfs_client *c, struct vfs_status *st);
 
+/*
+ * Where the daemon's last checkpoint spent its time, microseconds (id 0:
+ * no checkpoint since the mount).  The phases follow each other; only
+ * `window` blocks the file system's users.  The client's own syncfs(2) of
+ * the mount (before the request) is not included.
+ */
+struct vfs_ckpt_times {
+	uint64_t id;		/* the checkpoint */
+	uint64_t total_us;	/* from the request to the answer */
+	uint64_t barrier_us;	/* fsync of the files still open */
+	uint64_t prepare_us;	/* saving dirty files to the index */
+	uint64_t wait_us;	/* waiting for operations in progress */
+	uint64_t window_us;	/* operations blocked: the rest saved, the
+				   checkpoint recorded, the next epoch open */
+	uint64_t sync_us;	/* the store made durable (syncfs, index) */
+};
+
+int vfs_ckpt_times(vfs_client *c, struct vfs_ckpt_times *t);
+
 /* One difference between two states, as zfs-diff(8) prints them. */
 struct vfs_diff_entry {
 	char kind;		/* '+' added, '-' removed, 'M' modified,

@@ -474,7 +474,8 @@ int data_truncate(struct vnode *vn, uint64_t size)
 		ps_clear_from(&vn->delta, np);
 		if (np < vn->trunc)
 			vn->trunc = np;
-		if (vn->wfd >= 0 && ftruncate(vn->wfd, (off_t)(np * VFS_PAGE)))
+		if ((wfd = vn_cur_wfd(vn)) >= 0 &&
+		    ftruncate(wfd, (off_t)(np * VFS_PAGE)))
 			vfs_log(LOG_WARNING, "inode %llu: trimming content: %s",
 				(unsigned long long)vn->vino, strerror(errno));
 	}

@@ -1,24 +1,29 @@
 /*
  * epoch.c — checkpoints, rollback, and what the control commands report.
  *
- * Checkpoint of the open epoch E (epoch_lock exclusive, so no operation
- * runs; the client called syncfs(2) on the mount first, so the kernel's
- * dirty pages have reached us as writes):
+ * Checkpoint of the open epoch E.  The client called syncfs(2) on the mount
+ * first, so the kernel's dirty pages have reached us as writes; then:
  *
- *   0. (before taking the lock, while operations go on) fsync the files
- *      that are open, persist the dirty vnodes and syncfs the store, so
- *      that steps 1 and 2 find little left to do;
- *   1. persist every dirty vnode (metadata files, then one LMDB
- *      transaction with their maps and records);
- *   2. syncfs(2) the store: every content and metadata file written in E,
- *      including those persisted earlier at close, and the LMDB pages are
- *      on disk;
- *   3. one LMDB transaction records checkpoint E and opens epoch E + 1;
- *      commit and sync it.
+ *   1. (while operations go on) fsync the files that are still open
+ *      through the mount (the kernel's writeback of open files), and
+ *      persist the dirty vnodes in batches;
+ *   2. (epoch_lock exclusive: operations wait) persist what changed
+ *      meanwhile, then one LMDB transaction (not synced) records
+ *      checkpoint E and opens epoch E + 1, which every write from now on
+ *      goes to;
+ *   3. (operations go on) one syncfs(2) of the store puts E's content and
+ *      metadata files and the index pages on disk, then a durable point
+ *      records the index snapshot that holds E; then the client gets E.
  *
- * The checkpoint exists from step 3's sync on, and then its data was already
- * durable: a crash at any earlier point leaves no checkpoint E and the open
- * epoch intact.  The cost is O(files changed in E): nothing scans the tree.
+ * Only step 2 blocks the job, and it does no I/O but the commit's page
+ * writes into the page cache: a checkpoint under heavy writes used to sync
+ * inside the window and stall every writer for seconds.  E is durable once
+ * step 3 ends.  A crash earlier leaves either no checkpoint E (a power
+ * loss takes the index back to the last durable point, before E) or all
+ * of it (a killed daemon: E's files are in the page cache, and the index
+ * commit is kept); a failed step 3 deletes E and reports the error.  The
+ * cost is O(files changed in E): nothing walks the tree or every vnode
+ * (open files are on a list; write descriptors of E retire lazily).
  *
  * Rollback to checkpoint c from open epoch E, in one LMDB transaction: for
  * each epoch e in (c, E], walk its log: drop inode records and maps of e,
@@ -63,12 +68,6 @@ int ep_valid_tag(const char *tag)
 
 /* ---- checkpoint ---- */
 
-static double ms_between(struct timespec a, struct timespec b)
-{
-	return (double)(b.tv_sec - a.tv_sec) * 1e3 +
-	       (double)(b.tv_nsec - a.tv_nsec) / 1e6;
-}
-
 struct ck_arg {
 	struct bt_ckpt c;
 	uint64_t E;
@@ -87,20 +86,51 @@ static int ck_txn(bt_txn *txn, void *arg)
 	return 0;
 }
 
-/* After a checkpoint, a vnode's write descriptor holds an old version. */
-static void ck_retire_wfd(struct vnode *vn, void *arg)
+static double ms_between(struct timespec a, struct timespec b)
 {
-	uint64_t E = *(uint64_t *)arg;
-	unsigned slot;
+	return (double)(b.tv_sec - a.tv_sec) * 1e3 +
+	       (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+}
 
-	if (vn->view || vn->wfd < 0)
-		return;
-	slot = vn->rfd_next++ % VN_RFDS;
-	if (vn->rfd[slot].fd >= 0)
-		close(vn->rfd[slot].fd);
-	vn->rfd[slot].fd = vn->wfd;
-	vn->rfd[slot].ver = E;
-	vn->wfd = -1;
+static double us_between(struct timespec a, struct timespec b)
+{
+	return (double)(b.tv_sec - a.tv_sec) * 1e6 +
+	       (double)(b.tv_nsec - a.tv_nsec) / 1e3;
+}
+
+static int ck_sync_store(void *arg)
+{
+	return store_sync_all(arg);
+}
+
+/*
+ * Make checkpoint E durable: its content and metadata files and the index
+ * (the record was committed without a sync).  One syncfs(2) of the store
+ * does it all when the index lives on the store's file system; the
+ * durable point then only writes its side file.
+ */
+static int ck_make_durable(char *err, size_t errlen)
+{
+	static int test_fail = -1;	/* VFS_TEST_CKPT_SYNC_FAIL: tests */
+	int rc;
+
+	if (test_fail < 0)
+		test_fail = getenv("VFS_TEST_CKPT_SYNC_FAIL") != NULL;
+	if (test_fail) {	/* the control thread only */
+		test_fail = 0;
+		snprintf(err, errlen, "syncing the store: %s (test)",
+			 strerror(EIO));
+		return -EIO;
+	}
+	if (bt_env_same_fs(vfs->env, vfs->store_fd))
+		rc = bt_env_sync_with(vfs->env, ck_sync_store, vfs);
+	else if (!(rc = store_sync_all(vfs)))
+		rc = bt_env_sync(vfs->env);
+	if (rc)
+		snprintf(err, errlen, "syncing the store: %s",
+			 rc == -EIO || rc == BT_ECORRUPT ? bt_last_error() :
+			 strerror(-rc));
+	return rc;
 }
 
 int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
@@ -108,6 +138,7 @@ int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
 {
 	struct ck_arg a = { 0 };
 	struct bt_ckpt old;
+	struct timespec t[6];
 	bt_txn *txn;
 	uint64_t E;
 	int rc;
@@ -119,16 +150,14 @@ int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
 			 BT_TAG_MAX);
 		return -EINVAL;
 	}
+	t[0] = vfs_now();
 	kf_flush_open_files();
-	/*
-	 * Do the heavy part while the job keeps running: persist what is
-	 * dirty and push the data to disk.  The exclusive window below then
-	 * only persists and syncs what was written meanwhile; writers stall
-	 * for that, not for the whole epoch's I/O.
-	 */
+	t[1] = vfs_now();
+	/* The bulk of the index work while the job keeps running. */
 	vn_flush_all();
-	store_sync_all(vfs);
+	t[2] = vfs_now();
 	pthread_rwlock_wrlock(&vfs->epoch_lock);
+	t[3] = vfs_now();
 	E = vfs->epoch;
 	if (tag) {
 		if ((rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn)))
@@ -138,7 +167,9 @@ int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
 		if (rc == 0 && old.id == vfs->parent) {
 			*id = old.id;	/* a retry: same answer */
 			*existed = true;
-			goto out;
+			pthread_rwlock_unlock(&vfs->epoch_lock);
+			/* acknowledged only once durable, as the first time */
+			return ck_make_durable(err, errlen);
 		}
 		if (rc == 0) {
 			snprintf(err, errlen, "tag '%s' is used by checkpoint "
@@ -149,16 +180,9 @@ int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
 		if (rc != -ENOENT)
 			goto fail_lmdb;
 	}
-	struct timespec t0 = vfs_now(), t1, t2, t3;
-
 	if ((rc = vn_persist_all())) {
 		snprintf(err, errlen, "saving the open epoch failed: %s",
 			 strerror(-rc));
-		goto out;
-	}
-	t1 = vfs_now();
-	if ((rc = store_sync_all(vfs))) {
-		snprintf(err, errlen, "syncing the store: %s", strerror(-rc));
 		goto out;
 	}
 	a.E = E;
@@ -166,29 +190,49 @@ int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
 	a.c.parent = vfs->parent;
 	a.c.state = BT_CKPT_ACTIVE;
 	a.c.bytes = vfs->epoch_pages * VFS_PAGE;
-	{
-		struct timespec now = vfs_now();
-
-		a.c.time_ns = (uint64_t)now.tv_sec * 1000000000u +
-			      (uint64_t)now.tv_nsec;
-	}
+	a.c.time_ns = (uint64_t)t[3].tv_sec * 1000000000u +
+		      (uint64_t)t[3].tv_nsec;
 	if (tag)
 		snprintf(a.c.tag, sizeof(a.c.tag), "%s", tag);
-	t2 = vfs_now();
-	if ((rc = bt_txn_run(vfs->env, ck_txn, &a)) ||
-	    (rc = bt_env_sync(vfs->env)))
+	if ((rc = bt_txn_run(vfs->env, ck_txn, &a)))
 		goto fail_lmdb;
-	t3 = vfs_now();
-	vfs_dbg("checkpoint %llu: persist %.2f ms, sync %.2f ms, commit %.2f "
-		"ms", (unsigned long long)E, ms_between(t0, t1),
-		ms_between(t1, t2), ms_between(t2, t3));
 	vfs->parent = E;
 	vfs->epoch = E + 1;
 	vfs->epoch_pages = 0;
-	vfs->full_sync = false;
-	vn_foreach(ck_retire_wfd, &E);
+	/* write descriptors of E retire on their next use (vn_cur_wfd) */
+	pthread_rwlock_unlock(&vfs->epoch_lock);
+	t[4] = vfs_now();
+	/*
+	 * E is closed: every write from here on goes to epoch E + 1's
+	 * files, so E's files can reach the disk while the job runs.  The
+	 * answer waits for that; a crash before it loses E (a power loss
+	 * takes the index back to the last durable point, before E) or keeps
+	 * it whole (a killed daemon: the page cache holds E's files).
+	 */
+	if ((rc = ck_make_durable(err, errlen))) {
+		uint64_t ids[1] = { E };
+		char derr[128];
+
+		vfs_log(LOG_ERR, "checkpoint %llu is not durable (%s); "
+			"deleting it", (unsigned long long)E, err);
+		if (cl_delete(ids, 1, true, derr, sizeof(derr)))
+			vfs_log(LOG_ERR, "deleting checkpoint %llu: %s",
+				(unsigned long long)E, derr);
+		return rc;
+	}
+	t[5] = vfs_now();
+	vfs->last_ck.id = E;
+	vfs->last_ck.barrier_us = us_between(t[0], t[1]);
+	vfs->last_ck.prepare_us = us_between(t[1], t[2]);
+	vfs->last_ck.wait_us = us_between(t[2], t[3]);
+	vfs->last_ck.window_us = us_between(t[3], t[4]);
+	vfs->last_ck.sync_us = us_between(t[4], t[5]);
+	vfs->last_ck.total_us = us_between(t[0], t[5]);
 	*id = E;
-	vfs_dbg("checkpoint %llu taken", (unsigned long long)E);
+	vfs_dbg("checkpoint %llu taken in %.0f us (window %.0f us)",
+		(unsigned long long)E, vfs->last_ck.total_us,
+		vfs->last_ck.window_us);
+	return 0;
 out:
 	pthread_rwlock_unlock(&vfs->epoch_lock);
 	return rc;
@@ -640,6 +684,17 @@ int ep_status(struct ctl_out *out)
 	cb_u64(&out->b, F_CONSOLIDATED, tot.files_consolidated);
 	cb_u64(&out->b, F_MAX_FILES, pol.max_files);
 	cb_u64(&out->b, F_BYTES_FREED, tot.bytes_freed);
+	if (vfs->last_ck.id) {	/* written by this (the control) thread */
+		const struct ck_times *t = &vfs->last_ck;
+
+		cb_u64(&out->b, F_CK_ID, t->id);
+		cb_u64(&out->b, F_CK_TOTAL, (uint64_t)t->total_us);
+		cb_u64(&out->b, F_CK_BARRIER, (uint64_t)t->barrier_us);
+		cb_u64(&out->b, F_CK_PREPARE, (uint64_t)t->prepare_us);
+		cb_u64(&out->b, F_CK_WAIT, (uint64_t)t->wait_us);
+		cb_u64(&out->b, F_CK_WINDOW, (uint64_t)t->window_us);
+		cb_u64(&out->b, F_CK_SYNC, (uint64_t)t->sync_us);
+	}
 	cb_str(&out->b, F_BACKING, vfs->backing, strlen(vfs->backing));
 	cb_str(&out->b, F_MOUNT, vfs->mountpoint, strlen(vfs->mountpoint));
 	return rc ? -EIO : out->b.err;

@@ -357,7 +357,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!rc) {
 		vn_set_name(vn, dir->vino, name, true);
 		pthread_mutex_lock(&vn->lock);
-		vn->opens++;
+		vn_open_inc(vn);
 		vn_stat(vn, &e.attr);
 		pthread_mutex_unlock(&vn->lock);
 		vn_ref(vn);		/* the open handle */
@@ -377,7 +377,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		vn_forget(vn, 1);
 		pthread_mutex_lock(&vn->lock);
-		vn->opens--;
+		vn_open_dec(vn);
 		pthread_mutex_unlock(&vn->lock);
 		vn_put(vn);
 	}
@@ -464,7 +464,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!rc)
 		rc = vn_check_meta(vn, NULL);
 	if (!rc)
-		vn->opens++;
+		vn_open_inc(vn);
 	pthread_mutex_unlock(&vn->lock);
 	RD_UNLOCK();
 	if (rc) {
@@ -476,7 +476,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->keep_cache = 1;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		pthread_mutex_lock(&vn->lock);
-		vn->opens--;
+		if (vn_open_dec(vn))
+			vn_close_fds(vn);
 		pthread_mutex_unlock(&vn->lock);
 		vn_put(vn);
 	}
@@ -490,7 +491,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	(void)fi;
 	RD_LOCK();
 	pthread_mutex_lock(&vn->lock);
-	if (vn->opens > 0 && --vn->opens == 0)
+	if (vn_open_dec(vn))
 		vn_close_fds(vn);	/* the flusher persists it later */
 	pthread_mutex_unlock(&vn->lock);
 	RD_UNLOCK();

@@ -117,6 +117,7 @@ struct kf_job {
 struct kf_batch {
 	struct kf_job *v;
 	size_t n, cap;
+	bool oom;			/* a job could not be added */
 };
 
 static int kf_add(struct kf_batch *b, const struct vnode *vn, int kind,
@@ -222,18 +223,22 @@ void kf_batch_run(struct kf_batch *b)
 	free(b);
 }
 
+static void kf_add_open(struct vnode *vn, void *arg)
+{
+	struct kf_batch *b = arg;
+
+	if (!vn->view && !vn->special && S_ISREG(vn->type) && !b->oom &&
+	    kf_add(b, vn, KF_FSYNC, 0, NULL) == -ENOMEM)
+		b->oom = true;
+}
+
 void kf_flush_open_files(void)
 {
 	struct kf_batch b = { 0 };
 
+	/* the list of open files, not the table: O(open), not O(known) */
 	pthread_mutex_lock(&vfs->table_lock);
-	for (size_t i = 0; i < vfs->table_size; i++)
-		for (struct vnode *vn = vfs->table[i]; vn; vn = vn->hnext)
-			if (!vn->view && !vn->special && vn->opens > 0 &&
-			    S_ISREG(vn->type) &&
-			    kf_add(&b, vn, KF_FSYNC, 0, NULL) == -ENOMEM)
-				goto unlock;
-unlock:
+	vn_foreach_open_locked(kf_add_open, &b);
 	pthread_mutex_unlock(&vfs->table_lock);
 	kf_run(&b);
 }

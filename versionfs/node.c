@@ -280,6 +280,48 @@ void vn_foreach_locked(void (*fn)(struct vnode *vn, void *arg), void *arg)
 			fn(vn, arg);
 }
 
+void vn_open_inc(struct vnode *vn)
+{
+	if (vn->opens++ > 0)
+		return;
+	pthread_mutex_lock(&vfs->table_lock);
+	vn->oprev = NULL;
+	vn->onext = vfs->open_files;
+	if (vn->onext)
+		vn->onext->oprev = vn;
+	vfs->open_files = vn;
+	vn->on_olist = true;
+	pthread_mutex_unlock(&vfs->table_lock);
+}
+
+bool vn_open_dec(struct vnode *vn)
+{
+	if (vn->opens == 0 || --vn->opens > 0)
+		return false;
+	pthread_mutex_lock(&vfs->table_lock);
+	if (vn->on_olist) {
+		if (vn->oprev)
+			vn->oprev->onext = vn->onext;
+		else
+			vfs->open_files = vn->onext;
+		if (vn->onext)
+			vn->onext->oprev = vn->oprev;
+		vn->onext = vn->oprev = NULL;
+		vn->on_olist = false;
+	}
+	pthread_mutex_unlock(&vfs->table_lock);
+	return true;
+}
+
+void vn_foreach_open_locked(void (*fn)(struct vnode *vn, void *arg),
+			    void *arg)
+{
+	for (struct vnode *vn = vfs->open_files, *next; vn; vn = next) {
+		next = vn->onext;
+		fn(vn, arg);
+	}
+}
+
 void vn_foreach(void (*fn)(struct vnode *vn, void *arg), void *arg)
 {
 	pthread_mutex_lock(&vfs->table_lock);
@@ -624,12 +666,33 @@ int vn_base_fd(struct vnode *vn)
 	return fd;
 }
 
+/*
+ * A checkpoint does not visit every vnode to close its write descriptor
+ * (that would make it O(vnodes)): the descriptor carries its version, and
+ * the first use after the checkpoint moves it to the read cache, where it
+ * serves reads of that version.  Every use of vn->wfd goes through here.
+ */
+int vn_cur_wfd(struct vnode *vn)
+{
+	unsigned slot;
+
+	if (vn->wfd < 0 || vn->wfd_ver == vfs->epoch)
+		return vn->wfd;
+	slot = vn->rfd_next++ % VN_RFDS;
+	if (vn->rfd[slot].fd >= 0)
+		close(vn->rfd[slot].fd);
+	vn->rfd[slot].fd = vn->wfd;
+	vn->rfd[slot].ver = vn->wfd_ver;
+	vn->wfd = -1;
+	return -1;
+}
+
 int vn_wfd(struct vnode *vn)
 {
 	int fd;
 
-	if (vn->wfd >= 0)
-		return vn->wfd;
+	if ((fd = vn_cur_wfd(vn)) >= 0)
+		return fd;
 	fd = store_open_content(vn->vino, vfs->epoch, O_RDWR | O_CREAT);
 	if (fd < 0) {
 		vfs_log(LOG_ERR, "content of inode %llu epoch %llu: %s",
@@ -638,6 +701,7 @@ int vn_wfd(struct vnode *vn)
 		return fd;
 	}
 	vn->wfd = fd;
+	vn->wfd_ver = vfs->epoch;
 	return fd;
 }
 
@@ -650,6 +714,7 @@ int vn_content_fd(struct vnode *vn, uint64_t ver)
 		return vn_base_fd(vn);
 	if (!vn->view && ver == vfs->epoch)
 		return vn_wfd(vn);
+	(void)vn_cur_wfd(vn);	/* a retired one serves reads of its version */
 	for (int i = 0; i < VN_RFDS; i++)
 		if (vn->rfd[i].fd >= 0 && vn->rfd[i].ver == ver)
 			return vn->rfd[i].fd;

@@ -328,7 +328,7 @@ static int vn_sync_files(struct vnode *vn)
 {
 	int fd, rc = 0;
 
-	if (vn->wfd >= 0 && fdatasync(vn->wfd))
+	if ((fd = vn_cur_wfd(vn)) >= 0 && fdatasync(fd))
 		return -errno;
 	if (vn->mfile_ver == vfs->epoch) {
 		fd = store_open_meta(vn->vino, vfs->epoch, O_RDONLY);

@@ -426,8 +426,6 @@ int store_open(struct vfs *v, const char *backing, bool create_ok)
 			"unknown format" : bt_last_error());
 		return rc;
 	}
-	/* Files of the open epoch may be unsynced from a previous run. */
-	v->full_sync = true;
 	return 0;
 }
 

@@ -119,6 +119,10 @@ struct vnode {
 	struct vnode *hnext;
 	uint64_t nlookup;		/* kernel references */
 	int refs;			/* in-flight operations, handles, dirty */
+	struct vnode *onext, *oprev;	/* the list of open files (opens > 0),
+					   which holds no reference: a handle
+					   does */
+	bool on_olist;
 	uint64_t pino;			/* parent and name the kernel last */
 	char *pname;			/* used for it (live view), for paths */
 	bool multi_name;		/* the kernel may know it under other
@@ -148,7 +152,9 @@ struct vnode {
 	uint64_t trunc;			/* pages >= trunc are holes in the base
 					   map (UINT64_MAX: no truncation) */
 	uint64_t delta_pages;		/* pages added since the last persist */
-	int wfd;			/* content file of the open epoch */
+	int wfd;			/* content file of version wfd_ver: */
+	uint64_t wfd_ver;		/* the open epoch's, unless a checkpoint
+					   came since (vn_cur_wfd retires it) */
 	int base_fd;			/* base file, read-only */
 	struct { uint64_t ver; int fd; } rfd[VN_RFDS];	/* older contents */
 	unsigned rfd_next;
@@ -181,6 +187,17 @@ struct cl_policy {
 					   cleaner consolidates (0: default) */
 };
 
+/* Where the last checkpoint's time went (epoch.c), microseconds. */
+struct ck_times {
+	uint64_t id;			/* 0: none yet */
+	double barrier_us;		/* fsync of open files through the mount */
+	double prepare_us;		/* persisting dirty files, job running */
+	double wait_us;			/* waiting for running operations */
+	double window_us;		/* exclusive: operations were blocked */
+	double sync_us;			/* making it durable, job running */
+	double total_us;
+};
+
 /* ---- the daemon ---- */
 struct vfs {
 	/* set at start, immutable after */
@@ -205,13 +222,14 @@ struct vfs {
 	pthread_rwlock_t epoch_lock;
 	uint64_t epoch;			/* open epoch; epoch_lock */
 	uint64_t parent;		/* checkpoint the epoch descends from */
-	bool full_sync;			/* next checkpoint must syncfs the store */
+	struct ck_times last_ck;	/* the control thread's */
 
 	pthread_mutex_t ns_lock;
 
 	pthread_mutex_t table_lock;
 	struct vnode **table;		/* table_lock */
 	size_t table_size, table_count;
+	struct vnode *open_files;	/* vnodes with opens > 0; table_lock */
 	struct vnode *ckdir;		/* the .checkpoints directory */
 	struct vnode *fixdir;		/* rollback's fix-up directory
 					   (epoch.c) */
@@ -328,12 +346,22 @@ int vn_copy_xattrs(struct vnode *vn, uint64_t from, int fd);
 void vn_close_fds(struct vnode *vn);
 int vn_base_fd(struct vnode *vn);
 int vn_content_fd(struct vnode *vn, uint64_t ver);
+/* The open epoch's content file: opened (created) if needed, or -errno. */
 int vn_wfd(struct vnode *vn);
+/* The open epoch's content file if it is open, else -1. */
+int vn_cur_wfd(struct vnode *vn);
 int vn_load_base_path(struct vnode *vn, bt_txn *txn);
 /* Apply fn to every vnode in the table (table_lock held; fn must not lock
    the table). */
 void vn_foreach(void (*fn)(struct vnode *vn, void *arg), void *arg);
 void vn_foreach_locked(void (*fn)(struct vnode *vn, void *arg), void *arg);
+/* An open handle more / less (vn->lock held); vn_open_dec returns true
+   when the last one went.  They keep the list of open files. */
+void vn_open_inc(struct vnode *vn);
+bool vn_open_dec(struct vnode *vn);
+/* Apply fn to every open file (table_lock held; O(open files)). */
+void vn_foreach_open_locked(void (*fn)(struct vnode *vn, void *arg),
+			    void *arg);
 
 /* ---- data.c ---- */
 int data_read(struct vnode *vn, size_t size, off_t off,

@@ -18,7 +18,11 @@
 #   - a mount made while the previous daemon is still saving succeeds: of
 #     the same store (it waits for the store lock), or of another store that
 #     got the same device number (the old daemon held the control socket's
-#     name).
+#     name);
+#   - a checkpoint whose sync fails (VFS_TEST_CKPT_SYNC_FAIL: the store's
+#     syncfs after the epoch switch) is refused and deleted, never listed
+#     as taken, and the next checkpoint and a rollback to it work (the sync
+#     moved out of the exclusive window, after the checkpoint's commit).
 # timeout: 300
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -135,6 +139,29 @@ for fs in ext4 xfs; do
 		wait
 		vfs_mount "$b" "$m"
 	done
+
+	note "$fs: a checkpoint whose sync fails is not kept"
+	b3=$root/backing3 m3=$root/mnt3
+	VFS_TEST_CKPT_SYNC_FAIL=1 vfs_mount "$b3" "$m3"
+	echo one >"$m3/f"
+	if ctl checkpoint "$m3" >"$T/out" 2>"$T/err"; then
+		fail "checkpoint with a failing sync succeeded: $(cat "$T/out")"
+	fi
+	grep -q 'syncing the store' "$T/err" || fail "sync failure message: $(cat "$T/err")"
+	ctl list "$m3" | grep -q '^ *1 ' && fail "failed checkpoint 1 is listed"
+	[ -e "$m3/.checkpoints/1" ] && fail "failed checkpoint 1 is browsable"
+	echo two >"$m3/f"
+	id=$(ctl checkpoint "$m3") || fail "checkpoint after a failed one"
+	[ "$id" = 2 ] || fail "checkpoint after a failed one: id $id"
+	ctl status --json "$m3" | grep -q '"last_checkpoint":{"id":2,' ||
+		fail "status lacks the last checkpoint's timings"
+	echo three >"$m3/f"
+	ctl rollback "$m3" 2 >/dev/null || fail "rollback after a failed checkpoint"
+	assert_eq "$(cat "$m3/f")" two "content after rollback past a failed checkpoint"
+	vfs_umount "$m3"
+	vfs_mount "$b3" "$m3"
+	assert_eq "$(cat "$m3/.checkpoints/2/f")" two "checkpoint 2 after remount"
+	vfs_umount "$m3"
 
 	note "$fs: mount at once after an unmount, while the old daemon saves"
 	vfs_umount "$m"
