@@ -143,10 +143,14 @@ static int kf_add(struct kf_batch *b, const struct vnode *vn, int kind,
 	return 0;
 }
 
-static void kf_child(int go, const struct kf_batch *b)
+static void kf_child(int go, int go_w, const struct kf_batch *b)
 {
 	char c;
 
+	/* Only the daemon may hold the write end: if it dies before the
+	   go-ahead, the read sees the end of the pipe and this child exits,
+	   instead of keeping /dev/fuse open and the dead mount alive. */
+	close(go_w);
 	if (read(go, &c, 1) != 1)
 		_exit(1);
 	close_range(0, ~0U, 0);
@@ -185,7 +189,7 @@ static void kf_run(struct kf_batch *b)
 	}
 	pid = fork();
 	if (pid == 0)
-		kf_child(p[0], b);
+		kf_child(p[0], p[1], b);
 	close(p[0]);
 	if (pid < 0) {
 		vfs_log(LOG_WARNING, "kernel cache fix-up: fork: %s",
