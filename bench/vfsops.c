@@ -1,11 +1,14 @@
 /*
- * vfsops — timed versionfs operations for bench/run's scale and clean
+ * vfsops — timed versionfs operations for bench/run's ckpt, scale and clean
  * families.
  *
  *   vfsops stripe -n PAGES FILE
  *   vfsops write1 [-o PAGE] FILE
  *   vfsops hold -n FILES [-p PID] DIR
  *   vfsops clean [-c ID]... MOUNT
+ *   vfsops ckpt MOUNT
+ *   vfsops syncfs DIR
+ *   vfsops newfiles -n FILES DIR
  *
  * stripe  pwrite(2) 4 KiB at pages 1, 3, 5, ... below PAGES of an existing
  *         FILE, then fsync.  Done in the epoch after FILE was written
@@ -26,6 +29,18 @@
  *         (versionfs-clean polls every 200 ms, too coarse to time a small
  *         clean).  Prints the wall clock from before the delete to the
  *         end of the pass and the cleaner's counters for it.
+ * ckpt    one checkpoint through libversionfs (vfs_checkpoint: syncfs of
+ *         the mount, the request, the answer once durable), timed in the
+ *         process, so no process start is counted; then the daemon's own
+ *         account of where the time went (vfs_ckpt_times).
+ * syncfs  time one syncfs(2) of DIR's file system: on a native file system
+ *         after the same changes, what making them durable costs there.
+ * newfiles  the least a checkpoint of FILES changed files costs the store
+ *         (a new content file of 4 KiB and a new metadata file of 112
+ *         bytes per file, in 256 fan-out directories, as versionfs(5)
+ *         lays them out), made durable by one syncfs(2): created under a
+ *         fresh DIR/floor.N, timed from the first create to the end of
+ *         the sync.
  *
  * One line of "key=value" words on standard output; non-zero exit at the
  * first failure (naming the call), so a broken mount gives no number.  A C
@@ -42,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,7 +73,10 @@ vo_usage(void)
 	    "usage: vfsops stripe -n PAGES FILE\n"
 	    "       vfsops write1 [-o PAGE] FILE\n"
 	    "       vfsops hold -n FILES [-p PID] DIR\n"
-	    "       vfsops clean [-c ID]... MOUNT\n");
+	    "       vfsops clean [-c ID]... MOUNT\n"
+	    "       vfsops ckpt MOUNT\n"
+	    "       vfsops syncfs DIR\n"
+	    "       vfsops newfiles -n FILES DIR\n");
 	exit(2);
 }
 
@@ -318,6 +337,121 @@ fail:
 	return 1;
 }
 
+/* One checkpoint, timed here, and the daemon's phases of it. */
+static int
+vo_ckpt(const char *mount)
+{
+	struct vfs_ckpt_times t;
+	char err[512];
+	vfs_client *c;
+	uint64_t id;
+	double t0, t1;
+
+	if (vfs_client_open(mount, &c, err, sizeof(err)) != 0) {
+		fprintf(stderr, "vfsops: %s\n", err);
+		return 1;
+	}
+	t0 = vo_now();
+	if (vfs_checkpoint(c, NULL, &id) != 0)
+		goto fail;
+	t1 = vo_now();
+	if (vfs_ckpt_times(c, &t) != 0)
+		goto fail;
+	vfs_client_close(c);
+	if (t.id != id)
+		memset(&t, 0, sizeof(t));	/* another client's checkpoint */
+	printf("ckpt id=%" PRIu64 " ms=%.3f daemon_ms=%.3f barrier_ms=%.3f "
+	    "prepare_ms=%.3f wait_ms=%.3f window_ms=%.3f sync_ms=%.3f\n", id,
+	    (t1 - t0) * 1e3, t.total_us / 1e3, t.barrier_us / 1e3,
+	    t.prepare_us / 1e3, t.wait_us / 1e3, t.window_us / 1e3,
+	    t.sync_us / 1e3);
+	return 0;
+fail:
+	fprintf(stderr, "vfsops: ckpt %s: %s\n", mount, vfs_client_error(c));
+	vfs_client_close(c);
+	return 1;
+}
+
+static int
+vo_syncfs(const char *dir)
+{
+	double t0;
+	int fd;
+
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY)) == -1)
+		return vo_fail("open", dir);
+	t0 = vo_now();
+	if (syncfs(fd) == -1) {
+		close(fd);
+		return vo_fail("syncfs", dir);
+	}
+	printf("syncfs ms=%.3f\n", (vo_now() - t0) * 1e3);
+	close(fd);
+	return 0;
+}
+
+/* What a checkpoint of nfiles changed files writes at least, durably. */
+static int
+vo_newfiles(const char *dir, long nfiles)
+{
+	char buf[PAGE], name[64];
+	int dfd, fd, i;
+	double t0, t1;
+	long f;
+
+	memset(buf, 'n', sizeof(buf));
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY)) == -1)
+		return vo_fail("open", dir);
+	for (i = 0; ; i++) {
+		snprintf(name, sizeof(name), "floor.%d", i);
+		if (mkdirat(dfd, name, 0700) == 0)
+			break;
+		if (errno != EEXIST || i > 1000) {
+			close(dfd);
+			return vo_fail("mkdir in", dir);
+		}
+	}
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY);
+	close(dfd);
+	if ((dfd = fd) == -1)
+		return vo_fail("open", name);
+	for (i = 0; i < 256; i++) {
+		snprintf(name, sizeof(name), "%02x", i);
+		if (mkdirat(dfd, name, 0700) == -1) {
+			close(dfd);
+			return vo_fail("mkdir", name);
+		}
+	}
+	if (syncfs(dfd) == -1) {	/* the directories are not the floor */
+		close(dfd);
+		return vo_fail("syncfs", dir);
+	}
+	t0 = vo_now();
+	for (f = 0; f < nfiles; f++) {
+		for (i = 0; i < 2; i++) {
+			snprintf(name, sizeof(name), "%02lx/%016lx.%s.2",
+			    f & 255, f, i ? "meta" : "content");
+			fd = openat(dfd, name, O_RDWR | O_CREAT | O_EXCL, 0600);
+			if (fd == -1 ||
+			    pwrite(fd, buf, i ? 112 : PAGE, 0) != (i ? 112 : PAGE)) {
+				if (fd != -1)
+					close(fd);
+				close(dfd);
+				return vo_fail("create", name);
+			}
+			close(fd);
+		}
+	}
+	if (syncfs(dfd) == -1) {
+		close(dfd);
+		return vo_fail("syncfs", dir);
+	}
+	t1 = vo_now();
+	close(dfd);
+	printf("newfiles files=%ld ms=%.3f\n", nfiles, (t1 - t0) * 1e3);
+	return 0;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -354,6 +488,12 @@ main(int argc, char *argv[])
 		return vo_hold(argv[optind], n, pid);
 	if (strcmp(cmd, "clean") == 0)
 		return vo_clean(argv[optind], ids, nids);
+	if (strcmp(cmd, "ckpt") == 0)
+		return vo_ckpt(argv[optind]);
+	if (strcmp(cmd, "syncfs") == 0)
+		return vo_syncfs(argv[optind]);
+	if (strcmp(cmd, "newfiles") == 0 && n >= 0)
+		return vo_newfiles(argv[optind], n);
 	vo_usage();
 	return 2;
 }

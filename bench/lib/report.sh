@@ -114,7 +114,7 @@ report_gnuplot_term() {
 	fi
 }
 
-CONFIG_COLORS="native:#4c72b0 passthrough:#dd8452 versionfs:#55a868 versionfs-ckpt1s:#c44e52 versionfs-ckpt10s:#8172b3 versionfs-ckpt60s:#937860 versionfs-ckpt300s:#da8bc3"
+CONFIG_COLORS="native:#4c72b0 native-sync1s:#8da0cb passthrough:#dd8452 versionfs:#55a868 versionfs-ckpt1s:#c44e52 versionfs-ckpt10s:#8172b3 versionfs-ckpt60s:#937860 versionfs-ckpt300s:#da8bc3"
 
 report_color() {
 	local c
@@ -127,7 +127,7 @@ report_color() {
 # Configs present in stats.csv for a family, in the canonical order.
 report_configs() {
 	local dir=$1 fam=$2 c
-	for c in native passthrough versionfs versionfs-ckpt300s versionfs-ckpt60s versionfs-ckpt10s versionfs-ckpt1s; do
+	for c in native native-sync1s passthrough versionfs versionfs-ckpt300s versionfs-ckpt60s versionfs-ckpt10s versionfs-ckpt1s; do
 		grep -q "^$fam,$c," "$dir/stats.csv" && echo "$c"
 	done
 }
@@ -247,14 +247,14 @@ report_plot_panels() {
 }
 
 report_plot_ckpt() {
-	local dir=$1 pd=$2 term=$3 dat fs gp first=1
+	local dir=$1 pd=$2 term=$3 dat fs gp first=1 series cfg pre label
 	dat=$pd/ckpt.dat
 	grep -q '^ckpt,versionfs,[^,]*,dirty' "$dir/stats.csv" || return 0
 	gp=$pd/ckpt.gp
 	{
 		echo "set terminal $term"
 		echo "set output '$dir/ckpt-latency.png'"
-		echo "set title 'versionfs-ctl checkpoint latency, 100 dirty files (median; bars: min-max)'"
+		echo "set title 'checkpoint latency, 100 dirty files (median; bars: min-max)'"
 		echo "set logscale x"
 		awk -F, '$1 == "ckpt" && $4 ~ /^dirty[0-9]+-of-/ { n = $4; sub(/^dirty[0-9]+-of-/, "", n)
 			if (lo == "" || n + 0 < lo) lo = n + 0; if (n + 0 > hi) hi = n + 0 }
@@ -266,12 +266,18 @@ report_plot_ckpt() {
 		echo "set key top left"
 		printf "plot "
 		for fs in $(awk -F, '$1 == "ckpt" { print $3 }' "$dir/stats.csv" | awk '!s[$0]++'); do
-			awk -F, -v fs="$fs" '$1 == "ckpt" && $3 == fs && $4 ~ /^dirty[0-9]+-of-/ {
-				n = $4; sub(/^dirty[0-9]+-of-/, "", n); print n, $9, $10, $11 }' \
-				"$dir/stats.csv" | sort -n >"$dat.$fs"
-			[ $first = 1 ] || printf ", "
-			printf "'%s' using 1:2:3:4 with yerrorlines title '%s'" "$dat.$fs" "$fs"
-			first=0
+			for series in "versionfs:dirty:versionfs checkpoint" \
+			    "native:dirty:native rewrite + syncfs" \
+			    "native:storefloor:store floor (200 new files + syncfs)"; do
+				cfg=${series%%:*}; pre=${series#*:}; label=${pre#*:}; pre=${pre%%:*}
+				awk -F, -v fs="$fs" -v cfg="$cfg" -v pre="$pre" '$1 == "ckpt" && $2 == cfg && $3 == fs && $6 == "latency" && $4 ~ ("^" pre "[0-9]+-of-") {
+					n = $4; sub(/^[a-z]+[0-9]+-of-/, "", n); print n, $9, $10, $11 }' \
+					"$dir/stats.csv" | sort -n >"$dat.$fs.$cfg.$pre"
+				[ -s "$dat.$fs.$cfg.$pre" ] || continue
+				[ $first = 1 ] || printf ", "
+				printf "'%s' using 1:2:3:4 with yerrorlines title '%s: %s'" "$dat.$fs.$cfg.$pre" "$fs" "$label"
+				first=0
+			done
 		done
 		echo
 	} >"$gp"

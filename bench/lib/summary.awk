@@ -5,7 +5,10 @@
 # Headline: ratios of medians.  Targets (DESIGN.md section 6, the issues):
 #   versionfs/passthrough >= 0.95 sequential write and read (fio seqwrite,
 #   seqread), >= 0.80 4 KiB random write (randwrite); versionfs with a
-#   checkpoint every second / versionfs >= 0.97 on every fio test.
+#   checkpoint every second (the core issue) and every 10 s (issue 6) /
+#   versionfs >= 0.97 on every fio test.  native+sync 1 s / native (a
+#   syncfs every second: durability without versions) is the reference
+#   for what making the writes durable costs at all.
 # PASS/FAIL per target, n.a. when a side has no number.
 
 NR == 1 { next }
@@ -55,14 +58,14 @@ function target(r, t) {
 END {
 	ntests = split("seqwrite seqread randwrite randread", tests, " ")
 	tgt["seqwrite"] = 0.95; tgt["seqread"] = 0.95; tgt["randwrite"] = 0.80
-	ck = "versionfs-ckpt1s"
+	ck = "versionfs-ckpt1s"; ck10 = "versionfs-ckpt10s"; ns = "native-sync1s"
 
 	print "## Headline: ratios of medians (fio bandwidth)"
 	print ""
 	if (!have_vfs)
 		print "versionfs was not built when this ran: its columns are n.a.\n"
-	print "| fs | test | jobs | passthrough / native | versionfs / native | versionfs / passthrough | target | versionfs+ckpt 1 s / versionfs | target |"
-	print "|---|---|---|---|---|---|---|---|---|"
+	print "| fs | test | jobs | passthrough / native | versionfs / native | versionfs / passthrough | target | versionfs+ckpt 1 s / versionfs | target | versionfs+ckpt 10 s / versionfs | target | native+sync 1 s / native |"
+	print "|---|---|---|---|---|---|---|---|---|---|---|---|"
 	for (f = 1; f <= nfs; f++) {
 		fs = fsorder[f]
 		for (t = 1; t <= ntests; t++) {
@@ -72,12 +75,16 @@ END {
 				pt = get("fio", "passthrough", fs, test, j, "bw")
 				vf = get("fio", "versionfs", fs, test, j, "bw")
 				vc = get("fio", ck, fs, test, j, "bw")
+				v10 = get("fio", ck10, fs, test, j, "bw")
+				nsy = get("fio", ns, fs, test, j, "bw")
 				if (nat == "" && pt == "" && vf == "") continue
 				r1 = ratio(pt, nat); r2 = ratio(vf, nat); r3 = ratio(vf, pt); r4 = ratio(vc, vf)
+				r5 = ratio(v10, vf); r6 = ratio(nsy, nat)
 				t3 = (test in tgt) ? target(r3, tgt[test]) : "–"
 				t4 = target(r4, 0.97)
-				printf "| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", fs, test, j,
-				    rcell(r1), rcell(r2), rcell(r3), t3, rcell(r4), t4
+				t5 = have["fio", ck10] ? target(r5, 0.97) : "–"
+				printf "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", fs, test, j,
+				    rcell(r1), rcell(r2), rcell(r3), t3, rcell(r4), t4, rcell(r5), t5, rcell(r6)
 			}
 		}
 	}
@@ -87,33 +94,37 @@ END {
 
 	print "## fio: bandwidth, MiB/s (median [min–max] over the repetitions)"
 	print ""
-	print "| fs | test | jobs | native | passthrough | versionfs | versionfs+ckpt 1 s |"
-	print "|---|---|---|---|---|---|---|"
+	print "| fs | test | jobs | native | native+sync 1 s | passthrough | versionfs | versionfs+ckpt 1 s | versionfs+ckpt 10 s |"
+	print "|---|---|---|---|---|---|---|---|---|"
 	for (f = 1; f <= nfs; f++) {
 		fs = fsorder[f]
 		for (t = 1; t <= ntests; t++)
 			for (j = 1; j <= 2; j++) {
 				test = tests[t]
 				if (get("fio", "native", fs, test, j, "bw") == "" && get("fio", "passthrough", fs, test, j, "bw") == "") continue
-				printf "| %s | %s | %d | %s | %s | %s | %s |\n", fs, test, j,
-				    cell("fio", "native", fs, test, j, "bw"), cell("fio", "passthrough", fs, test, j, "bw"),
-				    cell("fio", "versionfs", fs, test, j, "bw"), cell("fio", ck, fs, test, j, "bw")
+				printf "| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", fs, test, j,
+				    cell("fio", "native", fs, test, j, "bw"), cell("fio", ns, fs, test, j, "bw"),
+				    cell("fio", "passthrough", fs, test, j, "bw"),
+				    cell("fio", "versionfs", fs, test, j, "bw"), cell("fio", ck, fs, test, j, "bw"),
+				    cell("fio", ck10, fs, test, j, "bw")
 			}
 	}
 	print ""
 	print "Mean latency per I/O, µs (median):"
 	print ""
-	print "| fs | test | jobs | native | passthrough | versionfs | versionfs+ckpt 1 s |"
-	print "|---|---|---|---|---|---|---|"
+	print "| fs | test | jobs | native | native+sync 1 s | passthrough | versionfs | versionfs+ckpt 1 s | versionfs+ckpt 10 s |"
+	print "|---|---|---|---|---|---|---|---|---|"
 	for (f = 1; f <= nfs; f++) {
 		fs = fsorder[f]
 		for (t = 1; t <= ntests; t++)
 			for (j = 1; j <= 2; j++) {
 				test = tests[t]
 				if (get("fio", "native", fs, test, j, "lat_mean") == "" && get("fio", "passthrough", fs, test, j, "lat_mean") == "") continue
-				printf "| %s | %s | %d | %s | %s | %s | %s |\n", fs, test, j,
-				    fmtl(get("fio", "native", fs, test, j, "lat_mean")), fmtl(get("fio", "passthrough", fs, test, j, "lat_mean")),
-				    fmtl(get("fio", "versionfs", fs, test, j, "lat_mean")), fmtl(get("fio", ck, fs, test, j, "lat_mean"))
+				printf "| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", fs, test, j,
+				    fmtl(get("fio", "native", fs, test, j, "lat_mean")), fmtl(get("fio", ns, fs, test, j, "lat_mean")),
+				    fmtl(get("fio", "passthrough", fs, test, j, "lat_mean")),
+				    fmtl(get("fio", "versionfs", fs, test, j, "lat_mean")), fmtl(get("fio", ck, fs, test, j, "lat_mean")),
+				    fmtl(get("fio", ck10, fs, test, j, "lat_mean"))
 			}
 	}
 	print ""
@@ -186,8 +197,8 @@ END {
 	clean_section()
 }
 
-function ckpt_section() {
-	print "## Checkpoint latency (versionfs-ctl checkpoint, wall clock, ms)"
+function ckpt_section(   nck, k, p, n, rows, a, b, x, key, fs, test, cfg) {
+	print "## Checkpoint latency (ms)"
 	print ""
 	nck = 0
 	for (k in med) {
@@ -199,13 +210,13 @@ function ckpt_section() {
 		print ""
 		return
 	}
-	print "| fs | measurement | config | median [min–max] | n |"
-	print "|---|---|---|---|---|"
+	print "| fs | measurement | config | latency, median [min–max] | n | blocked | syncing | saving | open files | command |"
+	print "|---|---|---|---|---|---|---|---|---|---|"
 	n = 0
 	for (k in med) {
 		split(k, p, SUBSEP)
 		if (p[1] != "ckpt" || (p[6] != "latency" && p[6] != "latency_median")) continue
-		rows[++n] = p[3] SUBSEP p[4] SUBSEP p[2] SUBSEP k
+		rows[++n] = p[3] SUBSEP p[4] SUBSEP p[2] SUBSEP p[5] SUBSEP p[6]
 	}
 	for (a = 2; a <= n; a++) {
 		x = rows[a]
@@ -214,14 +225,32 @@ function ckpt_section() {
 	}
 	for (a = 1; a <= n; a++) {
 		split(rows[a], p, SUBSEP)
-		k = p[4] SUBSEP p[5] SUBSEP p[6] SUBSEP p[7] SUBSEP p[8] SUBSEP p[9]
-		printf "| %s | %s | %s | %s [%s–%s] | %d |\n", p[1], p[2], p[3], fmt(med[k]), fmt(lo[k]), fmt(hi[k]), cnt[k]
+		fs = p[1]; test = p[2]; cfg = p[3]
+		key = "ckpt" SUBSEP cfg SUBSEP fs SUBSEP test SUBSEP p[4] SUBSEP p[5]
+		printf "| %s | %s | %s | %s [%s–%s] | %d | %s | %s | %s | %s | %s |\n", fs, test, cfg,
+		    fmt(med[key]), fmt(lo[key]), fmt(hi[key]), cnt[key],
+		    fmtl(get("ckpt", cfg, fs, test, 1, "window")), fmtl(get("ckpt", cfg, fs, test, 1, "sync")),
+		    fmtl(get("ckpt", cfg, fs, test, 1, "prepare")), fmtl(get("ckpt", cfg, fs, test, 1, "barrier")),
+		    fmtl(get("ckpt", cfg, fs, test, 1, "latency_cmd"))
 	}
 	print ""
-	print "\"dirtyD-of-N\": D files rewritten among N, then one checkpoint; \"first-N\": the"
-	print "first checkpoint after creating N files; \"clean-N\": nothing changed;"
-	print "\"loop-FAMILY\": median latency of the once-a-second checkpoints taken"
-	print "while that benchmark ran (counts and failures are in ckpt.csv)."
+	print "versionfs rows: one checkpoint through libversionfs (`vfs_checkpoint`: the"
+	print "client's syncfs of the mount, the request, the answer once durable), timed"
+	print "in the calling process; \"blocked\": the part during which operations on"
+	print "the mount wait, \"syncing\": making it durable (syncfs of the store and the"
+	print "index), \"saving\": persisting dirty files while the job runs, \"open"
+	print "files\": fsyncing the files still open (the daemon's own account, medians);"
+	print "\"command\": `versionfs-ctl checkpoint` timed from a shell (a process start"
+	print "more). \"dirtyD-of-N\": D files rewritten among N, then one checkpoint;"
+	print "\"first-N\": the first checkpoint after creating N files; \"clean-N\":"
+	print "nothing changed; \"loop-FAMILY\": median latency of the periodic"
+	print "checkpoints (native-sync: syncfs) taken while that benchmark ran (counts and"
+	print "failures are in ckpt.csv). native rows: \"dirtyD-of-N\" the same rewrite on"
+	print "the native file system and one syncfs, what making these changes durable"
+	print "costs without versions; \"storefloorD-of-N\" D new 4 KiB files and D new"
+	print "metadata files in the store's layout and one syncfs, the least the"
+	print "versioned layout (a content and a metadata file per changed file and"
+	print "checkpoint, versionfs(5)) costs on this device."
 	print ""
 }
 
@@ -286,7 +315,7 @@ function commas(n,   s) {
 	return s
 }
 
-function scale_section(   f, fs, n, i, N, v, lo1, hi1, r, any, ext, base, m, nm, o, ro, t) {
+function scale_section(   f, fs, n, i, N, v, lo1, hi1, r, any, ext, base, m, nm, o, ro, t, nat, flo) {
 	print "## Scale (versionfs): targets of the core issue"
 	print ""
 	any = has_family("scale") || has_family("ckpt")
@@ -304,6 +333,12 @@ function scale_section(   f, fs, n, i, N, v, lo1, hi1, r, any, ext, base, m, nm,
 		for (i = 1; i <= n; i++) {
 			v = get("ckpt", "versionfs", fs, "dirty100-of-" N[i], 1, "latency")
 			printf "| %s | checkpoint, 100 dirty of %s files | %s ms | %s |\n", fs, commas(N[i]), fmtl(v), target_le(v, 5, " ms")
+			nat = get("ckpt", "native", fs, "dirty100-of-" N[i], 1, "latency")
+			flo = get("ckpt", "native", fs, "storefloor100-of-" N[i], 1, "latency")
+			if (nat != "")
+				printf "| %s | … / native rewrite + syncfs of the same files (%s ms) | %s | (reference) |\n", fs, fmtl(nat), rcell(ratio(v, nat))
+			if (flo != "")
+				printf "| %s | … / store floor: 200 new files + syncfs (%s ms) | %s | (reference) |\n", fs, fmtl(flo), rcell(ratio(v, flo))
 		}
 		if (n >= 2) {
 			lo1 = get("ckpt", "versionfs", fs, "dirty100-of-" N[1], 1, "latency")
