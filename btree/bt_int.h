@@ -169,9 +169,14 @@ int bt_durable_recover(const char *dir, unsigned *restored,
 		       uint64_t *to_txnid, unsigned *unclean);
 int bt_durable_open(bt_env *env, const char *dir);
 int bt_durable_point(bt_env *env, bool clean);
+/* The environment whose dur_lock this thread holds (bt_env_hold), or NULL:
+   its durable points and map resizes do not lock it again. */
+extern __thread bt_env *bt_dur_held;
 /* The same, the data file synced by sync(arg) (bt_env_sync_with). */
 int bt_durable_point_with(bt_env *env, bool clean, int (*sync)(void *),
 			  void *arg);
+void bt_durable_hold(bt_env *env);
+void bt_durable_release(bt_env *env);
 bool bt_durable_kick(bt_env *env);
 void bt_durable_stop(bt_env *env);
 int bt_durable_before_resize(bt_env *env);

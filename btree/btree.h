@@ -165,6 +165,20 @@ int bt_env_sync_with(bt_env *env, int (*sync)(void *arg), void *arg);
 /* True if the environment's data file lives on the file system of fd. */
 bool bt_env_same_fs(bt_env *env, int fd);
 
+/*
+ * Hold durable points back: from this call to bt_env_release(), no
+ * durable point made by another thread (bt_env_sync, the automatic ones,
+ * the one a map resize makes) can cover a transaction: they wait.  For a
+ * caller that commits a record which must not become durable before other
+ * data it describes is: hold, commit, sync that data, then
+ * bt_env_sync_with() (from the holding thread, it does not wait for
+ * itself), then release.  The holder's own commits may still resize the
+ * map.  Call with no transaction of this thread active; at most one hold
+ * per thread.  No-op with BT_ENV_NOSYNC or BT_ENV_RDONLY.
+ */
+void bt_env_hold(bt_env *env);
+void bt_env_release(bt_env *env);
+
 struct bt_env_info {
 	uint64_t map_size;	/* current map size, bytes */
 	uint64_t used_bytes;	/* pages in use (high-water mark), bytes */

@@ -431,14 +431,18 @@ int bt_durable_point(bt_env *env, bool clean)
 	return bt_durable_point_with(env, clean, NULL, NULL);
 }
 
+__thread bt_env *bt_dur_held;
+
 int bt_durable_point_with(bt_env *env, bool clean, int (*sync)(void *),
 			  void *arg)
 {
+	bool held = bt_dur_held == env;	/* bt_env_hold by this thread */
 	MDB_txn *w, *tmp;
 	uint64_t T;
 	int rc;
 
-	pthread_mutex_lock(&env->dur_lock);
+	if (!held)
+		pthread_mutex_lock(&env->dur_lock);
 	pthread_rwlock_rdlock(&env->resize_lock);	/* no resize meanwhile */
 	rc = mdb_txn_begin(env->mdb, NULL, 0, &w);
 	if (rc) {
@@ -464,8 +468,27 @@ int bt_durable_point_with(bt_env *env, bool clean, int (*sync)(void *),
 		mdb_txn_reset(env->pin2);
 out:
 	pthread_rwlock_unlock(&env->resize_lock);
-	pthread_mutex_unlock(&env->dur_lock);
+	if (!held)
+		pthread_mutex_unlock(&env->dur_lock);
 	return rc;
+}
+
+/*
+ * A hold is dur_lock kept by the holding thread: every durable point takes
+ * it, and so does a map resize (bt_grow), whose durable record would
+ * otherwise cover the newest transaction.  Lock order: dur_lock, then the
+ * gate and resize_lock.  The holder's own durable point and resize skip it.
+ */
+void bt_durable_hold(bt_env *env)
+{
+	pthread_mutex_lock(&env->dur_lock);
+	bt_dur_held = env;
+}
+
+void bt_durable_release(bt_env *env)
+{
+	bt_dur_held = NULL;
+	pthread_mutex_unlock(&env->dur_lock);
 }
 
 /* bt_grow: no transaction of ours is active; record, unpin, then resize. */

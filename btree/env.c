@@ -321,6 +321,18 @@ int bt_env_sync_with(bt_env *env, int (*sync)(void *arg), void *arg)
 	return bt_durable_point_with(env, false, sync, arg);
 }
 
+void bt_env_hold(bt_env *env)
+{
+	if (env->durable && bt_dur_held != env)
+		bt_durable_hold(env);
+}
+
+void bt_env_release(bt_env *env)
+{
+	if (env->durable && bt_dur_held == env)
+		bt_durable_release(env);
+}
+
 bool bt_env_same_fs(bt_env *env, int fd)
 {
 	struct stat a, b;
@@ -359,10 +371,16 @@ int bt_env_info(bt_env *env, struct bt_env_info *info)
 /* Double the map.  Called with no transaction of ours active. */
 static int bt_grow(bt_env *env, uint64_t seen)
 {
+	/* A resize records the newest transaction as durable: it waits for a
+	   hold (bt_env_hold) unless this thread is the holder, whose newest
+	   transaction is the failed one's predecessor. */
+	bool lock_dur = env->durable && bt_dur_held != env;
 	MDB_envinfo ei;
 	uint64_t want;
 	int rc = 0;
 
+	if (lock_dur)
+		pthread_mutex_lock(&env->dur_lock);
 	/* Close the gate to new transactions, so readers cannot starve us. */
 	pthread_mutex_lock(&env->gate_lock);
 	__atomic_add_fetch(&env->grow_waiting, 1, __ATOMIC_SEQ_CST);
@@ -398,6 +416,8 @@ out:
 	__atomic_sub_fetch(&env->grow_waiting, 1, __ATOMIC_SEQ_CST);
 	pthread_cond_broadcast(&env->gate_cond);
 	pthread_mutex_unlock(&env->gate_lock);
+	if (lock_dur)
+		pthread_mutex_unlock(&env->dur_lock);
 	return rc;
 }
 
@@ -516,7 +536,8 @@ static int bt_txn_finish(bt_txn *t, bool commit)
 	   failure here is not the commit's: the next point retries. */
 	if (commit && rc == 0 && env->durable &&
 	    __atomic_add_fetch(&env->since_durable, 1, __ATOMIC_RELAXED) >=
-	    env->durable_every && !bt_durable_kick(env) && bt_txn_held == 0)
+	    env->durable_every && !bt_durable_kick(env) && bt_txn_held == 0 &&
+	    bt_dur_held != env)
 		bt_durable_point(env, false);	/* no syncer: do it here */
 	if (full) {
 		int grc = bt_grow(env, ei.me_mapsize);

@@ -322,82 +322,91 @@ int vfs_list(vfs_client *c, struct vfs_ckpt_info **v, size_t *n)
 	return 0;
 }
 
-int vfs_ckpt_times(vfs_client *c, struct vfs_ckpt_times *t)
+static void status_field(struct vfs_status *st, const struct cfield *f)
+{
+	switch (f->key) {
+	case F_EPOCH: st->epoch = cf_u64(f); break;
+	case F_PARENT: st->parent = cf_u64(f); break;
+	case F_NCKPT: st->checkpoints = cf_u64(f); break;
+	case F_STORE_BYTES: st->store_bytes = cf_u64(f); break;
+	case F_INDEX_BYTES: st->index_bytes = cf_u64(f); break;
+	case F_DIRTY: st->dirty_files = cf_u64(f); break;
+	case F_CHANGED: st->changed_files = cf_u64(f); break;
+	case F_PID: st->pid = cf_u64(f); break;
+	case F_FORMAT: st->format = cf_u64(f); break;
+	case F_NDELETED: st->deleted = cf_u64(f); break;
+	case F_RECLAIMABLE: st->reclaimable_bytes = cf_u64(f); break;
+	case F_TRASH: st->trash = cf_u64(f); break;
+	case F_KEEP_LAST: st->keep_last = cf_u64(f); break;
+	case F_OLDER_THAN: st->older_than_s = cf_u64(f); break;
+	case F_PASSES: st->clean_passes = cf_u64(f); break;
+	case F_RUNNING: st->clean_running = cf_u64(f); break;
+	case F_MERGED_CKPTS: st->ckpts_merged = cf_u64(f); break;
+	case F_FILES_DELETED: st->files_deleted = cf_u64(f); break;
+	case F_FILES_TRIMMED: st->files_trimmed = cf_u64(f); break;
+	case F_FILES_COPIED: st->files_copied = cf_u64(f); break;
+	case F_CONSOLIDATED: st->files_consolidated = cf_u64(f); break;
+	case F_MAX_FILES: st->max_content_files = cf_u64(f); break;
+	case F_BYTES_FREED: st->bytes_freed = cf_u64(f); break;
+	case F_BACKING:
+		snprintf(st->backing, sizeof(st->backing), "%.*s",
+			 (int)f->len, (const char *)f->val);
+		break;
+	case F_MOUNT:
+		snprintf(st->mount, sizeof(st->mount), "%.*s", (int)f->len,
+			 (const char *)f->val);
+		break;
+	}
+}
+
+static void times_field(struct vfs_ckpt_times *t, const struct cfield *f)
+{
+	switch (f->key) {
+	case F_CK_ID: t->id = cf_u64(f); break;
+	case F_CK_TOTAL: t->total_us = cf_u64(f); break;
+	case F_CK_BARRIER: t->barrier_us = cf_u64(f); break;
+	case F_CK_PREPARE: t->prepare_us = cf_u64(f); break;
+	case F_CK_WAIT: t->wait_us = cf_u64(f); break;
+	case F_CK_WINDOW: t->window_us = cf_u64(f); break;
+	case F_CK_SYNC: t->sync_us = cf_u64(f); break;
+	}
+}
+
+/* One status request; fills whichever of st and t is not NULL. */
+static int status_rpc(vfs_client *c, struct vfs_status *st,
+		      struct vfs_ckpt_times *t)
 {
 	size_t len, pos = 0;
 	unsigned char *r;
 	struct cfield f;
 	int rc;
 
-	memset(t, 0, sizeof(*t));
+	if (st)
+		memset(st, 0, sizeof(*st));
+	if (t)
+		memset(t, 0, sizeof(*t));
 	if ((rc = cli_rpc(c, CTL_STATUS, NULL, &r, &len)))
 		return rc;
 	while (cp_next(r, len, &pos, &f) == 1) {
-		switch (f.key) {
-		case F_CK_ID: t->id = cf_u64(&f); break;
-		case F_CK_TOTAL: t->total_us = cf_u64(&f); break;
-		case F_CK_BARRIER: t->barrier_us = cf_u64(&f); break;
-		case F_CK_PREPARE: t->prepare_us = cf_u64(&f); break;
-		case F_CK_WAIT: t->wait_us = cf_u64(&f); break;
-		case F_CK_WINDOW: t->window_us = cf_u64(&f); break;
-		case F_CK_SYNC: t->sync_us = cf_u64(&f); break;
-		}
+		if (st)
+			status_field(st, &f);
+		if (t)
+			times_field(t, &f);
 	}
 	free(r);
+	if (st && !st->mount[0])
+		snprintf(st->mount, sizeof(st->mount), "%s", c->mount);
 	return 0;
 }
 
 int vfs_status(vfs_client *c, struct vfs_status *st)
 {
-	size_t len, pos = 0;
-	unsigned char *r;
-	struct cfield f;
-	int rc;
+	return status_rpc(c, st, NULL);
+}
 
-	memset(st, 0, sizeof(*st));
-	if ((rc = cli_rpc(c, CTL_STATUS, NULL, &r, &len)))
-		return rc;
-	while (cp_next(r, len, &pos, &f) == 1) {
-		switch (f.key) {
-		case F_EPOCH: st->epoch = cf_u64(&f); break;
-		case F_PARENT: st->parent = cf_u64(&f); break;
-		case F_NCKPT: st->checkpoints = cf_u64(&f); break;
-		case F_STORE_BYTES: st->store_bytes = cf_u64(&f); break;
-		case F_INDEX_BYTES: st->index_bytes = cf_u64(&f); break;
-		case F_DIRTY: st->dirty_files = cf_u64(&f); break;
-		case F_CHANGED: st->changed_files = cf_u64(&f); break;
-		case F_PID: st->pid = cf_u64(&f); break;
-		case F_FORMAT: st->format = cf_u64(&f); break;
-		case F_NDELETED: st->deleted = cf_u64(&f); break;
-		case F_RECLAIMABLE: st->reclaimable_bytes = cf_u64(&f); break;
-		case F_TRASH: st->trash = cf_u64(&f); break;
-		case F_KEEP_LAST: st->keep_last = cf_u64(&f); break;
-		case F_OLDER_THAN: st->older_than_s = cf_u64(&f); break;
-		case F_PASSES: st->clean_passes = cf_u64(&f); break;
-		case F_RUNNING: st->clean_running = cf_u64(&f); break;
-		case F_MERGED_CKPTS: st->ckpts_merged = cf_u64(&f); break;
-		case F_FILES_DELETED: st->files_deleted = cf_u64(&f); break;
-		case F_FILES_TRIMMED: st->files_trimmed = cf_u64(&f); break;
-		case F_FILES_COPIED: st->files_copied = cf_u64(&f); break;
-		case F_CONSOLIDATED:
-			st->files_consolidated = cf_u64(&f);
-			break;
-		case F_MAX_FILES: st->max_content_files = cf_u64(&f); break;
-		case F_BYTES_FREED: st->bytes_freed = cf_u64(&f); break;
-		case F_BACKING:
-			snprintf(st->backing, sizeof(st->backing), "%.*s",
-				 (int)f.len, (const char *)f.val);
-			break;
-		case F_MOUNT:
-			snprintf(st->mount, sizeof(st->mount), "%.*s",
-				 (int)f.len, (const char *)f.val);
-			break;
-		}
-	}
-	free(r);
-	if (!st->mount[0])
-		snprintf(st->mount, sizeof(st->mount), "%s", c->mount);
-	return 0;
+int vfs_ckpt_times(vfs_client *c, struct vfs_ckpt_times *t)
+{
+	return status_rpc(c, NULL, t);
 }
 
 void vfs_diff_free(struct vfs_diff_entry *v, size_t n)

@@ -18,12 +18,16 @@
  * Only step 2 blocks the job, and it does no I/O but the commit's page
  * writes into the page cache: a checkpoint under heavy writes used to sync
  * inside the window and stall every writer for seconds.  E is durable once
- * step 3 ends.  A crash earlier leaves either no checkpoint E (a power
- * loss takes the index back to the last durable point, before E) or all
- * of it (a killed daemon: E's files are in the page cache, and the index
- * commit is kept); a failed step 3 deletes E and reports the error.  The
- * cost is O(files changed in E): nothing walks the tree or every vnode
- * (open files are on a list; write descriptors of E retire lazily).
+ * step 3 ends.  From the commit to the end of step 3 the index's durable
+ * points are held back (bt_env_hold): one made by another thread (the
+ * syncer, the flusher, an fsync, a map resize) would otherwise make the
+ * record durable before E's files are.  A crash earlier leaves either no
+ * checkpoint E (a power loss takes the index back to the last durable
+ * point, before E) or all of it (a killed daemon: E's files are in the
+ * page cache, and the index commit is kept); a failed step 3 deletes E
+ * and reports the error.  The cost is O(files changed in E): nothing
+ * walks the tree or every vnode (open files are on a list; write
+ * descriptors of E retire lazily).
  *
  * Rollback to checkpoint c from open epoch E, in one LMDB transaction: for
  * each epoch e in (c, E], walk its log: drop inode records and maps of e,
@@ -194,8 +198,16 @@ int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
 		      (uint64_t)t[3].tv_nsec;
 	if (tag)
 		snprintf(a.c.tag, sizeof(a.c.tag), "%s", tag);
-	if ((rc = bt_txn_run(vfs->env, ck_txn, &a)))
+	/*
+	 * No durable point may cover the record before E's files are on
+	 * disk (a power loss would then keep a checkpoint whose data it
+	 * lost): other threads' points wait until ck_make_durable is done.
+	 */
+	bt_env_hold(vfs->env);
+	if ((rc = bt_txn_run(vfs->env, ck_txn, &a))) {
+		bt_env_release(vfs->env);
 		goto fail_lmdb;
+	}
 	vfs->parent = E;
 	vfs->epoch = E + 1;
 	vfs->epoch_pages = 0;
@@ -209,7 +221,9 @@ int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
 	 * takes the index back to the last durable point, before E) or keeps
 	 * it whole (a killed daemon: the page cache holds E's files).
 	 */
-	if ((rc = ck_make_durable(err, errlen))) {
+	rc = ck_make_durable(err, errlen);
+	bt_env_release(vfs->env);
+	if (rc) {
 		uint64_t ids[1] = { E };
 		char derr[128];
 

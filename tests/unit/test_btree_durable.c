@@ -14,7 +14,11 @@
  *   - many rounds with random amounts of work before and after T;
  *   - the syncer thread makes automatic points while commits go on, and a
  *     point taken amid them (two pins) restores exactly after a reboot;
- *   - bt_env_info says whether the last process closed the environment.
+ *   - bt_env_info says whether the last process closed the environment;
+ *   - a hold (bt_env_hold) keeps every other thread's durable point, the
+ *     syncer's and a map resize's from covering what the holder committed
+ *     until the holder's own bt_env_sync_with, and the holder's commits
+ *     may grow the map without waiting for themselves.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -454,6 +458,110 @@ START_TEST(test_unclean_flag)
 }
 END_TEST
 
+struct waiter {
+	bt_env *env;
+	volatile int done;
+	int rc;
+};
+
+static void *sync_waiter(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->rc = bt_env_sync(w->env);
+	__atomic_store_n(&w->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+struct synced {
+	bt_env *env;
+	uint64_t durable_before;	/* what bt_env_info said in sync() */
+	int calls;
+};
+
+static int count_sync(void *arg)
+{
+	struct synced *s = arg;
+	struct bt_env_info ei;
+
+	s->calls++;
+	if (bt_env_info(s->env, &ei) == 0)
+		s->durable_before = ei.durable_txnid;
+	return 0;
+}
+
+/* Another thread's point waits for the hold; the holder's point is it. */
+START_TEST(test_hold_blocks_other_points)
+{
+	struct bt_env_opts o = { .durable_every = 4 };
+	struct bt_env_info ei;
+	struct tenv t = { 0 };
+	struct waiter w = { 0 };
+	struct synced sy = { 0 };
+	pthread_t th;
+	uint64_t held_from;
+
+	setenv("VFS_TEST_BOOT_ID", "boot-A", 1);
+	tenv_open(&t, 0, &o);
+	OK(work(t.env, 1, 50, 1));
+	OK(bt_env_sync(t.env));
+	OK(bt_env_info(t.env, &ei));
+	held_from = ei.durable_txnid;
+	bt_env_hold(t.env);
+	for (unsigned i = 2; i <= 20; i++)	/* past durable_every: the
+						   syncer is kicked, and waits */
+		OK(work(t.env, i, 50, i));
+	w.env = t.env;
+	ck_assert_int_eq(pthread_create(&th, NULL, sync_waiter, &w), 0);
+	usleep(200000);
+	ck_assert_int_eq(__atomic_load_n(&w.done, __ATOMIC_SEQ_CST), 0);
+	OK(bt_env_info(t.env, &ei));
+	ck_assert_uint_eq(ei.durable_txnid, held_from);
+	/* the holder's own point: its sync runs before anything is durable */
+	sy.env = t.env;
+	OK(bt_env_sync_with(t.env, count_sync, &sy));
+	ck_assert_int_eq(sy.calls, 1);
+	ck_assert_uint_eq(sy.durable_before, held_from);
+	OK(bt_env_info(t.env, &ei));
+	ck_assert_uint_eq(ei.durable_txnid, ei.last_txnid);
+	bt_env_release(t.env);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	OK(w.rc);
+	check_state(t.env, 20, 20);
+	tenv_close(&t);
+}
+END_TEST
+
+/* The holder's commits grow a small map; another thread's growth waits. */
+START_TEST(test_hold_and_grow)
+{
+	struct bt_env_opts o = { .map_size = 256 << 10 };
+	struct bt_env_info ei;
+	struct tenv t = { 0 };
+	uint64_t held_from;
+
+	setenv("VFS_TEST_BOOT_ID", "boot-A", 1);
+	tenv_open(&t, 0, &o);
+	OK(bt_env_info(t.env, &ei));
+	held_from = ei.durable_txnid;
+	bt_env_hold(t.env);
+	for (unsigned i = 1; i <= 60; i++)
+		OK(work(t.env, i, 50, i));
+	OK(bt_env_info(t.env, &ei));
+	ck_assert_uint_gt(ei.grow_count, 0);
+	/* a resize by the holder recorded only what preceded its failed
+	   transaction, never more than was committed */
+	ck_assert_uint_ge(ei.durable_txnid, held_from);
+	ck_assert_uint_lt(ei.durable_txnid, ei.last_txnid);
+	OK(bt_env_sync_with(t.env, count_sync, &(struct synced){ t.env, 0, 0 }));
+	bt_env_release(t.env);
+	OK(bt_env_info(t.env, &ei));
+	ck_assert_uint_eq(ei.durable_txnid, ei.last_txnid);
+	check_state(t.env, 60, 60);
+	tenv_close(&t);
+}
+END_TEST
+
 static Suite *durable_suite(void)
 {
 	Suite *s = suite_create("btree_durable");
@@ -469,6 +577,8 @@ static Suite *durable_suite(void)
 	tcase_add_test(tc, test_points_amid_commits_restore);
 	tcase_add_test(tc, test_unclean_flag);
 	tcase_add_test(tc, test_crash_inside_point);
+	tcase_add_test(tc, test_hold_blocks_other_points);
+	tcase_add_test(tc, test_hold_and_grow);
 	suite_add_tcase(s, tc);
 	return s;
 }
