@@ -162,7 +162,7 @@ $(BUILD)/bench/%: bench/%.c $(BTREE_LIB) $(filter $(CLIENT_LIB),$(LIBS_OUT))
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(filter $(CLIENT_LIB),$(LIBS_OUT)) $(BTREE_LIB) \
 	    $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
 
-tests-build: all $(UNIT_BIN) $(TEST_HELPERS)
+tests-build: all $(UNIT_BIN) $(TEST_HELPERS) $(BUILD)/bench/passthrough $(BUILD)/bench/mdtest
 
 # ---- tests -----------------------------------------------------------------
 check: tests-build

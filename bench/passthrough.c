@@ -20,6 +20,20 @@
  * so its number cannot be reused while the kernel may still send its node id.
  * Open files and directories have their own descriptors in fi->fh.
  *
+ * Descriptor budget.  One descriptor per inode needs RLIMIT_NOFILE above the
+ * number of inodes the kernel holds (100,000 files in mdtest); the daemon
+ * raises its limit to /proc/sys/fs/nr_open, but without CAP_SYS_RESOURCE
+ * (some containers) the hard limit stays (e.g. 20,000) and creates would
+ * fail with EMFILE.  So past a budget of 7/8 of the limit a new node keeps
+ * a file handle (name_to_handle_at) instead of a descriptor and reopens it
+ * with open_by_handle_at (CAP_DAC_READ_SEARCH) on each use: one system call
+ * more per request on those nodes only.  The reopened descriptors go to a
+ * small per-thread ring and are closed when the ring wraps (a request uses
+ * at most two).  A handle does not pin the inode, so a lookup that finds a
+ * handle node by (st_dev, st_ino) compares handles: a different one (the
+ * number was reused) unhashes the stale node, which lives on until its
+ * forget.  Under the budget nothing of this runs.
+ *
  * Locking: one mutex (pt_data.lock) protects the hash table and every
  * nlookup; nothing else is shared and mutable.  No lock is held across a
  * system call on the backing file system or across a fuse_reply_*().
@@ -108,7 +122,9 @@ _Static_assert(sizeof(fuse_ino_t) >= sizeof(uintptr_t),
 struct pt_inode {
 	struct pt_inode	*hnext;		/* protected by pt_data.lock */
 	uint64_t	 nlookup;	/* protected by pt_data.lock */
-	int		 fd;		/* O_PATH, immutable */
+	int		 hashed;	/* protected by pt_data.lock */
+	int		 fd;		/* O_PATH or -1, immutable */
+	struct file_handle *fh;		/* if fd == -1, immutable */
 	dev_t		 dev;		/* immutable */
 	ino_t		 ino;		/* immutable */
 };
@@ -138,6 +154,8 @@ struct pt_data {
 	struct pt_inode	**tab;		/* protected by lock */
 	size_t		  nbuckets;	/* protected by lock */
 	size_t		  count;	/* protected by lock */
+	size_t		  nfds;		/* nodes with fd, protected by lock */
+	size_t		  nhandles;	/* nodes with fh, protected by lock */
 	struct pt_inode	  root;		/* never freed; not in tab */
 
 	/* Set before the session starts, read-only afterwards. */
@@ -149,6 +167,9 @@ struct pt_data {
 	char		 *source;
 	uid_t		  euid;
 	gid_t		  egid;
+	size_t		  fd_budget;	/* 0: handles unusable */
+	int		  root_mnt;	/* mount id of root.fd */
+	int		  mnt_fd;	/* root, not O_PATH: for open_by_handle_at */
 
 	uint64_t	  nops[OP_MAX];	/* atomic increments */
 };
@@ -190,10 +211,86 @@ pt_nodeid(struct pt_data *pt, struct pt_inode *in)
 	return in == &pt->root ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)in;
 }
 
+/* Descriptors reopened from handles, per thread; closed as the ring wraps. */
+#define PT_TMP_FDS 4
+struct pt_tmpfds {
+	int		 fd[PT_TMP_FDS];
+	unsigned	 next;
+};
+static pthread_key_t pt_tmp_key;
+
+static void
+pt_tmp_free(void *arg)
+{
+	struct pt_tmpfds *t = arg;
+	unsigned i;
+
+	for (i = 0; i < PT_TMP_FDS; i++)
+		if (t->fd[i] != -1)
+			close(t->fd[i]);
+	free(t);
+}
+
+/* The node's O_PATH descriptor, reopened from its handle if it has none. */
+static int
+pt_node_fd(struct pt_data *pt, struct pt_inode *in)
+{
+	struct pt_tmpfds *t;
+	unsigned i;
+	int fd;
+
+	if (in->fd != -1)
+		return in->fd;
+	if ((t = pthread_getspecific(pt_tmp_key)) == NULL) {
+		if ((t = malloc(sizeof(*t))) == NULL)
+			return -1;
+		for (i = 0; i < PT_TMP_FDS; i++)
+			t->fd[i] = -1;
+		t->next = 0;
+		if (pthread_setspecific(pt_tmp_key, t) != 0) {
+			free(t);
+			return -1;
+		}
+	}
+	if ((fd = open_by_handle_at(pt->mnt_fd, in->fh, O_PATH)) == -1)
+		return -1;	/* ESTALE: the calls then fail with EBADF */
+	if (t->fd[t->next] != -1)
+		close(t->fd[t->next]);
+	t->fd[t->next] = fd;
+	t->next = (t->next + 1) % PT_TMP_FDS;
+	return fd;
+}
+
 static int
 pt_fd(fuse_req_t req, fuse_ino_t ino)
 {
-	return pt_inode(req, ino)->fd;
+	return pt_node_fd(pt_data(req), pt_inode(req, ino));
+}
+
+/* The handle of fd on the root's mount, or NULL. */
+static struct file_handle *
+pt_handle(struct pt_data *pt, int fd)
+{
+	struct file_handle *fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ);
+	int mnt;
+
+	if (fh == NULL)
+		return NULL;
+	fh->handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(fd, "", fh, &mnt, AT_EMPTY_PATH) == -1 ||
+	    mnt != pt->root_mnt) {
+		free(fh);
+		return NULL;
+	}
+	return fh;
+}
+
+static bool
+pt_handle_eq(const struct file_handle *a, const struct file_handle *b)
+{
+	return a->handle_type == b->handle_type &&
+	    a->handle_bytes == b->handle_bytes &&
+	    memcmp(a->f_handle, b->f_handle, a->handle_bytes) == 0;
 }
 
 /* "/proc/self/fd/N" for an O_PATH descriptor that must be reopened. */
@@ -246,29 +343,51 @@ pt_table_grow(struct pt_data *pt)
 static struct pt_inode *
 pt_inode_get(struct pt_data *pt, int fd, const struct stat *st)
 {
-	struct pt_inode *in, *fresh;
+	struct pt_inode *in, *fresh, **pp;
+	struct file_handle *fh = NULL;
 	size_t h;
 
 	if (st->st_dev == pt->root.dev && st->st_ino == pt->root.ino) {
 		close(fd);
 		return &pt->root;	/* the kernel never forgets the root */
 	}
+	/* Handles only past the budget, or to tell a stale handle node. */
+	if (pt->fd_budget != 0 &&
+	    (__atomic_load_n(&pt->nfds, __ATOMIC_RELAXED) >= pt->fd_budget ||
+	     __atomic_load_n(&pt->nhandles, __ATOMIC_RELAXED) != 0))
+		fh = pt_handle(pt, fd);
 	fresh = calloc(1, sizeof(*fresh));
 	pthread_mutex_lock(&pt->lock);
 	h = pt_hash(st->st_dev, st->st_ino, pt->nbuckets);
-	for (in = pt->tab[h]; in != NULL; in = in->hnext)
+	for (pp = &pt->tab[h]; (in = *pp) != NULL; pp = &in->hnext)
 		if (in->ino == st->st_ino && in->dev == st->st_dev)
 			break;
+	if (in != NULL && in->fh != NULL && fh != NULL &&
+	    !pt_handle_eq(in->fh, fh)) {
+		*pp = in->hnext;	/* number reused: forget the stale node */
+		in->hashed = 0;
+		pt->count--;
+		in = NULL;
+	}
 	if (in != NULL) {
 		in->nlookup++;
 	} else if (fresh != NULL) {
 		in = fresh;
 		fresh = NULL;
-		in->fd = fd;
-		fd = -1;
+		if (fh != NULL && pt->nfds >= pt->fd_budget) {
+			in->fd = -1;
+			in->fh = fh;
+			fh = NULL;
+			pt->nhandles++;
+		} else {
+			in->fd = fd;
+			fd = -1;
+			pt->nfds++;
+		}
 		in->dev = st->st_dev;
 		in->ino = st->st_ino;
 		in->nlookup = 1;
+		in->hashed = 1;
 		in->hnext = pt->tab[h];
 		pt->tab[h] = in;
 		if (++pt->count > 2 * pt->nbuckets)
@@ -278,6 +397,7 @@ pt_inode_get(struct pt_data *pt, int fd, const struct stat *st)
 	if (fd != -1)
 		close(fd);
 	free(fresh);
+	free(fh);
 	if (in == NULL)
 		errno = ENOMEM;
 	return in;
@@ -297,16 +417,23 @@ pt_inode_put(struct pt_data *pt, struct pt_inode *in, uint64_t n)
 		in->nlookup -= n;
 		in = NULL;
 	} else {
-		pp = &pt->tab[pt_hash(in->dev, in->ino, pt->nbuckets)];
-		while (*pp != in)
-			pp = &(*pp)->hnext;
-		*pp = in->hnext;
-		pt->count--;
-		fd = in->fd;
+		if (in->hashed) {
+			pp = &pt->tab[pt_hash(in->dev, in->ino, pt->nbuckets)];
+			while (*pp != in)
+				pp = &(*pp)->hnext;
+			*pp = in->hnext;
+			pt->count--;
+		}
+		if ((fd = in->fd) != -1)
+			pt->nfds--;
+		else
+			pt->nhandles--;
 	}
 	pthread_mutex_unlock(&pt->lock);
 	if (in != NULL) {
-		close(fd);
+		if (fd != -1)
+			close(fd);
+		free(in->fh);
 		free(in);
 	}
 }
@@ -433,7 +560,9 @@ pt_destroy(void *userdata)
 
 		for (in = pt->tab[i]; in != NULL; in = next) {
 			next = in->hnext;
-			close(in->fd);
+			if (in->fd != -1)
+				close(in->fd);
+			free(in->fh);
 			free(in);
 		}
 		pt->tab[i] = NULL;
@@ -637,15 +766,16 @@ pt_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char *name)
 {
 	struct pt_data *pt = pt_data(req);
 	struct pt_inode *in = pt_inode(req, ino);
+	int ifd = pt_node_fd(pt, in);
 	struct fuse_entry_param e;
 	char path[64];
 	int res;
 
 	pt_count(pt, OP_LINK);
-	res = linkat(in->fd, "", pt_fd(req, parent), name, AT_EMPTY_PATH);
+	res = linkat(ifd, "", pt_fd(req, parent), name, AT_EMPTY_PATH);
 	if (res == -1 && (errno == ENOENT || errno == EPERM)) {
 		/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; go via /proc. */
-		pt_procpath(path, sizeof(path), in->fd);
+		pt_procpath(path, sizeof(path), ifd);
 		res = linkat(AT_FDCWD, path, pt_fd(req, parent), name,
 		    AT_SYMLINK_FOLLOW);
 	}
@@ -654,7 +784,7 @@ pt_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char *name)
 		return;
 	}
 	pt_entry_init(pt, &e);
-	if (fstatat(in->fd, "", &e.attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1) {
+	if (fstatat(ifd, "", &e.attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1) {
 		fuse_reply_err(req, errno);
 		return;
 	}
@@ -1209,6 +1339,37 @@ pt_raise_nofile(void)
 	setrlimit(RLIMIT_NOFILE, &rl);
 }
 
+/*
+ * Past fd_budget O_PATH descriptors, nodes keep file handles (see the top
+ * comment): 7/8 of RLIMIT_NOFILE, the rest for open files.  0 (never) if
+ * handles cannot be reopened here.
+ */
+static void
+pt_set_budget(struct pt_data *pt)
+{
+	struct file_handle *fh;
+	struct rlimit rl;
+	int fd, mnt;
+
+	pt->fd_budget = 0;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur < 1024)
+		return;
+	/* open_by_handle_at refuses an O_PATH mount descriptor */
+	pt->mnt_fd = open(pt->source, O_RDONLY | O_DIRECTORY);
+	if (pt->mnt_fd == -1 ||
+	    (fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ)) == NULL)
+		return;
+	fh->handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(pt->root.fd, "", fh, &mnt, AT_EMPTY_PATH) == 0 &&
+	    (fd = open_by_handle_at(pt->mnt_fd, fh, O_PATH)) != -1) {
+		close(fd);
+		pt->root_mnt = mnt;
+		pt->fd_budget = rl.rlim_cur == RLIM_INFINITY ? SIZE_MAX :
+		    (size_t)rl.rlim_cur - (size_t)rl.rlim_cur / 8;
+	}
+	free(fh);
+}
+
 static void
 pt_usage(FILE *f)
 {
@@ -1238,6 +1399,7 @@ main(int argc, char *argv[])
 	pt.timeout = 3600.0;
 	pt.writeback = 1;
 	pt.root.fd = -1;
+	pt.mnt_fd = -1;
 	pt.euid = geteuid();
 	pt.egid = getegid();
 
@@ -1283,6 +1445,9 @@ main(int argc, char *argv[])
 	if ((pt.tab = calloc(pt.nbuckets, sizeof(*pt.tab))) == NULL)
 		goto out;
 	pt_raise_nofile();
+	pt_set_budget(&pt);
+	if (pthread_key_create(&pt_tmp_key, pt_tmp_free) != 0)
+		goto out;
 
 	if (fuse_opt_add_arg(&args, "-odefault_permissions,"
 	    "fsname=passthrough,subtype=passthrough") == -1)
@@ -1322,6 +1487,8 @@ out:
 	fuse_opt_free_args(&args);
 	if (pt.root.fd != -1)
 		close(pt.root.fd);
+	if (pt.mnt_fd != -1)
+		close(pt.mnt_fd);
 	free(pt.tab);
 	free(pt.source);
 	free(pt.stats);
