@@ -267,20 +267,32 @@ pt_fd(fuse_req_t req, fuse_ino_t ino)
 	return pt_node_fd(pt_data(req), pt_inode(req, ino));
 }
 
-/* The handle of fd on the root's mount, or NULL. */
+/* The handle of fd (malloc'ed) and its mount id, or NULL. */
 static struct file_handle *
-pt_handle(struct pt_data *pt, int fd)
+pt_handle_of(int fd, int *mnt)
 {
 	struct file_handle *fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ);
-	int mnt;
 
 	if (fh == NULL)
 		return NULL;
 	fh->handle_bytes = MAX_HANDLE_SZ;
-	if (name_to_handle_at(fd, "", fh, &mnt, AT_EMPTY_PATH) == -1 ||
-	    mnt != pt->root_mnt) {
+	if (name_to_handle_at(fd, "", fh, mnt, AT_EMPTY_PATH) == -1) {
 		free(fh);
 		return NULL;
+	}
+	return fh;
+}
+
+/* The handle of fd on the root's mount, or NULL. */
+static struct file_handle *
+pt_handle(struct pt_data *pt, int fd)
+{
+	struct file_handle *fh;
+	int mnt;
+
+	if ((fh = pt_handle_of(fd, &mnt)) != NULL && mnt != pt->root_mnt) {
+		free(fh);
+		fh = NULL;
 	}
 	return fh;
 }
@@ -1356,12 +1368,9 @@ pt_set_budget(struct pt_data *pt)
 		return;
 	/* open_by_handle_at refuses an O_PATH mount descriptor */
 	pt->mnt_fd = open(pt->source, O_RDONLY | O_DIRECTORY);
-	if (pt->mnt_fd == -1 ||
-	    (fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ)) == NULL)
+	if (pt->mnt_fd == -1 || (fh = pt_handle_of(pt->root.fd, &mnt)) == NULL)
 		return;
-	fh->handle_bytes = MAX_HANDLE_SZ;
-	if (name_to_handle_at(pt->root.fd, "", fh, &mnt, AT_EMPTY_PATH) == 0 &&
-	    (fd = open_by_handle_at(pt->mnt_fd, fh, O_PATH)) != -1) {
+	if ((fd = open_by_handle_at(pt->mnt_fd, fh, O_PATH)) != -1) {
 		close(fd);
 		pt->root_mnt = mnt;
 		pt->fd_budget = rl.rlim_cur == RLIM_INFINITY ? SIZE_MAX :

@@ -382,7 +382,7 @@ static int status_rpc(vfs_client *c, struct vfs_status *st,
 	int rc;
 
 	if (st)
-		memset(st, 0, sizeof(*st));
+		memset(st, 0, sizeof(*st));	/* may hold t */
 	if (t)
 		memset(t, 0, sizeof(*t));
 	if ((rc = cli_rpc(c, CTL_STATUS, NULL, &r, &len)))
@@ -401,7 +401,7 @@ static int status_rpc(vfs_client *c, struct vfs_status *st,
 
 int vfs_status(vfs_client *c, struct vfs_status *st)
 {
-	return status_rpc(c, st, NULL);
+	return status_rpc(c, st, &st->last_ckpt);
 }
 
 int vfs_ckpt_times(vfs_client *c, struct vfs_ckpt_times *t)

@@ -95,6 +95,26 @@ struct vfs_ckpt_info {
 /* The checkpoints, oldest first.  Free *v with free(3). */
 int vfs_list(vfs_client *c, struct vfs_ckpt_info **v, size_t *n);
 
+/*
+ * Where the daemon's last checkpoint spent its time, microseconds (id 0:
+ * no checkpoint since the mount).  The phases follow each other; only
+ * `window` blocks the file system's users.  The client's own syncfs(2) of
+ * the mount (before the request) is not included.
+ */
+struct vfs_ckpt_times {
+	uint64_t id;		/* the checkpoint */
+	uint64_t total_us;	/* from the request to the answer */
+	uint64_t barrier_us;	/* fsync of the files still open */
+	uint64_t prepare_us;	/* saving dirty files to the index */
+	uint64_t wait_us;	/* waiting for operations in progress */
+	uint64_t window_us;	/* operations blocked: the rest saved, the
+				   checkpoint recorded, the next epoch open */
+	uint64_t sync_us;	/* the store made durable (syncfs, index) */
+};
+
+/* Just the times (vfs_status has them too, with everything else). */
+int vfs_ckpt_times(vfs_client *c, struct vfs_ckpt_times *t);
+
 struct vfs_status {
 	uint64_t epoch;		/* the open epoch: the next checkpoint's id */
 	uint64_t parent;	/* the checkpoint it descends from, 0: none */
@@ -121,30 +141,12 @@ struct vfs_status {
 					   newer ones */
 	uint64_t max_content_files;	/* policy: see struct vfs_policy */
 	uint64_t bytes_freed;	/* ... disk space given back */
+	struct vfs_ckpt_times last_ckpt;	/* the last checkpoint's */
 	char backing[4096];
 	char mount[4096];
 };
 
 int vfs_status(vfs_client *c, struct vfs_status *st);
-
-/*
- * Where the daemon's last checkpoint spent its time, microseconds (id 0:
- * no checkpoint since the mount).  The phases follow each other; only
- * `window` blocks the file system's users.  The client's own syncfs(2) of
- * the mount (before the request) is not included.
- */
-struct vfs_ckpt_times {
-	uint64_t id;		/* the checkpoint */
-	uint64_t total_us;	/* from the request to the answer */
-	uint64_t barrier_us;	/* fsync of the files still open */
-	uint64_t prepare_us;	/* saving dirty files to the index */
-	uint64_t wait_us;	/* waiting for operations in progress */
-	uint64_t window_us;	/* operations blocked: the rest saved, the
-				   checkpoint recorded, the next epoch open */
-	uint64_t sync_us;	/* the store made durable (syncfs, index) */
-};
-
-int vfs_ckpt_times(vfs_client *c, struct vfs_ckpt_times *t);
 
 /* One difference between two states, as zfs-diff(8) prints them. */
 struct vfs_diff_entry {

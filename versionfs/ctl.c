@@ -296,7 +296,7 @@ static int do_list(const char *mount, int argc, char **argv)
 static int do_status(const char *mount, int argc, char **argv)
 {
 	struct vfs_status st;
-	struct vfs_ckpt_times ct;
+	const struct vfs_ckpt_times *ct = &st.last_ckpt;
 	vfs_client *c;
 	char sb[32], ib[32];
 	int rc;
@@ -305,10 +305,7 @@ static int do_status(const char *mount, int argc, char **argv)
 		return die_usage("unexpected argument '%s'", argv[0]);
 	if (open_client(mount, &c))
 		return 1;
-	rc = vfs_status(c, &st);
-	if (!rc)
-		rc = vfs_ckpt_times(c, &ct);
-	if (rc) {
+	if ((rc = vfs_status(c, &st))) {
 		refused(c, mount, rc);
 		vfs_client_close(c);
 		return 1;
@@ -341,14 +338,14 @@ static int do_status(const char *mount, int argc, char **argv)
 		       st.ckpts_merged, st.files_deleted, st.files_trimmed,
 		       st.bytes_freed, st.files_copied, st.files_consolidated,
 		       st.max_content_files);
-		if (ct.id)
+		if (ct->id)
 			printf(",\"last_checkpoint\":{\"id\":%" PRIu64
 			       ",\"total_us\":%" PRIu64 ",\"barrier_us\":%"
 			       PRIu64 ",\"prepare_us\":%" PRIu64
 			       ",\"wait_us\":%" PRIu64 ",\"window_us\":%"
-			       PRIu64 ",\"sync_us\":%" PRIu64 "}", ct.id,
-			       ct.total_us, ct.barrier_us, ct.prepare_us,
-			       ct.wait_us, ct.window_us, ct.sync_us);
+			       PRIu64 ",\"sync_us\":%" PRIu64 "}", ct->id,
+			       ct->total_us, ct->barrier_us, ct->prepare_us,
+			       ct->wait_us, ct->window_us, ct->sync_us);
 		printf("}\n");
 		return 0;
 	}
@@ -376,12 +373,13 @@ static int do_status(const char *mount, int argc, char **argv)
 		       st.older_than_s);
 	else
 		printf("policy:         keep all\n");
-	if (ct.id)
+	if (ct->id)
 		printf("last checkpoint: %" PRIu64 " in %.1f ms: open files "
 		       "%.1f, saving %.1f, waiting %.1f, blocked %.1f, "
-		       "syncing %.1f\n", ct.id, ct.total_us / 1e3,
-		       ct.barrier_us / 1e3, ct.prepare_us / 1e3,
-		       ct.wait_us / 1e3, ct.window_us / 1e3, ct.sync_us / 1e3);
+		       "syncing %.1f\n", ct->id, ct->total_us / 1e3,
+		       ct->barrier_us / 1e3, ct->prepare_us / 1e3,
+		       ct->wait_us / 1e3, ct->window_us / 1e3,
+		       ct->sync_us / 1e3);
 	fmt_bytes(st.bytes_freed, sb, sizeof(sb));
 	printf("cleaner:        %s; %" PRIu64 " pass%s, %" PRIu64
 	       " checkpoint%s merged, %s freed since the mount\n",
