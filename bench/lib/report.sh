@@ -114,7 +114,7 @@ report_gnuplot_term() {
 	fi
 }
 
-CONFIG_COLORS="native:#4c72b0 native-sync1s:#8da0cb passthrough:#dd8452 versionfs:#55a868 versionfs-ckpt1s:#c44e52 versionfs-ckpt10s:#8172b3 versionfs-ckpt60s:#937860 versionfs-ckpt300s:#da8bc3"
+CONFIG_COLORS="native:#4c72b0 native-sync1s:#8da0cb native-fresh1s:#64b5cd native-fresh10s:#a6d8e6 passthrough:#dd8452 versionfs:#55a868 versionfs-ckpt1s:#c44e52 versionfs-ckpt10s:#8172b3 versionfs-ckpt60s:#937860 versionfs-ckpt300s:#da8bc3"
 
 report_color() {
 	local c
@@ -127,7 +127,7 @@ report_color() {
 # Configs present in stats.csv for a family, in the canonical order.
 report_configs() {
 	local dir=$1 fam=$2 c
-	for c in native native-sync1s passthrough versionfs versionfs-ckpt300s versionfs-ckpt60s versionfs-ckpt10s versionfs-ckpt1s; do
+	for c in native native-sync1s native-fresh1s native-fresh10s passthrough versionfs versionfs-ckpt300s versionfs-ckpt60s versionfs-ckpt10s versionfs-ckpt1s; do
 		grep -q "^$fam,$c," "$dir/stats.csv" && echo "$c"
 	done
 }
@@ -135,9 +135,11 @@ report_configs() {
 # Clustered bars: one cluster per (fs, jobs), one bar per config, min-max bars.
 report_plot_fio() {
 	local dir=$1 pd=$2 term=$3 test=$4 configs dat gp i c title
-	configs=$(report_configs "$dir" fio)
+	# the configs with a number for this test (native-fresh: randwrite only)
+	configs=$(for c in $(report_configs "$dir" fio); do
+		grep -q "^fio,$c,[^,]*,$test," "$dir/stats.csv" && echo "$c"
+	done)
 	[ -n "$configs" ] || return 0
-	grep -q "^fio,[^,]*,[^,]*,$test," "$dir/stats.csv" || return 0
 	dat=$pd/fio-$test.dat
 	awk -F, -v test="$test" -v configs="$configs" '
 		BEGIN { nc = split(configs, cf, /[ \n]+/) }

@@ -92,6 +92,47 @@ END {
 	printf "Targets: %d PASS, %d FAIL, %d n.a.\n", npass, nfail, nna
 	print ""
 
+	# The versioned layout's floor (native-freshPs, full mode): random
+	# writes into a fresh sparse file per period, synced at its end.
+	nfl = 0
+	for (f = 1; f <= nfs; f++)
+		for (j = 1; j <= 2; j++)
+			if (get("fio", "native-fresh10s", fs = fsorder[f], "randwrite", j, "bw") != "" ||
+			    get("fio", "native-fresh1s", fs, "randwrite", j, "bw") != "") nfl++
+	if (nfl) {
+		print "## Random writes under checkpoints, against the versioned layout's floor"
+		print ""
+		print "A checkpoint every P s sends each epoch's first write of a page to a new"
+		print "sparse content file, which the checkpoint must get to the disk. The floor"
+		print "(native-fresh P s) does just that on the native file system: the randwrite"
+		print "job's writes, one fresh sparse file per period, each period ended by an"
+		print "fsync. native+sync overwrites in place: no allocation, the wrong reference"
+		print "for a copy-on-write layout. Bandwidth, MiB/s (median)."
+		print ""
+		print "| fs | jobs | period | native | native+sync | floor (native-fresh) | versionfs | versionfs+ckpt | floor / native | versionfs+ckpt / floor | versionfs+ckpt / versionfs |"
+		print "|---|---|---|---|---|---|---|---|---|---|---|"
+		np = split("1 10", per, " ")
+		for (f = 1; f <= nfs; f++) {
+			fs = fsorder[f]
+			for (j = 1; j <= 2; j++)
+				for (q = 1; q <= np; q++) {
+					fl = get("fio", "native-fresh" per[q] "s", fs, "randwrite", j, "bw")
+					if (fl == "") continue
+					nat = get("fio", "native", fs, "randwrite", j, "bw")
+					vf = get("fio", "versionfs", fs, "randwrite", j, "bw")
+					vc = get("fio", "versionfs-ckpt" per[q] "s", fs, "randwrite", j, "bw")
+					printf "| %s | %d | %s s | %s | %s | %s | %s | %s | %s | %s | %s |\n", fs, j, per[q],
+					    cell("fio", "native", fs, "randwrite", j, "bw"),
+					    per[q] == 1 ? cell("fio", ns, fs, "randwrite", j, "bw") : "–",
+					    cell("fio", "native-fresh" per[q] "s", fs, "randwrite", j, "bw"),
+					    cell("fio", "versionfs", fs, "randwrite", j, "bw"),
+					    cell("fio", "versionfs-ckpt" per[q] "s", fs, "randwrite", j, "bw"),
+					    rcell(ratio(fl, nat)), rcell(ratio(vc, fl)), rcell(ratio(vc, vf))
+				}
+		}
+		print ""
+	}
+
 	print "## fio: bandwidth, MiB/s (median [min–max] over the repetitions)"
 	print ""
 	print "| fs | test | jobs | native | native+sync 1 s | passthrough | versionfs | versionfs+ckpt 1 s | versionfs+ckpt 10 s |"
