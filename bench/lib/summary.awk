@@ -142,7 +142,7 @@ END {
 		for (t = 1; t <= ntests; t++)
 			for (j = 1; j <= 2; j++) {
 				test = tests[t]
-				if (get("fio", "native", fs, test, j, "bw") == "" && get("fio", "passthrough", fs, test, j, "bw") == "") continue
+				if (get("fio", "native", fs, test, j, "bw") == "" && get("fio", "passthrough", fs, test, j, "bw") == "" && get("fio", "versionfs", fs, test, j, "bw") == "") continue
 				printf "| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", fs, test, j,
 				    cell("fio", "native", fs, test, j, "bw"), cell("fio", ns, fs, test, j, "bw"),
 				    cell("fio", "passthrough", fs, test, j, "bw"),
@@ -160,7 +160,7 @@ END {
 		for (t = 1; t <= ntests; t++)
 			for (j = 1; j <= 2; j++) {
 				test = tests[t]
-				if (get("fio", "native", fs, test, j, "lat_mean") == "" && get("fio", "passthrough", fs, test, j, "lat_mean") == "") continue
+				if (get("fio", "native", fs, test, j, "lat_mean") == "" && get("fio", "passthrough", fs, test, j, "lat_mean") == "" && get("fio", "versionfs", fs, test, j, "lat_mean") == "") continue
 				printf "| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", fs, test, j,
 				    fmtl(get("fio", "native", fs, test, j, "lat_mean")), fmtl(get("fio", ns, fs, test, j, "lat_mean")),
 				    fmtl(get("fio", "passthrough", fs, test, j, "lat_mean")),
