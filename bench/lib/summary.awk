@@ -94,12 +94,7 @@ END {
 
 	# The versioned layout's floor (native-freshPs, full mode): random
 	# writes into a fresh sparse file per period, synced at its end.
-	nfl = 0
-	for (f = 1; f <= nfs; f++)
-		for (j = 1; j <= 2; j++)
-			if (get("fio", "native-fresh10s", fs = fsorder[f], "randwrite", j, "bw") != "" ||
-			    get("fio", "native-fresh1s", fs, "randwrite", j, "bw") != "") nfl++
-	if (nfl) {
+	if (have["fio", "native-fresh1s"] || have["fio", "native-fresh10s"]) {
 		print "## Random writes under checkpoints, against the versioned layout's floor"
 		print ""
 		print "A checkpoint every P s sends each epoch's first write of a page to a new"
