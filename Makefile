@@ -62,24 +62,34 @@ BTREE_SRC   := $(wildcard btree/*.c)
 BTREE_OBJ   := $(BTREE_SRC:%.c=$(BUILD)/obj/%.o)
 BTREE_LIB   := $(BUILD)/libvfsbtree.a
 
-# versionfs/: the daemon, the control client library and versionfs-ctl.
-CLIENT_SRC  := versionfs/client.c versionfs/client_clean.c versionfs/proto.c
+# versionfs/: one folder per module (README, "A tour of the source tree").
+# Libraries, lowest first: proto (control protocol, finding mounts) and lib
+# form libversionfs; store is libvfsstore; cleaner is libvfsclean.  The
+# daemon links them all and FUSE; the tools link only what they use.
+PROTO_SRC   := $(wildcard versionfs/proto/*.c)
+CLIENT_SRC  := $(wildcard versionfs/lib/*.c) $(PROTO_SRC)
 CLIENT_OBJ  := $(CLIENT_SRC:%.c=$(BUILD)/obj/%.o)
 CLIENT_LIB  := $(BUILD)/libversionfs.a
 CLIENT_SO   := $(BUILD)/libversionfs.so.0
-CTL_SRC     := versionfs/ctl.c versionfs/ctl_clean.c
-# Offline tools: their own main, the daemon's code for the store.
-CLEAN_SRC   := versionfs/cleantool.c
-FSCK_SRC    := $(wildcard versionfs/fsck*.c)
-DAEMON_SRC  := $(filter-out $(CLIENT_SRC) $(CTL_SRC) $(CLEAN_SRC) $(FSCK_SRC),$(wildcard versionfs/*.c))
+CLIENT_HDR  := $(BUILD)/include/versionfs/client.h
+STORE_SRC   := $(wildcard versionfs/store/*.c)
+STORE_LIB   := $(BUILD)/libvfsstore.a
+CLEANER_SRC := $(wildcard versionfs/cleaner/*.c)
+CLEANER_LIB := $(BUILD)/libvfsclean.a
+DAEMON_SRC  := $(wildcard versionfs/daemon/*.c)
 DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
-DAEMON_LIBOBJ := $(filter-out $(BUILD)/obj/versionfs/main.o,$(DAEMON_OBJ))
+DAEMON_LIBOBJ := $(filter-out $(BUILD)/obj/versionfs/daemon/main.o,$(DAEMON_OBJ))
+CTL_SRC     := $(wildcard versionfs/tools/ctl/*.c)
+CLEAN_SRC   := $(wildcard versionfs/tools/clean/*.c)
+FSCK_SRC    := $(wildcard versionfs/tools/fsck/*.c)
 
-PROGS       := $(if $(wildcard versionfs/main.c),$(BUILD)/versionfs) \
-               $(if $(wildcard versionfs/ctl.c),$(BUILD)/versionfs-ctl) \
-               $(if $(wildcard $(CLEAN_SRC)),$(BUILD)/versionfs-clean) \
-               $(if $(FSCK_SRC),$(BUILD)/versionfs-fsck)
-LIBS_OUT    := $(BTREE_LIB) $(if $(wildcard versionfs/client.c),$(CLIENT_LIB) $(CLIENT_SO))
+PROGS       := $(BUILD)/versionfs $(BUILD)/versionfs-ctl \
+               $(BUILD)/versionfs-clean $(BUILD)/versionfs-fsck
+LIBS_OUT    := $(BTREE_LIB) $(CLIENT_LIB) $(CLIENT_SO) $(CLIENT_HDR) \
+               $(STORE_LIB) $(CLEANER_LIB)
+# What a program that reads a store links, in link order.
+STORE_LINK  = $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(LMDB_LIBS) \
+              $(ATTR_LIBS) $(XXH_LIBS)
 
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -115,27 +125,50 @@ $(CLIENT_SO): $(CLIENT_OBJ)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -shared \
 	    -Wl,-soname,libversionfs.so.0 -o $@ $^
 
-$(BUILD)/versionfs: $(DAEMON_OBJ) $(CLIENT_LIB) $(BTREE_LIB)
-	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ \
-	    $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
+# The installed layout of the header, for programs built against the tree.
+$(CLIENT_HDR): versionfs/lib/client.h
+	@mkdir -p $(@D)
+	cp $< $@
+
+$(STORE_LIB): $(STORE_SRC:%.c=$(BUILD)/obj/%.o)
+	rm -f $@ && $(AR) rcs $@ $^
+
+$(CLEANER_LIB): $(CLEANER_SRC:%.c=$(BUILD)/obj/%.o)
+	rm -f $@ && $(AR) rcs $@ $^
+
+$(BUILD)/versionfs: $(DAEMON_OBJ) $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJ) \
+	    $(CLEANER_LIB) $(STORE_LINK) $(FUSE_LIBS)
 
 $(BUILD)/versionfs-ctl: $(CTL_SRC:%.c=$(BUILD)/obj/%.o) $(CLIENT_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^
 
-$(BUILD)/versionfs-clean: $(CLEAN_SRC:%.c=$(BUILD)/obj/%.o) $(DAEMON_LIBOBJ) $(CLIENT_LIB) $(BTREE_LIB)
-	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ \
-	    $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
+# The offline tools read the store through its library, without FUSE.
+$(BUILD)/versionfs-clean: $(CLEAN_SRC:%.c=$(BUILD)/obj/%.o) $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ \
+	    $(CLEAN_SRC:%.c=$(BUILD)/obj/%.o) $(CLEANER_LIB) $(STORE_LINK)
 
-$(BUILD)/versionfs-fsck: $(FSCK_SRC:%.c=$(BUILD)/obj/%.o) $(DAEMON_LIBOBJ) $(CLIENT_LIB) $(BTREE_LIB)
-	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ \
-	    $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
+$(BUILD)/versionfs-fsck: $(FSCK_SRC:%.c=$(BUILD)/obj/%.o) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ \
+	    $(FSCK_SRC:%.c=$(BUILD)/obj/%.o) $(STORE_LINK)
 
-# Unit suites link every library; the linker keeps what each one uses.
-$(BUILD)/tests/%: tests/unit/%.c $(BTREE_LIB) $(filter $(CLIENT_LIB),$(LIBS_OUT)) $(DAEMON_LIBOBJ)
+# Unit suites: test_btree_* link libvfsbtree, test_store the store library,
+# test_daemon the daemon's objects (its pure parts: page sets, tags).
+$(BUILD)/tests/test_btree_%: tests/unit/test_btree_%.c $(BTREE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
-	    $(DAEMON_LIBOBJ) $(filter $(CLIENT_LIB),$(LIBS_OUT)) $(BTREE_LIB) \
-	    $(CHECK_LIBS) $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
+	    $(BTREE_LIB) $(CHECK_LIBS) $(LMDB_LIBS) $(XXH_LIBS)
+
+$(BUILD)/tests/test_store: tests/unit/test_store.c $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
+	    $(CLEANER_LIB) $(STORE_LINK) $(CHECK_LIBS)
+
+$(BUILD)/tests/test_daemon: tests/unit/test_daemon.c $(DAEMON_LIBOBJ) $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
+	    $(DAEMON_LIBOBJ) $(CLEANER_LIB) $(STORE_LINK) $(CHECK_LIBS) \
+	    $(FUSE_LIBS)
 
 $(BUILD)/tests/%: tests/helpers/%.c
 	@mkdir -p $(@D)
@@ -157,9 +190,9 @@ $(BUILD)/tests/vfs_model: $(VFS_MODEL_SRC) $(wildcard tests/helpers/vfs_model/*.
 
 # Bench helpers link both libraries (vfsops drives a mount through
 # libversionfs); the linker keeps what each one uses.
-$(BUILD)/bench/%: bench/%.c $(BTREE_LIB) $(filter $(CLIENT_LIB),$(LIBS_OUT))
+$(BUILD)/bench/%: bench/%.c $(BTREE_LIB) $(CLIENT_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(filter $(CLIENT_LIB),$(LIBS_OUT)) $(BTREE_LIB) \
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(CLIENT_LIB) $(BTREE_LIB) \
 	    $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
 
 tests-build: all $(UNIT_BIN) $(TEST_HELPERS) $(BUILD)/bench/passthrough $(BUILD)/bench/mdtest
@@ -215,7 +248,7 @@ install: all
 	    $(INSTALL) -m 644 $(CLIENT_LIB) $(DESTDIR)$(libdir)/; \
 	    $(INSTALL) -m 755 $(CLIENT_SO) $(DESTDIR)$(libdir)/; \
 	    ln -sf libversionfs.so.0 $(DESTDIR)$(libdir)/libversionfs.so; \
-	    $(INSTALL) -m 644 versionfs/client.h $(DESTDIR)$(includedir)/versionfs/; \
+	    $(INSTALL) -m 644 versionfs/lib/client.h $(DESTDIR)$(includedir)/versionfs/; \
 	fi
 	for m in $(MANPAGES); do \
 	    s=$${m##*.}; $(INSTALL) -m 644 $$m $(DESTDIR)$(mandir)/man$$s/; done

@@ -19,7 +19,7 @@ APP=$T/app_checkpoint
 san=
 nm "$VFS_BUILD/libversionfs.a" 2>/dev/null | grep -q __asan_init &&
 	san=-fsanitize=address,undefined
-${CC:-cc} -std=gnu11 -Wall -Wextra -Werror $san -I"$SRC" -o "$APP" \
+${CC:-cc} -std=gnu11 -Wall -Wextra -Werror $san -I"$VFS_BUILD/include" -o "$APP" \
 	"$SRC/cr-hooks/examples/app_checkpoint.c" "$VFS_BUILD/libversionfs.a" ||
 	fail "cannot build the example"
 

@@ -1,0 +1,97 @@
+/*
+ * clean.c — a cleaning pass: merge the deleted checkpoints that can be
+ * (merge.c), consolidate the inodes the merges left with old content files
+ * (consolidate.c), then empty the trash (reclaim.c).  Each step is durable
+ * before the next frees anything, so a crash at any point leaves a store
+ * the next pass finishes.  A pass is the same on a mounted store (the
+ * daemon's cleaner thread, through the hooks) and an unmounted one
+ * (versionfs-clean, no hooks).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "versionfs/cleaner/cleaner_int.h"
+
+int cl_new(struct vstore *st, const struct cl_hooks *hooks,
+	   struct cleaner **out)
+{
+	struct cleaner *cl = calloc(1, sizeof(*cl));
+
+	*out = NULL;
+	if (!cl)
+		return -ENOMEM;
+	cl->st = st;
+	cl->env = store_env(st);
+	cl->obj_fd = store_obj_fd(st);
+	if (hooks)
+		cl->h = *hooks;
+	pthread_mutex_init(&cl->pass_lock, NULL);
+	*out = cl;
+	return 0;
+}
+
+void cl_free(struct cleaner *cl)
+{
+	if (!cl)
+		return;
+	pthread_mutex_destroy(&cl->pass_lock);
+	free(cl);
+}
+
+/* Consolidate the inodes merges left with old content files. */
+static int consolidate(struct cleaner *cl, struct ino_set *t,
+		       struct cl_stats *st)
+{
+	uint64_t max = co_max_files(cl->env);
+	size_t before = st->files_consolidated;
+	int rc = 0;
+
+	cl_lock(cl);
+	rc = co_recover(cl, st);
+	cl_unlock(cl);
+	if (t->n)
+		qsort(t->v, t->n, sizeof(*t->v), cmp_u64);
+	for (size_t i = 0; i < t->n && !rc && !cl_stopping(cl); i++) {
+		if (i && t->v[i] == t->v[i - 1])
+			continue;
+		cl_lock(cl);
+		rc = co_inode(cl, t->v[i], max, st);
+		cl_unlock(cl);
+	}
+	/* durable before the trash deletes the old files */
+	if (st->files_consolidated != before) {
+		int src = bt_env_sync(cl->env);
+
+		if (!rc)
+			rc = src;
+	}
+	return rc;
+}
+
+int cl_pass(struct cleaner *cl, struct cl_stats *st, size_t *left)
+{
+	struct ino_set touched = { 0 };
+	int rc;
+
+	pthread_mutex_lock(&cl->pass_lock);
+	rc = cl_merge_all(cl, st, left, &touched);
+	if (!rc)
+		rc = consolidate(cl, &touched, st);
+	if (!rc)
+		rc = rc_trash_run(cl, st);
+	pthread_mutex_unlock(&cl->pass_lock);
+	free(touched.v);
+	return rc;
+}
+
+void cl_stats_add(struct cl_stats *to, const struct cl_stats *st)
+{
+	to->ckpts_merged += st->ckpts_merged;
+	to->inodes_merged += st->inodes_merged;
+	to->files_deleted += st->files_deleted;
+	to->files_trimmed += st->files_trimmed;
+	to->files_copied += st->files_copied;
+	to->files_consolidated += st->files_consolidated;
+	to->bytes_freed += st->bytes_freed;
+}

@@ -1,0 +1,112 @@
+/*
+ * cleaner.h — libvfsclean: deleting checkpoints, pruning policies, and the
+ * cleaner that gives their space back (DESIGN.md §4 "Cleaning"), on a store
+ * opened with libvfsstore.  The daemon runs it in a thread of its own;
+ * versionfs-clean runs it on an unmounted store.  Neither the cleaner nor
+ * anything here knows FUSE or vnodes: where the cleaner must not race a
+ * running daemon it asks the daemon through struct cl_hooks.
+ *
+ *   delete     marks checkpoints DELETED (cl_mark_deleted); their versions
+ *              stay in the index while later versions share them
+ *   merge      folds each deleted checkpoint's versions into the next
+ *              checkpoint (merge.c), a batch per transaction, crash-safe
+ *   consolidate moves pages of old content files into newer ones, so the
+ *              content files of an inode stay bounded (consolidate.c)
+ *   trash      deletes store files nothing references and punches (or
+ *              copies away) pages nothing references (reclaim.c)
+ *
+ * ERRORS.  0 or a negative errno (BT_ECORRUPT for a damaged index).  The
+ * cleaner logs what a pass could not do through vfs_log; the policy and
+ * delete functions never log.
+ */
+#ifndef VFS_CLEANER_H
+#define VFS_CLEANER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "versionfs/store/store.h"
+
+/* What a cleaning pass did. */
+struct cl_stats {
+	uint64_t ckpts_merged;		/* deleted checkpoints merged away */
+	uint64_t inodes_merged;		/* inode versions merged */
+	uint64_t files_deleted;		/* store files deleted */
+	uint64_t files_trimmed;		/* content files with pages freed */
+	uint64_t files_copied;		/* ... by copying (no hole punching) */
+	uint64_t files_consolidated;	/* content files moved into newer */
+	uint64_t bytes_freed;		/* disk space given back */
+};
+
+void cl_stats_add(struct cl_stats *to, const struct cl_stats *st);
+
+/* Pruning policy (0: the rule is off). */
+struct cl_policy {
+	uint64_t keep_last;		/* delete all but the newest N */
+	uint64_t older_than_s;		/* delete those older than this */
+	uint64_t max_files;		/* content files per inode before the
+					   cleaner consolidates (0: default) */
+};
+
+/*
+ * How the cleaner shares a store with a running daemon.  Offline (no
+ * daemon) the hooks are NULL: nothing else uses the store.
+ *
+ *   lock/unlock  around each batch: keep checkpoint and rollback out (the
+ *                daemon's epoch lock, shared)
+ *   epoch        the open epoch, called between lock and unlock
+ *   hold         before a batch changes the versions of inodes inos[0..n)
+ *                (sorted): keep every in-memory copy of them from being
+ *                used or loaded until release; returns a handle for
+ *                release (may be NULL)
+ *   release      after the batch: `from` != 0 when the batch renamed
+ *                version `from` of those inodes to `to` (committed), so the
+ *                daemon's copies of version `from` now mean `to`
+ *   stopping     true when the daemon is shutting down: stop soon
+ */
+struct cl_hooks {
+	void *arg;
+	void (*lock)(void *arg);
+	void (*unlock)(void *arg);
+	uint64_t (*epoch)(void *arg);
+	void *(*hold)(void *arg, const uint64_t *inos, size_t n);
+	void (*release)(void *arg, void *held, uint64_t from, uint64_t to);
+	bool (*stopping)(void *arg);
+};
+
+struct cleaner;
+
+/* A cleaner on store st (which must outlive it); hooks NULL offline (the
+   struct is copied). */
+int cl_new(struct vstore *st, const struct cl_hooks *hooks,
+	   struct cleaner **out);
+void cl_free(struct cleaner *cl);
+
+/*
+ * One cleaning pass: merge what can be, consolidate, then empty the trash.
+ * Passes are serialised.  *left: deleted checkpoints that must wait for a
+ * newer checkpoint (the newest one below the open epoch cannot be merged).
+ */
+int cl_pass(struct cleaner *cl, struct cl_stats *st, size_t *left);
+
+/*
+ * Mark checkpoints ids[0..n) deleted (all or none) and free their tags,
+ * durably.  `parent` is the checkpoint the live state descends from: it is
+ * deleted only with force.  On refusal err says why ("no checkpoint 12").
+ * The caller keeps checkpoints and rollbacks out meanwhile.
+ */
+int cl_mark_deleted(struct vstore *st, const uint64_t *ids, size_t n,
+		    bool force, uint64_t parent, char *err, size_t errlen);
+
+int cl_policy_get(struct vstore *st, struct cl_policy *p);
+int cl_policy_set(struct vstore *st, const struct cl_policy *p);
+/* The checkpoints policy p would delete now (malloc'ed, oldest first),
+   never `parent`. */
+int cl_prune_ids(struct vstore *st, const struct cl_policy *p,
+		 uint64_t parent, uint64_t **ids, size_t *n);
+/* Bytes that deleting checkpoint c alone would free (open epoch `epoch`). */
+int cl_unique_bytes(bt_txn *txn, uint64_t c, uint64_t epoch,
+		    uint64_t *bytes);
+
+#endif /* VFS_CLEANER_H */

@@ -1,0 +1,87 @@
+/*
+ * cleaner_int.h — private to libvfsclean (clean.c, merge.c, policy.c,
+ * consolidate.c, reclaim.c): the cleaner handle and the calls between its
+ * files.
+ */
+#ifndef VFS_CLEANER_INT_H
+#define VFS_CLEANER_INT_H
+
+#include <pthread.h>
+
+#include "versionfs/cleaner/cleaner.h"
+
+#define VFS_KV_MAX_FILES	"clean.max_content_files"
+#define VFS_KV_CO_INO		"clean.consolidating"	/* inode + 1, 0: none */
+
+struct cleaner {
+	struct vstore *st;		/* immutable */
+	bt_env *env;			/* store_env(st) */
+	int obj_fd;			/* store_obj_fd(st) */
+	struct cl_hooks h;		/* all NULL offline */
+	pthread_mutex_t pass_lock;	/* one pass at a time */
+};
+
+/* The hooks, or what stands for them offline. */
+static inline void cl_lock(struct cleaner *cl)
+{
+	if (cl->h.lock)
+		cl->h.lock(cl->h.arg);
+}
+
+static inline void cl_unlock(struct cleaner *cl)
+{
+	if (cl->h.unlock)
+		cl->h.unlock(cl->h.arg);
+}
+
+static inline uint64_t cl_epoch(struct cleaner *cl)
+{
+	return cl->h.epoch ? cl->h.epoch(cl->h.arg) : store_epoch(cl->st);
+}
+
+static inline bool cl_stopping(struct cleaner *cl)
+{
+	return cl->h.stopping && cl->h.stopping(cl->h.arg);
+}
+
+static inline void *cl_hold(struct cleaner *cl, const uint64_t *inos,
+			    size_t n)
+{
+	return cl->h.hold ? cl->h.hold(cl->h.arg, inos, n) : NULL;
+}
+
+static inline void cl_release(struct cleaner *cl, void *held, uint64_t from,
+			      uint64_t to)
+{
+	if (cl->h.release)
+		cl->h.release(cl->h.arg, held, from, to);
+}
+
+/* policy.c: every checkpoint record, in id order (l->v malloc'ed). */
+struct ck_list {
+	struct bt_ckpt *v;
+	size_t n, cap;
+};
+int cl_ckpts(bt_txn *txn, struct ck_list *l);
+
+/* merge.c: merge every deleted checkpoint that can be; the inodes whose
+   maps kept a merged version's content file go to touched (sorted later). */
+struct ino_set {
+	uint64_t *v;
+	size_t n, cap;
+};
+int cl_merge_all(struct cleaner *cl, struct cl_stats *st, size_t *left,
+		 struct ino_set *touched);
+
+/* consolidate.c */
+uint64_t co_max_files(bt_env *env);
+int co_inode(struct cleaner *cl, uint64_t ino, uint64_t max,
+	     struct cl_stats *st);
+int co_recover(struct cleaner *cl, struct cl_stats *st);
+
+/* reclaim.c: the trash and freeing pages */
+int rc_reclaim(struct cleaner *cl, uint64_t ino, uint64_t holder,
+	       struct cl_stats *st);
+int rc_trash_run(struct cleaner *cl, struct cl_stats *st);
+
+#endif /* VFS_CLEANER_INT_H */

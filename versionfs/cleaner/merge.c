@@ -1,0 +1,494 @@
+/*
+ * merge.c — merging a deleted checkpoint's versions away so that the
+ * cleaner can free their space.
+ *
+ * Merging c into n, the next checkpoint (deleted or not).  No version other
+ * than c may change, and no remaining version lies between c and n, so for
+ * every inode I that changed in epoch c (its epoch log says which):
+ *
+ *   - if I has no record at n, record (I, c) becomes record (I, n): the
+ *     versions from n on used it, and still do.  Its map is renamed too
+ *     (when the record had its own) and its metadata file is rewritten as
+ *     meta.n (the file names its version, and is checked against it);
+ *   - if I has a record at n, record (I, c) is dropped with meta.c; if n
+ *     used c's map, that map becomes n's, else it is dropped and
+ *     content.c goes to the trash with RECLAIM: the reclaimer (reclaim.c)
+ *     frees the pages no remaining map references;
+ *   - either way content.c, which maps from n on may still reference
+ *     (holder c), is recorded in n's log as a CONTENT entry, so that a
+ *     rollback to before n, or a later merge of n, knows it;
+ *   - an entry born in c is born in n (and disappears if it died by n);
+ *     an entry that died in c dies in n.
+ *
+ * A batch of log entries is merged per transaction, each entry deleted
+ * from c's log in the transaction that merged it, so a crash between
+ * batches resumes where it stopped; the new metadata files are written and
+ * synced before the transaction that references them.  When c's log is
+ * empty, n takes c's parent and c's record goes.  The newest checkpoint
+ * has no n below the open epoch: it is merged after the next checkpoint
+ * (merging into the open epoch would rewrite state the running job uses).
+ *
+ * In the mounted daemon a batch holds the epoch lock shared and the
+ * namespace lock (as the flusher does), locks the vnodes of its inodes,
+ * and makes loads of those inodes wait (vn_load checks the merging set),
+ * so no vnode keeps the versions it renamed: after the commit they are
+ * switched from c to n in memory.  Foreground operations on other inodes
+ * wait at most for one batch's transaction.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "versionfs/cleaner/cleaner_int.h"
+
+#define MERGE_BATCH	128
+/* ---- merging ---- */
+
+static void touch(struct ino_set *t, uint64_t ino)
+{
+	if (t && !vfs_grow((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v)))
+		t->v[t->n++] = ino;
+}
+
+struct mentry {
+	struct bt_log l;		/* name owned */
+	bool copy_meta;			/* write meta.n from record c */
+	struct vmeta m;			/* ... with these attributes */
+};
+
+struct mbatch {
+	struct cleaner *cl;
+	uint64_t c, n;
+	struct mentry *v;
+	size_t cnt;
+	uint64_t *inos;			/* sorted, for the merging set */
+	size_t ninos;
+	struct ino_set *touched;	/* inodes keeping old content files */
+	bool renamed_map[MERGE_BATCH], renamed_meta[MERGE_BATCH];
+	struct cl_stats *st;
+};
+
+static int me_collect(const struct bt_log *l, void *arg)
+{
+	struct mbatch *b = arg;
+	struct mentry *e;
+
+	if (b->cnt == MERGE_BATCH)
+		return 1;
+	e = &b->v[b->cnt];
+	memset(e, 0, sizeof(*e));
+	e->l = *l;
+	if (l->name) {
+		char *nm = malloc(l->namelen ? l->namelen : 1);
+
+		if (!nm)
+			return -ENOMEM;
+		memcpy(nm, l->name, l->namelen);
+		e->l.name = nm;
+	}
+	b->cnt++;
+	return 0;
+}
+
+static void mb_free(struct mbatch *b)
+{
+	for (size_t i = 0; i < b->cnt; i++) {
+		free((char *)b->v[i].l.name);
+		vm_clear(&b->v[i].m);
+	}
+	free(b->v);
+	free(b->inos);
+	memset(b, 0, sizeof(*b));
+}
+
+/* Read a batch of c's log and what must be done before the transaction. */
+static int mb_read(struct mbatch *b)
+{
+	struct bt_inode r, rn;
+	bt_txn *txn;
+	int rc;
+
+	b->v = calloc(MERGE_BATCH, sizeof(*b->v));
+	b->inos = calloc(MERGE_BATCH, sizeof(*b->inos));
+	if (!b->v || !b->inos)
+		return -ENOMEM;
+	if ((rc = bt_txn_begin(b->cl->env, BT_TXN_RDONLY, &txn)))
+		return rc;
+	rc = bt_log_foreach(txn, b->c, me_collect, b);
+	if (rc == 1)
+		rc = 0;
+	for (size_t i = 0; !rc && i < b->cnt; i++) {
+		struct mentry *e = &b->v[i];
+
+		if (e->l.kind != BT_LOG_DIRENT)
+			b->inos[b->ninos++] = e->l.ino;
+		if (e->l.kind != BT_LOG_INODE)
+			continue;
+		rc = bt_inode_get(txn, e->l.ino, b->c, &r);
+		if (rc == -ENOENT) {
+			rc = 0;
+			continue;
+		}
+		if (!rc) {
+			rc = bt_inode_get(txn, e->l.ino, b->n, &rn);
+			if (rc == -ENOENT && (r.flags & BT_INO_META)) {
+				e->copy_meta = true;
+				rc = vm_from_rec(&e->m, &r);
+			} else if (rc == -ENOENT) {
+				rc = 0;
+			}
+		}
+	}
+	bt_txn_abort(txn);
+	return rc;
+}
+
+/* Rewrite meta.c of (ino) as meta.n, xattrs included. */
+static int copy_meta(struct cleaner *cl, uint64_t ino, uint64_t c, uint64_t n,
+		     const struct vmeta *m)
+{
+	char name[64], tmp[80];
+	int src, dst, rc = 0;
+
+	store_meta_name(name, sizeof(name), ino, n);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	dst = openat(cl->obj_fd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
+		     0600);
+	if (dst < 0)
+		return -errno;
+	src = store_open_meta(cl->st, ino, c, O_RDONLY);
+	if (src >= 0) {
+		rc = store_xattr_copy(src, NULL, dst);
+		close(src);
+	}
+	if (rc >= 0)
+		rc = vm_write_fd(dst, ino, n, m);
+	close(dst);
+	if (!rc && renameat(cl->obj_fd, tmp, cl->obj_fd, name) < 0)
+		rc = -errno;
+	if (rc)
+		unlinkat(cl->obj_fd, tmp, 0);
+	return rc;
+}
+
+/* Later records of ino that used map c use map n. */
+struct dv_fix {
+	uint64_t c, n;
+	uint64_t vers[64];
+	size_t cnt;
+	bool more;
+};
+
+static int dv_cb(const struct bt_inode *r, void *arg)
+{
+	struct dv_fix *f = arg;
+
+	if (r->ver <= f->c || r->data_ver != f->c)
+		return 0;
+	if (f->cnt == 64) {
+		f->more = true;
+		return 1;
+	}
+	f->vers[f->cnt++] = r->ver;
+	return 0;
+}
+
+static int fix_data_ver(bt_txn *txn, uint64_t ino, uint64_t c, uint64_t n)
+{
+	struct dv_fix f = { .c = c, .n = n };
+	struct bt_inode r;
+	int rc;
+
+	do {
+		f.cnt = 0;
+		f.more = false;
+		rc = bt_inode_foreach(txn, ino, dv_cb, &f);
+		if (rc < 0)
+			return rc;
+		for (size_t i = 0; i < f.cnt; i++) {
+			if ((rc = bt_inode_get(txn, ino, f.vers[i], &r)))
+				return rc;
+			r.data_ver = n;
+			if ((rc = bt_inode_put(txn, &r)))
+				return rc;
+		}
+	} while (f.more);
+	return 0;
+}
+
+static int rename_map(bt_txn *txn, uint64_t ino, uint64_t c, uint64_t n)
+{
+	int rc = bt_ext_clone(txn, ino, c, n);
+
+	if (!rc)
+		rc = bt_ext_drop(txn, ino, c);
+	if (!rc)
+		rc = fix_data_ver(txn, ino, c, n);
+	return rc;
+}
+
+static int merge_inode(bt_txn *txn, struct mbatch *b, size_t i)
+{
+	uint64_t c = b->c, n = b->n, ino = b->v[i].l.ino;
+	struct bt_inode r, rn;
+	int rc;
+
+	rc = bt_inode_get(txn, ino, c, &r);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	rc = bt_inode_get(txn, ino, n, &rn);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (rc == -ENOENT) {
+		/* n and later used record c: it becomes record n */
+		if (r.data_ver == c) {
+			if ((rc = rename_map(txn, ino, c, n)))
+				return rc;
+			r.data_ver = n;
+			b->renamed_map[i] = true;
+		}
+		r.ver = n;
+		if ((rc = bt_inode_put(txn, &r)) ||
+		    (rc = bt_log_add_inode(txn, n, ino)))
+			return rc;
+		b->renamed_meta[i] = b->v[i].copy_meta;
+	} else if (r.data_ver == c && rn.data_ver == c) {
+		/* n changed only attributes: c's map becomes n's */
+		if ((rc = rename_map(txn, ino, c, n)))
+			return rc;
+		b->renamed_map[i] = true;
+	} else if (r.data_ver == c) {
+		/* n has its own map: c's goes, with the pages only it used */
+		rc = bt_ext_drop(txn, ino, c);
+		if (rc && rc != -ENOENT)
+			return rc;
+		if ((rc = bt_trash_add(txn, ino, c, VFS_TRASH_RECLAIM)))
+			return rc;
+	}
+	if ((rc = bt_inode_del(txn, ino, c)))
+		return rc;
+	if ((r.flags & BT_INO_META) &&
+	    (rc = bt_trash_add(txn, ino, c, VFS_TRASH_META)))
+		return rc;
+	/* content.c stays while maps from n on may reference it; if c had
+	   no map of its own, no map references it (a write truncated away
+	   may have left the file) */
+	if (r.data_ver == c || b->renamed_map[i]) {
+		rc = bt_log_add_content(txn, n, ino, c);
+		touch(b->touched, ino);
+	} else
+		rc = bt_trash_add(txn, ino, c, VFS_TRASH_CONTENT);
+	b->st->inodes_merged++;
+	return rc;
+}
+
+static int merge_dirent(bt_txn *txn, struct mbatch *b, const struct bt_log *l)
+{
+	uint64_t c = b->c, n = b->n;
+	struct bt_dirent d;
+	int rc;
+
+	rc = bt_dir_get(txn, l->ino, l->name, l->namelen, l->birth, &d);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	if (d.birth == c) {
+		if ((rc = bt_dir_del(txn, l->ino, l->name, l->namelen, c)))
+			return rc;
+		if (d.death <= n)
+			return 0;	/* lived only between checkpoints */
+		if ((rc = bt_dir_add(txn, l->ino, l->name, l->namelen, n,
+				     d.ino, d.type)) ||
+		    (rc = bt_dir_set_death(txn, l->ino, l->name, l->namelen, n,
+					   d.death)))
+			return rc;
+		/*
+		 * The log of the epoch the entry died in names it by its
+		 * birth: rename it there too.  Left as (birth c), a
+		 * rollback to n or later (before the death) looked up
+		 * (dir, name, c), found nothing and did not revive the
+		 * entry: the name was missing after the rollback.
+		 */
+		if (d.death != BT_ALIVE) {
+			struct bt_log dl = *l;
+
+			dl.epoch = d.death;
+			dl.birth = c;
+			rc = bt_log_del(txn, &dl);
+			if (rc && rc != -ENOENT)
+				return rc;
+			if ((rc = bt_log_add_dirent(txn, d.death, l->ino,
+						    l->name, l->namelen, n)))
+				return rc;
+		}
+		return bt_log_add_dirent(txn, n, l->ino, l->name, l->namelen,
+					 n);
+	}
+	if (d.death == c) {
+		if ((rc = bt_dir_set_death(txn, l->ino, l->name, l->namelen,
+					   d.birth, n)))
+			return rc;
+		return bt_log_add_dirent(txn, n, l->ino, l->name, l->namelen,
+					 d.birth);
+	}
+	return 0;
+}
+
+static int mb_txn(bt_txn *txn, void *arg)
+{
+	struct mbatch *b = arg;
+	int rc = 0;
+
+	memset(b->renamed_map, 0, sizeof(b->renamed_map));
+	memset(b->renamed_meta, 0, sizeof(b->renamed_meta));
+	for (size_t i = 0; i < b->cnt && !rc; i++) {
+		const struct bt_log *l = &b->v[i].l;
+
+		if (l->kind == BT_LOG_INODE)
+			rc = merge_inode(txn, b, i);
+		else if (l->kind == BT_LOG_DIRENT)
+			rc = merge_dirent(txn, b, l);
+		else if (l->kind == BT_LOG_CONTENT &&
+			 !(rc = bt_log_add_content(txn, b->n, l->ino,
+						   l->birth))) {
+			rc = bt_trash_add(txn, l->ino, l->birth,
+					  VFS_TRASH_RECLAIM);
+			touch(b->touched, l->ino);
+		}
+		if (!rc)
+			rc = bt_log_del(txn, l);
+	}
+	return rc;
+}
+
+/* c's log is empty: n inherits c's parent, c's record goes. */
+static int fin_txn(bt_txn *txn, void *arg)
+{
+	struct mbatch *b = arg;
+	struct bt_ckpt c, n;
+	int rc;
+
+	if ((rc = bt_ckpt_get(txn, b->c, &c)) ||
+	    (rc = bt_ckpt_get(txn, b->n, &n)))
+		return rc;
+	if (n.parent == b->c)
+		n.parent = c.parent;
+	n.bytes += c.bytes;
+	if ((rc = bt_log_count_inodes(txn, b->n, &n.files)) ||
+	    (rc = bt_ckpt_put(txn, &n)) ||
+	    (rc = bt_log_drop(txn, b->c)))
+		return rc;
+	return bt_ckpt_del(txn, b->c);
+}
+
+static int merge_batch(struct mbatch *b)
+{
+	struct cleaner *cl = b->cl;
+	void *held;
+	int rc, cp = 0;
+
+	if ((rc = mb_read(b)))
+		return rc;
+	if (b->cnt == 0) {
+		if ((rc = bt_txn_run(cl->env, fin_txn, b)))
+			return rc;
+		b->st->ckpts_merged++;
+		return 1;
+	}
+	qsort(b->inos, b->ninos, sizeof(*b->inos), cmp_u64);
+	/* new metadata files first, on disk before the index names them */
+	for (size_t i = 0; i < b->cnt; i++) {
+		if (!b->v[i].copy_meta)
+			continue;
+		if ((rc = copy_meta(cl, b->v[i].l.ino, b->c, b->n,
+				    &b->v[i].m)))
+			return rc;
+		cp++;
+	}
+	if (cp && (rc = store_sync_all(cl->st)))
+		return rc;
+	held = cl_hold(cl, b->inos, b->ninos);
+	rc = bt_txn_run(cl->env, mb_txn, b);
+	/* committed: the daemon's copies of version c now mean n */
+	cl_release(cl, held, rc ? 0 : b->c, rc ? 0 : b->n);
+	return rc;
+}
+
+/*
+ * The first deleted checkpoint c that can be merged now, and the
+ * checkpoint n after it (below the open epoch); *left counts the deleted
+ * checkpoints that must wait (the newest).  0 when there is none.
+ */
+static int next_merge(struct cleaner *cl, uint64_t *c, uint64_t *n,
+		      size_t *left)
+{
+	struct ck_list l;
+	bt_txn *txn;
+	int rc;
+
+	uint64_t epoch = cl_epoch(cl);
+
+	*c = *n = 0;
+	*left = 0;
+	if ((rc = bt_txn_begin(cl->env, BT_TXN_RDONLY, &txn)))
+		return rc;
+	rc = cl_ckpts(txn, &l);
+	bt_txn_abort(txn);
+	for (size_t i = 0; !rc && i < l.n; i++) {
+		if (l.v[i].state != BT_CKPT_DELETED)
+			continue;
+		if (i + 1 < l.n && l.v[i + 1].id < epoch) {
+			if (!*c) {
+				*c = l.v[i].id;
+				*n = l.v[i + 1].id;
+			}
+		} else {
+			++*left;
+		}
+	}
+	free(l.v);
+	return rc;
+}
+
+/*
+ * Merge the deleted checkpoints, a batch per hold of the hooks' lock (a
+ * checkpoint or rollback waits at most for one batch).  *left: deleted
+ * checkpoints still waiting for a newer one.
+ */
+int cl_merge_all(struct cleaner *cl, struct cl_stats *st, size_t *left,
+		 struct ino_set *touched)
+{
+	bool any = false, had;
+	int rc = 0, src;
+
+	for (;;) {
+		struct mbatch b = { .cl = cl, .st = st, .touched = touched };
+
+		cl_lock(cl);
+		rc = next_merge(cl, &b.c, &b.n, left);
+		had = !rc && b.c;
+		if (had) {
+			rc = merge_batch(&b);
+			any = true;
+		}
+		cl_unlock(cl);
+		mb_free(&b);
+		if (rc < 0 || !had || cl_stopping(cl))
+			break;
+	}
+	/* what was merged is durable before the trash frees anything */
+	if (any && (src = bt_env_sync(cl->env)) && rc >= 0)
+		rc = src;
+	if (rc < 0)
+		vfs_log(LOG_ERR, "cleaner: merging: %s", rc == BT_ECORRUPT ||
+			rc == -EIO ? bt_last_error() : strerror(-rc));
+	return rc < 0 ? rc : 0;
+}
+

@@ -1,0 +1,364 @@
+/*
+ * reclaim.c — giving space back: the trash, and freeing the pages of
+ * content files that no version references any more.
+ *
+ * The trash (an LMDB table) lists store files to delete or to trim, keyed
+ * (inode, version), with bits saying what to do:
+ *
+ *   META     delete meta.<version>
+ *   CONTENT  delete content.<version>
+ *   RECLAIM  content.<version> may hold pages no extent map references:
+ *            find the pages that are referenced, free the others
+ *
+ * Entries are added in the same transaction that stops referencing the
+ * files (rollback, merging a deleted checkpoint), and that transaction is
+ * made durable before the trash is processed, so a crash or power loss can
+ * never free a file the index still uses.  An entry leaves the trash only
+ * after its work is done; a crash in between repeats the work, which is
+ * idempotent.
+ *
+ * Reclaiming content.H of inode I.  Every extent map of I is walked and the
+ * runs held by H are collected: those pages are live.  If there are none
+ * the file is deleted; otherwise the gaps between them (and the tail past
+ * the last one) are freed with fallocate(FALLOC_FL_PUNCH_HOLE), in time
+ * proportional to the number of gaps.  Where the file system cannot punch
+ * holes (ext4 without extents), the live runs are copied into a new sparse
+ * file, synced, and renamed over the old one (004 §3.2); readers holding
+ * the old file open keep reading it, with the same bytes.  No new reference
+ * to a page of H can appear once no map references it: maps are only ever
+ * created by copying a map that exists.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "versionfs/cleaner/cleaner_int.h"
+
+struct runs {
+	struct { uint64_t s, e; } *v;	/* [s, e) in pages, sorted */
+	size_t n, cap;
+	uint64_t holder;
+	int err;
+};
+
+static int runs_add(struct runs *r, uint64_t s, uint64_t e)
+{
+	if (r->n && r->v[r->n - 1].e >= s && r->v[r->n - 1].s <= s) {
+		if (e > r->v[r->n - 1].e)
+			r->v[r->n - 1].e = e;
+		return 0;
+	}
+	if (vfs_grow((void **)&r->v, &r->cap, r->n + 1, sizeof(*r->v)))
+		return -ENOMEM;
+	r->v[r->n].s = s;
+	r->v[r->n].e = e;
+	r->n++;
+	return 0;
+}
+
+static int cmp_run(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+
+	return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* Sort and merge overlapping or touching runs. */
+static void runs_norm(struct runs *r)
+{
+	size_t m = 0;
+
+	if (r->n)
+		qsort(r->v, r->n, sizeof(*r->v), cmp_run);
+	for (size_t i = 0; i < r->n; i++) {
+		if (m && r->v[i].s <= r->v[m - 1].e) {
+			if (r->v[i].e > r->v[m - 1].e)
+				r->v[m - 1].e = r->v[i].e;
+			continue;
+		}
+		r->v[m++] = r->v[i];
+	}
+	r->n = m;
+}
+
+static int ext_cb(const struct bt_extent *x, void *arg)
+{
+	struct runs *r = arg;
+
+	if (x->holder != r->holder)
+		return 0;
+	return runs_add(r, x->page, x->page + x->count);
+}
+
+struct maps_arg {
+	bt_txn *txn;
+	struct runs *r;
+};
+
+static int map_cb(uint64_t ino, uint64_t ver, void *arg)
+{
+	struct maps_arg *a = arg;
+
+	if (ver < a->r->holder)
+		return 0;		/* holds only older versions */
+	return bt_ext_foreach(a->txn, ino, ver, 0, ext_cb, a->r);
+}
+
+/* The runs of pages of inode ino that some map says `holder` holds. */
+static int live_runs(struct cleaner *cl, uint64_t ino, uint64_t holder,
+		     struct runs *r)
+{
+	struct maps_arg a = { NULL, r };
+	int rc;
+
+	r->holder = holder;
+	if ((rc = bt_txn_begin(cl->env, BT_TXN_RDONLY, &a.txn)))
+		return rc;
+	rc = bt_ext_maps(a.txn, ino, map_cb, &a);
+	bt_txn_abort(a.txn);
+	if (!rc)
+		runs_norm(r);
+	return rc;
+}
+
+static uint64_t blocks_of(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
+}
+
+/* Copy the live runs of fd into a fresh sparse file renamed over `name`. */
+static int copy_live(struct cleaner *cl, int fd, const char *name,
+		     const struct runs *r, uint64_t size)
+{
+	char tmp[80];
+	int out, rc = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	out = openat(cl->obj_fd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
+		     0600);
+	if (out < 0)
+		return -errno;
+	for (size_t i = 0; i < r->n && !rc; i++) {
+		loff_t a = (loff_t)(r->v[i].s * VFS_PAGE);
+		loff_t b = (loff_t)(r->v[i].e * VFS_PAGE), o = a;
+
+		while (a < b) {
+			ssize_t n = copy_file_range(fd, &a, out, &o,
+						    (size_t)(b - a), 0);
+
+			if (n <= 0) {
+				rc = n < 0 ? -errno : 0;
+				break;	/* 0: past the end, nothing more */
+			}
+		}
+	}
+	if (!rc && ftruncate(out, (off_t)size) < 0)
+		rc = -errno;
+	if (!rc && fsync(out) < 0)
+		rc = -errno;
+	close(out);
+	if (!rc && renameat(cl->obj_fd, tmp, cl->obj_fd, name) < 0)
+		rc = -errno;
+	if (rc)
+		unlinkat(cl->obj_fd, tmp, 0);
+	return rc;
+}
+
+/* Punching refused, as on file systems without it: tests set
+   VFS_TEST_NO_PUNCH (current kernels punch even ext4 files without
+   extents) to exercise the copy. */
+static bool no_punch(void)
+{
+	return getenv("VFS_TEST_NO_PUNCH") != NULL;
+}
+
+/* Free what nobody references in content.holder of ino. */
+int rc_reclaim(struct cleaner *cl, uint64_t ino, uint64_t holder, struct cl_stats *st)
+{
+	struct runs r = { 0 };
+	char name[64];
+	uint64_t before, size, end;
+	struct stat sb;
+	int fd, rc;
+
+	if ((rc = live_runs(cl, ino, holder, &r)))
+		goto out;
+	store_content_name(name, sizeof(name), ino, holder);
+	fd = openat(cl->obj_fd, name, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		rc = errno == ENOENT ? 0 : -errno;
+		goto out;
+	}
+	before = blocks_of(fd);
+	if (r.n == 0) {
+		close(fd);
+		if (unlinkat(cl->obj_fd, name, 0) < 0 && errno != ENOENT) {
+			rc = -errno;
+			goto out;
+		}
+		st->files_deleted++;
+		st->bytes_freed += before;
+		goto out;
+	}
+	if (fstat(fd, &sb) < 0) {
+		rc = -errno;
+		close(fd);
+		goto out;
+	}
+	size = (uint64_t)sb.st_size;
+	end = r.v[r.n - 1].e * VFS_PAGE;
+	if (end < size) {
+		if (ftruncate(fd, (off_t)end) < 0)
+			rc = -errno;
+		size = end;
+	}
+	for (size_t i = 0; !rc && i <= r.n; i++) {
+		uint64_t a = i ? r.v[i - 1].e * VFS_PAGE : 0;
+		uint64_t b = i < r.n ? r.v[i].s * VFS_PAGE : size;
+
+		if (a >= b || a >= size)
+			continue;
+		if (!no_punch() &&
+		    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			      (off_t)a, (off_t)(b - a)) == 0)
+			continue;
+		if (!no_punch() && errno != EOPNOTSUPP) {
+			rc = -errno;
+			break;
+		}
+		rc = copy_live(cl, fd, name, &r, size);	/* no holes here */
+		if (!rc)
+			st->files_copied++;
+		break;
+	}
+	if (!rc) {
+		struct stat now;
+
+		/* after a copy, the old file's blocks go when fd closes */
+		if (fstatat(cl->obj_fd, name, &now, 0) == 0 &&
+		    (uint64_t)now.st_blocks * 512 < before)
+			st->bytes_freed += before - (uint64_t)now.st_blocks * 512;
+		st->files_trimmed++;
+	}
+	close(fd);
+out:
+	free(r.v);
+	if (rc)
+		vfs_log(LOG_ERR, "reclaiming inode %llu version %llu: %s",
+			(unsigned long long)ino, (unsigned long long)holder,
+			rc == BT_ECORRUPT ? bt_last_error() : strerror(-rc));
+	return rc;
+}
+
+/* ---- the trash ---- */
+
+struct trash_item {
+	uint64_t ino, ver;
+	uint32_t what;
+};
+
+struct trash_batch {
+	struct trash_item v[256];
+	size_t n;
+};
+
+static int trash_collect(uint64_t ino, uint64_t ver, uint32_t what, void *arg)
+{
+	struct trash_batch *b = arg;
+
+	b->v[b->n++] = (struct trash_item){ ino, ver, what };
+	return 0;
+}
+
+/* Remove the entries done; bits added meanwhile stay. */
+static int trash_done(bt_txn *txn, void *arg)
+{
+	struct trash_batch *b = arg;
+	uint32_t now;
+	int rc;
+
+	for (size_t i = 0; i < b->n; i++) {
+		rc = bt_trash_get(txn, b->v[i].ino, b->v[i].ver, &now);
+		if (rc == -ENOENT)
+			continue;
+		if (!rc)
+			rc = bt_trash_del(txn, b->v[i].ino, b->v[i].ver);
+		if (!rc && (now & ~b->v[i].what))
+			rc = bt_trash_add(txn, b->v[i].ino, b->v[i].ver,
+					  now & ~b->v[i].what);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static uint64_t file_bytes(struct cleaner *cl, const char *name)
+{
+	struct stat st;
+
+	return fstatat(cl->obj_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ?
+	       (uint64_t)st.st_blocks * 512 : 0;
+}
+
+/* Do one trash entry's work. */
+static void trash_item_run(struct cleaner *cl, const struct trash_item *t,
+			   struct cl_stats *st)
+{
+	char name[64];
+	uint64_t b;
+
+	if (t->what & VFS_TRASH_META) {
+		store_meta_name(name, sizeof(name), t->ino, t->ver);
+		b = file_bytes(cl, name);
+		if (unlinkat(cl->obj_fd, name, 0) == 0) {
+			st->files_deleted++;
+			st->bytes_freed += b;
+		}
+	}
+	if (t->what & VFS_TRASH_CONTENT) {
+		store_content_name(name, sizeof(name), t->ino, t->ver);
+		b = file_bytes(cl, name);
+		if (unlinkat(cl->obj_fd, name, 0) == 0) {
+			st->files_deleted++;
+			st->bytes_freed += b;
+		}
+	} else if (t->what & VFS_TRASH_RECLAIM) {
+		rc_reclaim(cl, t->ino, t->ver, st);
+	}
+}
+
+int rc_trash_run(struct cleaner *cl, struct cl_stats *st)
+{
+	struct trash_batch *b = malloc(sizeof(*b));
+	bt_txn *txn;
+	int rc = 0;
+
+	if (!b)
+		return -ENOMEM;
+	for (;;) {
+		b->n = 0;
+		if ((rc = bt_txn_begin(cl->env, BT_TXN_RDONLY, &txn)))
+			break;
+		rc = bt_trash_foreach(txn, 256, trash_collect, b);
+		bt_txn_abort(txn);
+		if (rc || b->n == 0)
+			break;
+		for (size_t i = 0; i < b->n; i++)
+			trash_item_run(cl, &b->v[i], st);
+		if ((rc = bt_txn_run(cl->env, trash_done, b)))
+			break;
+		if (cl_stopping(cl))
+			break;
+	}
+	if (rc)
+		vfs_log(LOG_ERR, "trash: %s", rc == BT_ECORRUPT ||
+			rc == -EIO ? bt_last_error() : strerror(-rc));
+	free(b);
+	return rc;
+}

@@ -1,0 +1,392 @@
+/*
+ * daemon.h — the versionfs daemon's one header, shared by its files (no
+ * other module includes it): the global state, in-memory inodes (vnodes),
+ * and the functions the daemon's files call in each other.  The store
+ * (versionfs/store/store.h) and the cleaner (versionfs/cleaner/cleaner.h)
+ * are libraries below it; they never call up into the daemon, except
+ * through the cleaner's hooks (cleaner.c here).
+ *
+ * LOCK ORDER (acquire left to right, release in any order):
+ *
+ *   epoch_lock (rw) -> ns_lock -> vnode.lock -> table_lock | dirty_lock
+ *                                            -> LMDB (inside libvfsbtree)
+ *
+ *   epoch_lock  every FUSE operation and control request takes it: shared for
+ *               operations, exclusive for checkpoint, rollback and diff.  It
+ *               is writer-preferring and never taken recursively.
+ *   ns_lock     serialises namespace changes (create, link, unlink, rename,
+ *               mkdir, rmdir ...).  Only a thread holding ns_lock (or
+ *               epoch_lock exclusively) may hold more than one vnode lock.
+ *   vnode.lock  the state of one vnode (attributes, delta, descriptors).
+ *   table_lock  the vnode hash table, lookup counts and references.
+ *   dirty_lock  the list of vnodes with unpersisted changes.
+ *
+ * No lock and no LMDB transaction is held across a fuse_reply_*() call.
+ */
+#ifndef VFS_DAEMON_H
+#define VFS_DAEMON_H
+
+#define FUSE_USE_VERSION 312
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <time.h>
+
+#include "btree/btree.h"
+#include "versionfs/cleaner/cleaner.h"
+#include "versionfs/proto/proto.h"
+#include "versionfs/store/store.h"
+
+#define VFS_CKPT_DIR		".checkpoints"
+/* st_ino of (checkpoint c, vino) in a checkpoint view */
+#define VFS_VIEW_INO(c, vino)	((vino) + ((uint64_t)(c) << 40))
+#define VFS_CKDIR_INO		UINT64_C(0xffffffffffffff00)
+#define VFS_FIXDIR_INO		UINT64_C(0xffffffffffffff01)
+
+/* ---- page sets: pages written in the open epoch (pageset.c) ---- */
+struct pageset {
+	struct ps_leaf **leaf;		/* sorted by index */
+	size_t n, cap;
+	uint64_t pages;			/* number of pages set */
+};
+
+void ps_init(struct pageset *ps);
+void ps_free(struct pageset *ps);
+bool ps_test(const struct pageset *ps, uint64_t page);
+int ps_set(struct pageset *ps, uint64_t page, uint64_t count);
+void ps_clear_from(struct pageset *ps, uint64_t page);
+/* First run of set (want=true) or clear pages at or after `page`, clipped to
+   `end`; returns false if none.  For clear runs `end` is required. */
+bool ps_next_run(const struct pageset *ps, uint64_t page, uint64_t end,
+		 bool want, uint64_t *start, uint64_t *count);
+static inline bool ps_empty(const struct pageset *ps) { return ps->pages == 0; }
+
+/* ---- vnodes ---- */
+#define VN_RFDS		4
+
+struct vnode {
+	/* identity: immutable */
+	uint64_t vino;
+	uint64_t view;			/* 0: live; else checkpoint id */
+	bool special;			/* the .checkpoints directory */
+
+	/* protected by table_lock */
+	struct vnode *hnext;
+	uint64_t nlookup;		/* kernel references */
+	int refs;			/* in-flight operations, handles, dirty */
+	struct vnode *onext, *oprev;	/* the list of open files (opens > 0),
+					   which holds no reference: a handle
+					   does */
+	bool on_olist;
+	uint64_t pino;			/* parent and name the kernel last */
+	char *pname;			/* used for it (live view), for paths */
+	bool multi_name;		/* the kernel may know it under other
+					   names too (hard links) */
+
+	pthread_mutex_t lock;
+	/* protected by lock */
+	bool loaded;			/* attributes below are valid */
+	bool stale;			/* rollback changed it: reload */
+	bool gone;			/* no longer exists in its view */
+	bool dirty;			/* on a dirty list */
+	bool meta_checked;		/* metadata file of mfile_ver verified */
+	bool mfile_dirty;		/* metadata file of meta_ver to write */
+	uint64_t mfile_ver;		/* newest version whose metadata file
+					   exists: it holds the current xattrs
+					   (0: the base file's, or none) */
+	struct vmeta m;
+	uint32_t type;			/* S_IFMT bits, immutable once loaded */
+	uint64_t meta_ver;		/* version of the inode record in force */
+	uint64_t data_ver;		/* version of the extent map in force */
+	uint32_t rec_flags;		/* BT_INO_* of the vino's base record */
+	uint64_t base_size;		/* base layer: size of the base file */
+	char *base_path;		/* base layer: path under the backing dir */
+	bool meta_dirty;		/* m newer than meta file of `epoch` */
+	bool map_dirty;			/* delta/trunc not yet in LMDB */
+	struct pageset delta;		/* pages held by the open epoch */
+	uint64_t trunc;			/* pages >= trunc are holes in the base
+					   map (UINT64_MAX: no truncation) */
+	uint64_t delta_pages;		/* pages added since the last persist */
+	int wfd;			/* content file of version wfd_ver: */
+	uint64_t wfd_ver;		/* the open epoch's, unless a checkpoint
+					   came since (vn_cur_wfd retires it) */
+	int base_fd;			/* base file, read-only */
+	struct { uint64_t ver; int fd; } rfd[VN_RFDS];	/* older contents */
+	unsigned rfd_next;
+	int opens;			/* open file handles */
+	uint64_t kern_size;		/* size and times the kernel caches */
+	struct timespec kern_atime, kern_mtime;	/* (set by rollback) */
+	bool kern_valid;
+
+	/* dirty lists (persist.c), dirty_lock */
+	struct vnode *dnext, *dprev;
+	bool dfiles;			/* on the files list, not the index */
+};
+
+/* Where the last checkpoint's time went (epoch.c), microseconds. */
+struct ck_times {
+	uint64_t id;			/* 0: none yet */
+	double barrier_us;		/* fsync of open files through the mount */
+	double prepare_us;		/* persisting dirty files, job running */
+	double wait_us;			/* waiting for running operations */
+	double window_us;		/* exclusive: operations were blocked */
+	double sync_us;			/* making it durable, job running */
+	double total_us;
+};
+
+/* ---- the daemon ---- */
+struct vfs {
+	/* set at start, immutable after */
+	char *backing;			/* absolute path of the backing dir */
+	char *mountpoint;
+	struct vstore *st;		/* the store (libvfsstore) */
+	struct cleaner *cleaner;	/* libvfsclean on it (cleaner.c) */
+	/* copies of the store's, for the hot paths */
+	int backing_fd;			/* O_PATH|O_DIRECTORY of the backing dir */
+	int store_fd;			/* BACKING/.versionfs */
+	int obj_fd;			/* BACKING/.versionfs/obj */
+	bt_env *env;
+	struct fuse_session *se;
+	uid_t owner;			/* may control the mount besides root */
+	double timeout;			/* entry/attr timeout, seconds */
+	bool foreground;
+	unsigned max_read;		/* -o max_read=, repeated in init */
+	dev_t dev;			/* st_dev of the mount */
+	pid_t fixup_tid;		/* thread fixing kernel caches, or 0 */
+	bool wb_cache;			/* the kernel's writeback cache is on:
+					   it owns size and times of files */
+	int ctl_fd;			/* listening control socket */
+
+	pthread_rwlock_t epoch_lock;
+	uint64_t epoch;			/* open epoch; epoch_lock */
+	uint64_t parent;		/* checkpoint the epoch descends from */
+	struct ck_times last_ck;	/* the control thread's */
+
+	pthread_mutex_t ns_lock;
+
+	pthread_mutex_t table_lock;
+	struct vnode **table;		/* table_lock */
+	size_t table_size, table_count;
+	struct vnode *open_files;	/* vnodes with opens > 0; table_lock */
+	struct vnode *ckdir;		/* the .checkpoints directory */
+	struct vnode *fixdir;		/* rollback's fix-up directory
+					   (epoch.c) */
+
+	pthread_mutex_t dirty_lock;
+	struct vnode *dirty;		/* index work pending; dirty_lock */
+	struct vnode *dirty_files;	/* metadata files only; dirty_lock */
+	size_t ndirty, nfiles;
+
+	pthread_mutex_t flush_lock;
+	pthread_cond_t flush_cond;
+	pthread_t flush_thread;
+
+	pthread_mutex_t purge_lock;	/* the cleaner thread's wake-ups */
+	pthread_cond_t purge_cond;
+	bool purge_wake, stopping;
+	pthread_t purge_thread, ctl_thread;
+	struct cl_stats clean_total;	/* purge_lock */
+	uint64_t clean_passes;		/* purge_lock */
+	bool clean_running;		/* purge_lock */
+
+	const uint64_t *merging;		/* inodes a merge is rewriting, sorted;
+					   table_lock (read atomically) */
+	size_t nmerging;
+	pthread_cond_t merge_cond;	/* with table_lock */
+	bool threads_started;
+
+	/* statistics of the open epoch (epoch_lock shared + atomics) */
+	uint64_t epoch_pages;		/* pages persisted in the open epoch */
+};
+
+extern struct vfs *vfs;
+
+/* ---- node.c ---- */
+int vn_table_init(struct vfs *v);
+void vn_table_free(struct vfs *v);
+struct vnode *vn_from_ino(fuse_ino_t ino);	/* nodeid -> vnode, +ref */
+struct vnode *vn_find_locked(uint64_t view, uint64_t vino); /* table_lock */
+static inline fuse_ino_t vn_nodeid(const struct vnode *vn)
+{
+	return vn->vino == VFS_ROOT_INO && vn->view == 0 ? FUSE_ROOT_ID :
+	       (fuse_ino_t)(uintptr_t)vn;
+}
+/* Find or create vnode (view, vino) loaded at its view; +ref. */
+int vn_get(uint64_t view, uint64_t vino, struct vnode **out);
+void vn_ref(struct vnode *vn);
+void vn_put(struct vnode *vn);
+void vn_lookup_inc(struct vnode *vn);		/* +1 nlookup (entry reply) */
+/* Remember the name the kernel knows vn by; alias: a new dentry (lookup,
+   create, link) rather than a moved one (rename). */
+void vn_set_name(struct vnode *vn, uint64_t pino, const char *name,
+		 bool alias);
+void vn_forget(struct vnode *vn, uint64_t n);
+/* Version used to read vn's view: checkpoint id, or the open epoch. */
+static inline uint64_t vn_at(const struct vnode *vn)
+{
+	return vn->view ? vn->view : vfs->epoch;
+}
+/* Reload if stale; -ESTALE if gone.  Called with vn->lock held. */
+int vn_refresh(struct vnode *vn);
+int vn_load(struct vnode *vn, bt_txn *txn);
+/* Verify the metadata file of the version in force (vn->lock held); one of
+   the open epoch lost in a crash is rebuilt, and counted in *rebuilt
+   (logged if rebuilt is NULL). */
+int vn_check_meta(struct vnode *vn, size_t *rebuilt);
+void vn_stat(const struct vnode *vn, struct stat *st);
+/* ---- persist.c ---- */
+/* Put vn on the dirty list its pending work calls for (lock held). */
+void vn_mark_dirty(struct vnode *vn);
+/* Take any vnode off the dirty lists (its list reference passes to the
+   caller); NULL when both are empty. */
+struct vnode *vn_dirty_pop(void);
+/* Persist vn's pending state: files first, then LMDB in txn. */
+int vn_persist_files(struct vnode *vn);
+int vn_persist_index(struct vnode *vn, bt_txn *txn);
+void vn_persist_done(struct vnode *vn);
+/* Persist one vnode in its own transaction (lock held). */
+int vn_persist(struct vnode *vn, bool durable);
+/* Persist every dirty vnode in one transaction (epoch_lock exclusive). */
+int vn_persist_all(void);
+/* Persist every dirty vnode in batches, operations going on. */
+void vn_flush_all(void);
+/* The background flusher of closed dirty files. */
+void *vn_flusher(void *arg);
+void vn_flush_kick(void);
+/* After an unclean stop: check/rebuild the open epoch's metadata files. */
+int vn_recover_meta(void);
+/* Copy the xattrs of version `from` (0: base file) onto metadata file fd;
+   1 if any, 0 if none, or -errno. */
+int vn_copy_xattrs(struct vnode *vn, uint64_t from, int fd);
+void vn_close_fds(struct vnode *vn);
+int vn_base_fd(struct vnode *vn);
+int vn_content_fd(struct vnode *vn, uint64_t ver);
+/* The open epoch's content file: opened (created) if needed, or -errno. */
+int vn_wfd(struct vnode *vn);
+/* The open epoch's content file if it is open, else -1. */
+int vn_cur_wfd(struct vnode *vn);
+int vn_load_base_path(struct vnode *vn, bt_txn *txn);
+/* Apply fn to every vnode in the table (table_lock held; fn must not lock
+   the table). */
+void vn_foreach(void (*fn)(struct vnode *vn, void *arg), void *arg);
+void vn_foreach_locked(void (*fn)(struct vnode *vn, void *arg), void *arg);
+/* An open handle more / less (vn->lock held); vn_open_dec returns true
+   when the last one went.  They keep the list of open files. */
+void vn_open_inc(struct vnode *vn);
+bool vn_open_dec(struct vnode *vn);
+/* Apply fn to every open file (table_lock held; O(open files)). */
+void vn_foreach_open_locked(void (*fn)(struct vnode *vn, void *arg),
+			    void *arg);
+
+/* ---- data.c ---- */
+int data_read(struct vnode *vn, size_t size, off_t off,
+	      struct fuse_bufvec **bufv, int **fds, size_t *nfds);
+int data_write(struct vnode *vn, struct fuse_bufvec *in, off_t off,
+	       size_t *written);
+int data_truncate(struct vnode *vn, uint64_t size);
+int data_fallocate(struct vnode *vn, int mode, off_t off, off_t len);
+int data_lseek(struct vnode *vn, off_t off, int whence, off_t *res);
+
+/* ---- dir.c ---- */
+int dir_ensure_listed(struct vnode *dir);
+int dir_lookup(struct vnode *dir, const char *name, struct vnode **out);
+int dir_create(struct vnode *dir, const char *name, mode_t mode, dev_t rdev,
+	       const char *target, const struct fuse_ctx *ctx,
+	       struct vnode **out);
+int dir_link(struct vnode *vn, struct vnode *dir, const char *name);
+int dir_unlink(struct vnode *dir, const char *name, bool isdir);
+int dir_rename(struct vnode *dir, const char *name, struct vnode *ndir,
+	       const char *nname, unsigned flags);
+struct dirent_buf {
+	char *name;
+	uint64_t ino;			/* st_ino to report */
+	uint32_t type;
+};
+struct dir_list {
+	struct dirent_buf *e;
+	size_t n, cap;
+	char *names;
+	size_t nlen, ncap;
+};
+int dir_list(struct vnode *dir, struct dir_list *out);
+void dir_list_free(struct dir_list *l);
+
+/* ---- xattr.c ---- */
+int xa_get(struct vnode *vn, const char *name, void *buf, size_t size,
+	   ssize_t *len);
+int xa_list(struct vnode *vn, char *buf, size_t size, ssize_t *len);
+int xa_set(struct vnode *vn, const char *name, const void *val, size_t size,
+	   int flags);
+int xa_remove(struct vnode *vn, const char *name);
+
+/* ---- epoch.c: checkpoint, rollback, list, diff, status ---- */
+struct ctl_out {
+	struct cbuf b;			/* reply payload being built */
+};
+int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
+		  size_t errlen);
+int ep_rollback(uint64_t id, const char *tag, uint64_t *to, char *err,
+		size_t errlen);
+int ep_list(struct ctl_out *out);
+int ep_status(struct ctl_out *out);
+int ep_diff(uint64_t a, uint64_t b, bool b_live, struct ctl_out *out,
+	    char *err, size_t errlen);
+int ep_valid_tag(const char *tag);
+
+/* ---- kfix.c: the kernel's caches, through the mount ---- */
+/* The fix-up path's lookups (the fix-up thread only); NULL: not one. */
+struct vnode *kf_lookup(struct vnode *dir, const char *name);
+/* Before a checkpoint: fsync every open file through the mount. */
+void kf_flush_open_files(void);
+/* After a rollback: make the kernel take vn's restored size and times,
+   by eviction now or by a request added to batch b (kf_batch_run). */
+struct kf_batch;
+struct kf_batch *kf_batch_new(void);
+void kf_fix_after_rollback(struct kf_batch *b, struct vnode *vn);
+/* Run the batch from a child process, wait for it, and free it. */
+void kf_batch_run(struct kf_batch *b);
+/* After fix-ups: drop the fix-up directory's entry. */
+void kf_done(void);
+/* ---- daemon.c ---- */
+/* Fork; the parent exits when the child is ready or dead. */
+void vfs_daemon_begin(void);
+/* In the child: the mount works; detach and release the parent. */
+void vfs_daemon_ready(void);
+
+/* ---- cleaner.c: the cleaner thread and the cleaner's hooks ---- */
+/* Create vfs->cleaner with the daemon's hooks. */
+int dc_init(struct vfs *v);
+/* Mark checkpoints deleted (all or none), drop their views; the cleaner
+   frees their space.  The one the live state descends from only with
+   force. */
+int dc_delete(const uint64_t *ids, size_t n, bool force, char *err,
+	      size_t errlen);
+/* Apply the stored pruning policy (after a checkpoint). */
+void dc_after_checkpoint(void);
+/* Wake the cleaner thread. */
+void dc_kick(void);
+/* Wake the cleaner; the number of the pass that will see everything done
+   so far (finished when clean_passes reaches it). */
+uint64_t dc_request_pass(void);
+void *dc_thread(void *arg);
+/* A merge is rewriting inode vino's versions (vn_load retries after). */
+bool dc_merging(uint64_t vino);
+void dc_wait_merge(uint64_t vino);
+
+/* ---- ctlsrv.c ---- */
+int ctl_listen(struct vfs *v);
+void *ctl_thread(void *arg);
+
+/* ---- fuseio.c: negotiates FUSE_HANDLE_KILLPRIV_V2 for libfuse 3.14 ---- */
+int fuseio_install(struct fuse_session *se);
+extern bool vfs_killpriv_v2;
+
+/* ---- fuseops.c ---- */
+extern const struct fuse_lowlevel_ops vfs_ops;
+
+#endif /* VFS_DAEMON_H */

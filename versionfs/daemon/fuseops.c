@@ -1,0 +1,911 @@
+/*
+ * fuseops.c — the FUSE low-level operations: the boundary where requests
+ * become calls into node.c, data.c, dir.c and xattr.c, and negative errno
+ * values become fuse_reply_err().
+ *
+ * Every operation takes epoch_lock shared for its duration, so checkpoint
+ * and rollback (exclusive) see no operation half done.  The lock is released
+ * before replying.  Node ids are vnode addresses (node.c); each entry reply
+ * adds one lookup, forget removes them.
+ *
+ * Views (.checkpoints/ID/...) are read-only: every mutating operation on
+ * them answers EROFS.  A vnode whose inode a rollback removed answers
+ * ESTALE.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "versionfs/daemon/daemon.h"
+
+#define RD_LOCK()	pthread_rwlock_rdlock(&vfs->epoch_lock)
+#define RD_UNLOCK()	pthread_rwlock_unlock(&vfs->epoch_lock)
+
+static bool readonly(const struct vnode *vn)
+{
+	return vn->view || vn->special;
+}
+
+/* Is the caller of req in group gid (primary or supplementary)? */
+static bool in_group(fuse_req_t req, gid_t gid)
+{
+	gid_t groups[64];
+	int n;
+
+	if (fuse_req_ctx(req)->gid == gid)
+		return true;
+	n = fuse_req_getgroups(req, 64, groups);
+	for (int i = 0; i < n && i < 64; i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
+}
+
+/*
+ * FUSE_HANDLE_KILLPRIV_V2 (fuseio.c) makes clearing the set-id bits ours,
+ * as the VFS would (setattr_should_drop_suidgid): S_ISUID, and S_ISGID if
+ * the group may execute or the caller is not in the file's group.  Only
+ * called for callers without CAP_FSETID (the kernel sends no kill request
+ * for those; other rules check uid 0).  vn->lock held.
+ */
+static void kill_suidgid(fuse_req_t req, struct vnode *vn)
+{
+	uint32_t mode = vn->m.mode, kill = S_ISUID;
+
+	if (!vfs_killpriv_v2 || !S_ISREG(mode))
+		return;
+	if ((mode & S_ISGID) &&
+	    ((mode & S_IXGRP) || !in_group(req, vn->m.gid)))
+		kill |= S_ISGID;
+	if (!(mode & kill))
+		return;
+	vn->m.mode &= ~kill;
+	vn->meta_dirty = true;
+	vn_mark_dirty(vn);
+}
+
+/* chown drops S_ISUID, and S_ISGID with group exec, even for root. */
+static void chown_kill(struct vnode *vn)
+{
+	uint32_t kill = S_ISUID;
+
+	if (!vfs_killpriv_v2 || !S_ISREG(vn->m.mode))
+		return;
+	if ((vn->m.mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+		kill |= S_ISGID;
+	vn->m.mode &= ~kill;
+}
+
+/* Reply with an entry for vn (reference consumed, one lookup added). */
+static void reply_entry_t(fuse_req_t req, struct vnode *vn, int rc,
+			  double timeout)
+{
+	struct fuse_entry_param e;
+
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	memset(&e, 0, sizeof(e));
+	pthread_mutex_lock(&vn->lock);
+	vn_stat(vn, &e.attr);
+	pthread_mutex_unlock(&vn->lock);
+	e.ino = vn_nodeid(vn);
+	e.attr_timeout = e.entry_timeout = timeout;
+	vn_lookup_inc(vn);
+	vn_put(vn);
+	if (fuse_reply_entry(req, &e) == -ENOENT)
+		vn_forget(vn, 1);	/* the request was interrupted */
+}
+
+static void reply_entry(fuse_req_t req, struct vnode *vn, int rc)
+{
+	reply_entry_t(req, vn, rc, vfs->timeout);
+}
+
+static void op_init(void *ud, struct fuse_conn_info *conn)
+{
+	(void)ud;
+	if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	vfs->wb_cache = conn->want & FUSE_CAP_WRITEBACK_CACHE;
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
+	if (getenv("VFS_SPLICE_READ") && (conn->capable & FUSE_CAP_SPLICE_READ))
+		conn->want |= FUSE_CAP_SPLICE_READ;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	if (conn->capable & FUSE_CAP_ASYNC_READ)
+		conn->want |= FUSE_CAP_ASYNC_READ;
+	conn->want &= ~(unsigned)FUSE_CAP_EXPORT_SUPPORT;
+	/* open(O_TRUNC) as a SETATTR before the OPEN: one truncation path,
+	   with its set-id and time rules */
+	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
+	if (vfs->max_read)
+		conn->max_read = vfs->max_read;	/* libfuse checks they agree */
+	conn->time_gran = 1;
+	vfs_daemon_ready();	/* versionfs(8) returns: the mount works */
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct vnode *dir = vn_from_ino(parent), *vn = NULL;
+	int rc;
+
+	if (vfs->fixup_tid && fuse_req_ctx(req)->pid == vfs->fixup_tid &&
+	    (vn = kf_lookup(dir, name))) {
+		/* rollback's own path to an inode: never cached */
+		vn_put(dir);
+		reply_entry_t(req, vn, 0, 0.0);
+		return;
+	}
+	RD_LOCK();
+	rc = dir_lookup(dir, name, &vn);
+	RD_UNLOCK();
+	if (!rc && !dir->view)
+		vn_set_name(vn, dir->vino, name, true);
+	vn_put(dir);
+	/* ENOENT makes no lasting negative dentry: rollback may bring the
+	   name back, and the kernel asks again next time. */
+	reply_entry(req, vn, rc);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	if (ino != FUSE_ROOT_ID)
+		vn_forget((struct vnode *)(uintptr_t)ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count,
+			    struct fuse_forget_data *f)
+{
+	for (size_t i = 0; i < count; i++)
+		if (f[i].ino != FUSE_ROOT_ID)
+			vn_forget((struct vnode *)(uintptr_t)f[i].ino,
+				  f[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct vnode *vn = vn_from_ino(ino);
+	struct stat st;
+	int rc;
+
+	(void)fi;
+	RD_LOCK();
+	pthread_mutex_lock(&vn->lock);
+	rc = vn_refresh(vn);
+	if (!rc)
+		vn_stat(vn, &st);
+	pthread_mutex_unlock(&vn->lock);
+	RD_UNLOCK();
+	vn_put(vn);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, vfs->timeout);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	struct vnode *vn = vn_from_ino(ino);
+	struct timespec now = vfs_now();
+	struct stat st;
+	int rc;
+
+	(void)fi;
+	if (readonly(vn)) {
+		vn_put(vn);
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	RD_LOCK();
+	pthread_mutex_lock(&vn->lock);
+	rc = vn_refresh(vn);
+	if (!rc && vfs->fixup_tid && fuse_req_ctx(req)->pid == vfs->fixup_tid) {
+		/* Our own post-rollback request: it exists only to make the
+		   kernel take the restored size and times.  Change nothing. */
+		vn_stat(vn, &st);
+		pthread_mutex_unlock(&vn->lock);
+		RD_UNLOCK();
+		vn_put(vn);
+		fuse_reply_attr(req, &st, vfs->timeout);
+		return;
+	}
+	if (!rc && (to_set & FUSE_SET_ATTR_SIZE)) {
+		if (S_ISDIR(vn->type))
+			rc = -EISDIR;
+		else if (!S_ISREG(vn->type))
+			rc = -EINVAL;
+		else if (attr->st_size < 0)
+			rc = -EINVAL;
+		else
+			rc = data_truncate(vn, (uint64_t)attr->st_size);
+	}
+	if (!rc) {
+		struct vmeta *m = &vn->m;
+		const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+		/*
+		 * killpriv v2: truncate by a user and any chown drop set-id
+		 * bits; and libfuse 3.14 masks FATTR_KILL_SUIDGID, so the
+		 * kernel's kill request (sent before a write by a caller
+		 * without CAP_FSETID) arrives as an empty setattr.
+		 */
+		if (((to_set & FUSE_SET_ATTR_SIZE) && ctx->uid != 0) ||
+		    to_set == 0)
+			kill_suidgid(req, vn);
+		if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
+			chown_kill(vn);
+		if (to_set & FUSE_SET_ATTR_MODE)
+			m->mode = (m->mode & S_IFMT) | (attr->st_mode & 07777);
+		if (to_set & FUSE_SET_ATTR_UID)
+			m->uid = attr->st_uid;
+		if (to_set & FUSE_SET_ATTR_GID)
+			m->gid = attr->st_gid;
+		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+			m->atime = now;
+		else if (to_set & FUSE_SET_ATTR_ATIME)
+			m->atime = attr->st_atim;
+		if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+			m->mtime = now;
+		else if (to_set & FUSE_SET_ATTR_MTIME)
+			m->mtime = attr->st_mtim;
+		if (to_set & FUSE_SET_ATTR_CTIME)
+			m->ctime = attr->st_ctim;
+		else
+			m->ctime = now;
+		vn->meta_dirty = true;
+		vn_mark_dirty(vn);
+		vn_stat(vn, &st);
+	}
+	pthread_mutex_unlock(&vn->lock);
+	RD_UNLOCK();
+	vn_put(vn);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, vfs->timeout);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct vnode *vn = vn_from_ino(ino);
+	char *target = NULL;
+	int rc;
+
+	RD_LOCK();
+	pthread_mutex_lock(&vn->lock);
+	rc = vn_refresh(vn);
+	if (!rc && !S_ISLNK(vn->type))
+		rc = -EINVAL;
+	if (!rc && !(target = strdup(vn->m.target ? vn->m.target : "")))
+		rc = -ENOMEM;
+	pthread_mutex_unlock(&vn->lock);
+	RD_UNLOCK();
+	vn_put(vn);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_readlink(req, target);
+	free(target);
+}
+
+static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, dev_t rdev, const char *target)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct vnode *dir = vn_from_ino(parent), *vn = NULL;
+	int rc;
+
+	RD_LOCK();
+	rc = dir_create(dir, name, mode & ~ctx->umask, rdev, target, ctx, &vn);
+	RD_UNLOCK();
+	if (!rc)
+		vn_set_name(vn, dir->vino, name, true);
+	vn_put(dir);
+	reply_entry(req, vn, rc);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	if (!S_ISREG(mode) && !S_ISFIFO(mode) && !S_ISCHR(mode) &&
+	    !S_ISBLK(mode) && !S_ISSOCK(mode)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	make_node(req, parent, name, mode, rdev, NULL);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	make_node(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
+{
+	if (strlen(link) > 4096) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	/* the umask does not apply to symlinks */
+	make_node(req, parent, name, S_IFLNK | 0777 | fuse_req_ctx(req)->umask,
+		  0, link);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct vnode *dir = vn_from_ino(parent), *vn = NULL;
+	struct fuse_entry_param e;
+	int rc;
+
+	RD_LOCK();
+	rc = dir_create(dir, name, S_IFREG | (mode & 07777 & ~ctx->umask), 0,
+			NULL, ctx, &vn);
+	if (!rc) {
+		vn_set_name(vn, dir->vino, name, true);
+		pthread_mutex_lock(&vn->lock);
+		vn_open_inc(vn);
+		vn_stat(vn, &e.attr);
+		pthread_mutex_unlock(&vn->lock);
+		vn_ref(vn);		/* the open handle */
+	}
+	RD_UNLOCK();
+	vn_put(dir);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	e.ino = vn_nodeid(vn);
+	e.generation = 0;
+	e.attr_timeout = e.entry_timeout = vfs->timeout;
+	fi->keep_cache = 1;
+	vn_lookup_inc(vn);
+	vn_put(vn);
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		vn_forget(vn, 1);
+		pthread_mutex_lock(&vn->lock);
+		vn_open_dec(vn);
+		pthread_mutex_unlock(&vn->lock);
+		vn_put(vn);
+	}
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct vnode *dir = vn_from_ino(parent);
+	int rc;
+
+	RD_LOCK();
+	rc = dir_unlink(dir, name, false);
+	RD_UNLOCK();
+	vn_put(dir);
+	fuse_reply_err(req, -rc);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct vnode *dir = vn_from_ino(parent);
+	int rc;
+
+	RD_LOCK();
+	rc = dir_unlink(dir, name, true);
+	RD_UNLOCK();
+	vn_put(dir);
+	fuse_reply_err(req, -rc);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	struct vnode *dir = vn_from_ino(parent), *ndir = vn_from_ino(newparent);
+	int rc;
+
+	if (readonly(dir) || readonly(ndir)) {
+		rc = -EROFS;
+	} else {
+		RD_LOCK();
+		rc = dir_rename(dir, name, ndir, newname, flags);
+		RD_UNLOCK();
+	}
+	vn_put(dir);
+	vn_put(ndir);
+	fuse_reply_err(req, -rc);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
+{
+	struct vnode *vn = vn_from_ino(ino), *dir = vn_from_ino(newparent);
+	int rc;
+
+	RD_LOCK();
+	rc = dir_link(vn, dir, newname);
+	RD_UNLOCK();
+	if (!rc)
+		vn_set_name(vn, dir->vino, newname, true);
+	vn_put(dir);
+	if (rc) {
+		vn_put(vn);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	reply_entry(req, vn, 0);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct vnode *vn = vn_from_ino(ino);
+	int rc;
+
+	if (readonly(vn) && (fi->flags & O_ACCMODE) != O_RDONLY) {
+		vn_put(vn);
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	RD_LOCK();
+	pthread_mutex_lock(&vn->lock);
+	rc = vn_refresh(vn);
+	if (!rc && S_ISDIR(vn->type))
+		rc = -EISDIR;
+	if (!rc)
+		rc = vn_check_meta(vn, NULL);
+	if (!rc)
+		vn_open_inc(vn);
+	pthread_mutex_unlock(&vn->lock);
+	RD_UNLOCK();
+	if (rc) {
+		vn_put(vn);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	/* keep the reference for the handle; rollback invalidates pages */
+	fi->keep_cache = 1;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		pthread_mutex_lock(&vn->lock);
+		if (vn_open_dec(vn))
+			vn_close_fds(vn);
+		pthread_mutex_unlock(&vn->lock);
+		vn_put(vn);
+	}
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct vnode *vn = vn_from_ino(ino);
+
+	(void)fi;
+	RD_LOCK();
+	pthread_mutex_lock(&vn->lock);
+	if (vn_open_dec(vn))
+		vn_close_fds(vn);	/* the flusher persists it later */
+	pthread_mutex_unlock(&vn->lock);
+	RD_UNLOCK();
+	vn_put(vn);			/* the handle's */
+	vn_put(vn);			/* ours */
+	fuse_reply_err(req, 0);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct vnode *vn = vn_from_ino(ino);
+	struct fuse_bufvec *bv = NULL;
+	int *fds = NULL, rc;
+	size_t nfds = 0;
+
+	(void)fi;
+	RD_LOCK();
+	pthread_mutex_lock(&vn->lock);
+	rc = vn_refresh(vn);
+	if (!rc)
+		rc = data_read(vn, size, off, &bv, &fds, &nfds);
+	pthread_mutex_unlock(&vn->lock);
+	RD_UNLOCK();
+	vn_put(vn);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_data(req, bv, FUSE_BUF_SPLICE_MOVE);
+	for (size_t i = 0; i < nfds; i++)
+		close(fds[i]);
+	free(fds);
+	free(bv);
+}
+
+static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
+			 struct fuse_bufvec *in, off_t off,
+			 struct fuse_file_info *fi)
+{
+	struct vnode *vn = vn_from_ino(ino);
+	size_t written = 0;
+	int rc;
+
+	(void)fi;
+	if (readonly(vn)) {
+		vn_put(vn);
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	RD_LOCK();
+	pthread_mutex_lock(&vn->lock);
+	rc = vn_refresh(vn);
+	if (!rc)
+		rc = data_write(vn, in, off, &written);
+	/* killpriv v2: writes the kernel sends for a process (writeback
+	   sends none that must clear bits) from a user drop set-id bits */
+	if (!rc && fuse_req_ctx(req)->pid && fuse_req_ctx(req)->uid != 0)
+		kill_suidgid(req, vn);
+	if (!rc && vn->delta.n > 8192)
+		rc = vn_persist(vn, false);	/* bound the delta's memory */
+	pthread_mutex_unlock(&vn->lock);
+	RD_UNLOCK();
+	vn_put(vn);
+	if (rc && !written)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_write(req, written);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
+{
+	struct vnode *vn = vn_from_ino(ino);
+	int rc = 0;
+
+	(void)datasync;
+	(void)fi;
+	/* the checkpoint's flush barrier (epoch.c) only needs the kernel's
+	   writes to have reached us: they have, when this arrives */
+	if (vfs->fixup_tid && fuse_req_ctx(req)->pid == vfs->fixup_tid) {
+		vn_put(vn);
+		fuse_reply_err(req, 0);
+		return;
+	}
+	if (!readonly(vn)) {
+		RD_LOCK();
+		pthread_mutex_lock(&vn->lock);
+		rc = vn_refresh(vn);
+		if (!rc)
+			rc = vn_persist(vn, true);
+		pthread_mutex_unlock(&vn->lock);
+		RD_UNLOCK();
+	}
+	vn_put(vn);
+	fuse_reply_err(req, -rc);
+}
+
+struct dirh {
+	pthread_mutex_t lock;
+	struct dir_list l;
+	bool filled;
+};
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct vnode *vn = vn_from_ino(ino);
+	struct dirh *d;
+	int rc = 0;
+
+	RD_LOCK();
+	pthread_mutex_lock(&vn->lock);
+	if (!vn->special) {
+		rc = vn_refresh(vn);
+		if (!rc && !S_ISDIR(vn->type))
+			rc = -ENOTDIR;
+	}
+	pthread_mutex_unlock(&vn->lock);
+	RD_UNLOCK();
+	vn_put(vn);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_init(&d->lock, NULL);
+	fi->fh = (uintptr_t)d;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		pthread_mutex_destroy(&d->lock);
+		free(d);
+	}
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct dirh *d = (struct dirh *)(uintptr_t)fi->fh;
+	struct vnode *vn = vn_from_ino(ino);
+	char *buf = NULL;
+	size_t pos = 0;
+	struct stat st;
+	int rc = 0;
+
+	pthread_mutex_lock(&d->lock);
+	if (off == 0 || !d->filled) {
+		dir_list_free(&d->l);
+		RD_LOCK();
+		rc = dir_list(vn, &d->l);
+		RD_UNLOCK();
+		d->filled = rc == 0;
+	}
+	if (!rc && !(buf = malloc(size)))
+		rc = -ENOMEM;
+	for (size_t i = (size_t)off; !rc && i < d->l.n + 2; i++) {
+		const char *name = i == 0 ? "." : i == 1 ? ".." :
+				   d->l.e[i - 2].name;
+		size_t n;
+
+		memset(&st, 0, sizeof(st));
+		if (i < 2) {
+			st.st_ino = vn->special ? VFS_CKDIR_INO :
+				    vn->view ? VFS_VIEW_INO(vn->view, vn->vino)
+					     : vn->vino;
+			st.st_mode = S_IFDIR;
+		} else {
+			st.st_ino = d->l.e[i - 2].ino;
+			st.st_mode = d->l.e[i - 2].type;
+		}
+		n = fuse_add_direntry(req, buf + pos, size - pos, name, &st,
+				      (off_t)(i + 1));
+		if (n > size - pos)
+			break;
+		pos += n;
+	}
+	pthread_mutex_unlock(&d->lock);
+	vn_put(vn);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, buf, pos);
+	free(buf);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	struct dirh *d = (struct dirh *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	dir_list_free(&d->l);
+	pthread_mutex_destroy(&d->lock);
+	free(d);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			struct fuse_file_info *fi)
+{
+	(void)datasync;
+	op_fsync(req, ino, 0, fi);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+
+	(void)ino;
+	if (fstatvfs(vfs->store_fd, &sv) < 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	sv.f_namemax = BT_NAME_MAX;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
+{
+	struct vnode *vn = vn_from_ino(ino);
+	int rc;
+
+	if (readonly(vn)) {
+		rc = -EROFS;
+	} else {
+		RD_LOCK();
+		pthread_mutex_lock(&vn->lock);
+		rc = vn_refresh(vn);
+		if (!rc)
+			rc = xa_set(vn, name, value, size, flags);
+		pthread_mutex_unlock(&vn->lock);
+		RD_UNLOCK();
+	}
+	vn_put(vn);
+	fuse_reply_err(req, -rc);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
+{
+	struct vnode *vn;
+	char *buf = NULL;
+	ssize_t len = 0;
+	int rc;
+
+	/* The kernel asks this before every write(2): answer at once. */
+	if (!strncmp(name, "security.", 9)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	vn = vn_from_ino(ino);
+	if (size && !(buf = malloc(size))) {
+		vn_put(vn);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	RD_LOCK();
+	pthread_mutex_lock(&vn->lock);
+	rc = vn->special ? -ENODATA : vn_refresh(vn);
+	if (!rc)
+		rc = xa_get(vn, name, buf, size, &len);
+	pthread_mutex_unlock(&vn->lock);
+	RD_UNLOCK();
+	vn_put(vn);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else if (size)
+		fuse_reply_buf(req, buf, (size_t)len);
+	else
+		fuse_reply_xattr(req, (size_t)len);
+	free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct vnode *vn = vn_from_ino(ino);
+	char *buf = NULL;
+	ssize_t len = 0;
+	int rc;
+
+	if (size && !(buf = malloc(size))) {
+		vn_put(vn);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	RD_LOCK();
+	pthread_mutex_lock(&vn->lock);
+	rc = vn->special ? 0 : vn_refresh(vn);
+	if (!rc && !vn->special)
+		rc = xa_list(vn, buf, size, &len);
+	pthread_mutex_unlock(&vn->lock);
+	RD_UNLOCK();
+	vn_put(vn);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else if (size)
+		fuse_reply_buf(req, buf, (size_t)len);
+	else
+		fuse_reply_xattr(req, (size_t)len);
+	free(buf);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct vnode *vn = vn_from_ino(ino);
+	int rc;
+
+	if (readonly(vn)) {
+		rc = -EROFS;
+	} else {
+		RD_LOCK();
+		pthread_mutex_lock(&vn->lock);
+		rc = vn_refresh(vn);
+		if (!rc)
+			rc = xa_remove(vn, name);
+		pthread_mutex_unlock(&vn->lock);
+		RD_UNLOCK();
+	}
+	vn_put(vn);
+	fuse_reply_err(req, -rc);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
+			 off_t offset, off_t length, struct fuse_file_info *fi)
+{
+	struct vnode *vn = vn_from_ino(ino);
+	int rc;
+
+	(void)fi;
+	if (readonly(vn)) {
+		rc = -EROFS;
+	} else {
+		RD_LOCK();
+		pthread_mutex_lock(&vn->lock);
+		rc = vn_refresh(vn);
+		if (!rc && !S_ISREG(vn->type))
+			rc = -ENODEV;
+		if (!rc)
+			rc = data_fallocate(vn, mode, offset, length);
+		pthread_mutex_unlock(&vn->lock);
+		RD_UNLOCK();
+	}
+	vn_put(vn);
+	fuse_reply_err(req, -rc);
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	struct vnode *vn = vn_from_ino(ino);
+	off_t res = 0;
+	int rc;
+
+	(void)fi;
+	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+		vn_put(vn);
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	RD_LOCK();
+	pthread_mutex_lock(&vn->lock);
+	rc = vn_refresh(vn);
+	if (!rc)
+		rc = data_lseek(vn, off, whence, &res);
+	pthread_mutex_unlock(&vn->lock);
+	RD_UNLOCK();
+	vn_put(vn);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_lseek(req, res);
+}
+
+const struct fuse_lowlevel_ops vfs_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.symlink = op_symlink,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.rename = op_rename,
+	.link = op_link,
+	.create = op_create,
+	.open = op_open,
+	.read = op_read,
+	.write_buf = op_write_buf,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.releasedir = op_releasedir,
+	.fsyncdir = op_fsyncdir,
+	.statfs = op_statfs,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
+	.fallocate = op_fallocate,
+	.lseek = op_lseek,
+};

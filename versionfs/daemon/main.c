@@ -1,0 +1,423 @@
+/*
+ * main.c — versionfs(8): mount the versioning file system.
+ *
+ *   versionfs [options] BACKING MOUNTPOINT
+ *
+ * Start-up does everything that can fail before the mount is announced, so
+ * that errors reach the user's terminal with a non-zero exit: check the
+ * arguments, then (unless -f) fork: the parent waits on a pipe while the
+ * child opens (or creates) the store, takes its lock, opens LMDB, loads the
+ * root, mounts, binds the control socket and answers the kernel's
+ * FUSE_INIT; only then does the child detach and tell the parent, which
+ * exits 0, so the command returns when the mount is usable (daemon.c).  The fork comes first because an LMDB environment,
+ * and the btree's syncer thread, belong to the process that opened them
+ * (LMDB's reader table and locks are per process): the process that serves
+ * the mount must be the one that opened the store.
+ *
+ * On unmount (fusermount3 -u) or SIGTERM, the loop ends and every pending
+ * change is persisted and synced before exit; a later mount continues the
+ * same open epoch with all checkpoints.  After kill -9, the next mount
+ * continues from what was persisted (at least everything fsync'ed and every
+ * checkpoint).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "versionfs/daemon/daemon.h"
+
+#define VFS_VERSION	"0.1.0"
+
+
+
+struct opts {
+	char *backing;
+	char *owner;
+	double timeout;
+	unsigned max_read;
+	int help, version;
+};
+
+enum { KEY_HELP, KEY_VERSION, KEY_MAX_READ };
+
+static const struct fuse_opt vfs_optspec[] = {
+	{ "owner=%s", offsetof(struct opts, owner), 0 },
+	{ "timeout=%lf", offsetof(struct opts, timeout), 0 },
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_KEY("max_read=", KEY_MAX_READ),
+	FUSE_OPT_END
+};
+
+static int opt_proc(void *data, const char *arg, int key,
+		    struct fuse_args *out)
+{
+	struct opts *o = data;
+
+	(void)out;
+	switch (key) {
+	case FUSE_OPT_KEY_NONOPT:
+		if (!o->backing) {
+			o->backing = strdup(arg);
+			return 0;
+		}
+		return 1;		/* the mount point */
+	case KEY_HELP:
+		o->help = 1;
+		return 0;
+	case KEY_VERSION:
+		o->version = 1;
+		return 0;
+	case KEY_MAX_READ:
+		/* libfuse needs it too, and init must repeat it */
+		if (sscanf(arg, "max_read=%u", &o->max_read) != 1)
+			return -1;
+		return 1;
+	}
+	return 1;
+}
+
+static void usage(void)
+{
+	printf(
+"usage: versionfs [options] BACKING MOUNTPOINT\n"
+"\n"
+"Mount a versioning view of directory BACKING on MOUNTPOINT (which may be\n"
+"BACKING itself).  Files already in BACKING stay visible and are never\n"
+"modified; versionfs keeps its data in BACKING/.versionfs.  Take and restore\n"
+"checkpoints with versionfs-ctl(8); unmount with fusermount3 -u MOUNTPOINT.\n"
+"\n"
+"versionfs options:\n"
+"    -f                     stay in the foreground, log to stderr\n"
+"    -d                     debug output (implies -f)\n"
+"    -s                     single-threaded\n"
+"    -o owner=USER|UID      user who may control the mount besides root\n"
+"                           (default: the user who mounts)\n"
+"    -o timeout=SECONDS     kernel attribute and entry cache timeout\n"
+"                           (default 3600; rollback invalidates anyway)\n"
+"    -h, --help             this help, then the FUSE options\n"
+"    -V, --version          print the version\n"
+"\n"
+"FUSE options (-o ...) are passed to libfuse; versionfs always adds\n"
+"default_permissions, and allow_other when run by root.\n\n");
+	fuse_cmdline_help();
+	fuse_lowlevel_help();
+}
+
+static int parse_owner(const char *s, uid_t *uid)
+{
+	struct passwd *pw;
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (*s && !*end && !errno && v < UINT_MAX) {
+		*uid = (uid_t)v;
+		return 0;
+	}
+	pw = getpwnam(s);
+	if (!pw)
+		return -1;
+	*uid = pw->pw_uid;
+	return 0;
+}
+
+/* "fsname=" value with libfuse's option escapes (comma, backslash). */
+static char *fsname_opt(const char *path)
+{
+	size_t n = strlen(path);
+	char *o = malloc(2 * n + 64), *p;
+
+	if (!o)
+		return NULL;
+	p = o + sprintf(o, "fsname=");
+	for (; *path; path++) {
+		if (*path == ',' || *path == '\\')
+			*p++ = '\\';
+		*p++ = *path;
+	}
+	strcpy(p, ",subtype=versionfs,default_permissions");
+	if (geteuid() == 0)
+		strcat(p, ",allow_other");
+	return o;
+}
+
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/* The locks of struct vfs, as daemon.h orders them. */
+static void init_locks(struct vfs *v)
+{
+	pthread_rwlockattr_t ra;
+
+	pthread_rwlockattr_init(&ra);
+	/* a steady stream of operations must not starve a checkpoint */
+	pthread_rwlockattr_setkind_np(&ra,
+				PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&v->epoch_lock, &ra);
+	pthread_rwlockattr_destroy(&ra);
+	pthread_mutex_init(&v->ns_lock, NULL);
+	pthread_mutex_init(&v->table_lock, NULL);
+	pthread_mutex_init(&v->dirty_lock, NULL);
+	pthread_mutex_init(&v->flush_lock, NULL);
+	pthread_cond_init(&v->flush_cond, NULL);
+	pthread_mutex_init(&v->purge_lock, NULL);
+	pthread_cond_init(&v->purge_cond, NULL);
+	pthread_cond_init(&v->merge_cond, NULL);
+}
+
+static int start_threads(struct vfs *v)
+{
+	int rc;
+
+	if ((rc = pthread_create(&v->purge_thread, NULL, dc_thread,
+				 NULL)))
+		return -rc;
+	if ((rc = pthread_create(&v->flush_thread, NULL, vn_flusher, NULL)))
+		return -rc;
+	if ((rc = pthread_create(&v->ctl_thread, NULL, ctl_thread, v)))
+		return -rc;
+	v->threads_started = true;
+	dc_kick();		/* finish what a crash interrupted */
+	return 0;
+}
+
+static void stop_threads(struct vfs *v)
+{
+	if (!v->threads_started)
+		return;
+	v->stopping = true;
+	shutdown(v->ctl_fd, SHUT_RDWR);
+	pthread_mutex_lock(&v->purge_lock);
+	pthread_cond_broadcast(&v->purge_cond);
+	pthread_mutex_unlock(&v->purge_lock);
+	pthread_mutex_lock(&v->flush_lock);
+	pthread_cond_broadcast(&v->flush_cond);
+	pthread_mutex_unlock(&v->flush_lock);
+	pthread_join(v->ctl_thread, NULL);
+	/* Free the socket's name now: a new mount that gets this device
+	   number must be able to bind it while we save. */
+	close(v->ctl_fd);
+	v->ctl_fd = -1;
+	pthread_join(v->purge_thread, NULL);
+	pthread_join(v->flush_thread, NULL);
+}
+
+/* Check the mount point before mounting; errors name the fix. */
+static int check_mountpoint(const char *mp, const char *backing)
+{
+	struct stat st;
+	size_t bl = strlen(backing);
+
+	if (stat(mp, &st) < 0) {
+		if (errno == ENOTCONN)
+			fprintf(stderr, "versionfs: %s: a previous versionfs "
+				"mount died; run 'fusermount3 -u %s' first\n",
+				mp, mp);
+		else
+			fprintf(stderr, "versionfs: %s: %s\n", mp,
+				strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "versionfs: %s: not a directory\n", mp);
+		return -1;
+	}
+	if (!strncmp(mp, backing, bl) && mp[bl] == '/' &&
+	    !strncmp(mp + bl + 1, VFS_STORE_DIR, strlen(VFS_STORE_DIR))) {
+		fprintf(stderr, "versionfs: %s is inside the store of %s\n",
+			mp, backing);
+		return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_cmdline_opts co = { 0 };
+	struct opts o = { .timeout = 3600 };
+	struct ctl_mount cm;
+	struct bt_env_info ei;
+	static struct vfs v;
+	char *fsopt = NULL, rb[PATH_MAX], rm[PATH_MAX];
+	int ret = 1, rc;
+
+	vfs = &v;
+	v.ctl_fd = -1;
+	if (fuse_opt_parse(&args, &o, vfs_optspec, opt_proc) < 0) {
+		ret = 2;
+		goto out_args;
+	}
+	if (o.help || o.version) {
+		if (o.help)
+			usage();
+		else
+			printf("versionfs %s (store format %d, libfuse %s)\n",
+			       VFS_VERSION, VFS_FORMAT, fuse_pkgversion());
+		ret = 0;
+		goto out_args;
+	}
+	ret = 2;
+	if (fuse_parse_cmdline(&args, &co) != 0)
+		goto out_args;
+	if (!o.backing || !co.mountpoint) {
+		fprintf(stderr, "usage: versionfs [options] BACKING MOUNTPOINT "
+			"(try --help)\n");
+		goto out_args;
+	}
+	ret = 1;
+	if (!realpath(o.backing, rb)) {
+		fprintf(stderr, "versionfs: %s: %s\n", o.backing,
+			strerror(errno));
+		goto out_args;
+	}
+	if (!realpath(co.mountpoint, rm)) {
+		fprintf(stderr, "versionfs: %s: %s%s\n", co.mountpoint,
+			strerror(errno), errno == ENOTCONN ? " (a previous "
+			"versionfs died; run fusermount3 -u on it)" : "");
+		goto out_args;
+	}
+	if (check_mountpoint(rm, rb))
+		goto out_args;
+	v.backing = rb;
+	v.mountpoint = rm;
+	v.timeout = o.timeout < 0 ? 0 : o.timeout;
+	v.owner = getuid();
+	if (o.owner && parse_owner(o.owner, &v.owner)) {
+		fprintf(stderr, "versionfs: owner=%s: no such user\n", o.owner);
+		ret = 2;
+		goto out_args;
+	}
+	v.foreground = co.foreground;
+	v.max_read = o.max_read;
+	if (!co.foreground)
+		vfs_daemon_begin();
+	init_locks(&v);
+	vfs_log_init(true, co.debug);
+	raise_nofile();
+	if (store_open(rb, STORE_CREATE, &v.st))
+		goto out_store;
+	v.env = store_env(v.st);
+	v.backing_fd = store_backing_fd(v.st);
+	v.store_fd = store_dir_fd(v.st);
+	v.obj_fd = store_obj_fd(v.st);
+	v.epoch = store_epoch(v.st);
+	v.parent = store_parent(v.st);
+	if ((rc = dc_init(&v))) {
+		vfs_log(LOG_ERR, "%s: starting the cleaner: %s", rb,
+			strerror(-rc));
+		goto out_store;
+	}
+	if ((rc = vn_table_init(&v))) {
+		vfs_log(LOG_ERR, "%s: cannot load the root directory: %s", rb,
+			strerror(-rc));
+		goto out_store;
+	}
+	if (bt_env_info(v.env, &ei) == 0 && ei.unclean &&
+	    (rc = vn_recover_meta())) {
+		vfs_log(LOG_ERR, "%s: recovering the open epoch: %s", rb,
+			rc == BT_ECORRUPT ? bt_last_error() : strerror(-rc));
+		goto out_store;
+	}
+	fsopt = fsname_opt(rb);
+	if (!fsopt || fuse_opt_add_arg(&args, "-o") ||
+	    fuse_opt_add_arg(&args, fsopt))
+		goto out_store;
+	v.se = fuse_session_new(&args, &vfs_ops, sizeof(vfs_ops), &v);
+	if (!v.se)
+		goto out_store;
+	if (fuse_set_signal_handlers(v.se))
+		goto out_session;
+	if (fuse_session_mount(v.se, rm))
+		goto out_signals;
+	if (fuseio_install(v.se)) {
+		vfs_log(LOG_ERR, "installing the FUSE I/O shim failed");
+		goto out_unmount;
+	}
+	if (ctl_find_mount(0, rm, &cm) || strcmp(cm.type, "fuse.versionfs")) {
+		vfs_log(LOG_ERR, "%s: cannot find the new mount in "
+			"/proc/self/mountinfo", rm);
+		goto out_unmount;
+	}
+	v.dev = cm.dev;
+	if ((rc = ctl_listen(&v))) {
+		vfs_log(LOG_ERR, "control socket: %s%s", strerror(-rc),
+			rc == -EADDRINUSE ? " (an earlier versionfs whose "
+			"mount had this device number still holds it)" : "");
+		goto out_unmount;
+	}
+	if ((rc = start_threads(&v))) {
+		vfs_log(LOG_ERR, "starting threads: %s", strerror(-rc));
+		goto out_unmount;
+	}
+	vfs_log_init(co.foreground, co.debug);
+	/* the parent returns when FUSE_INIT has been answered (op_init) */
+	vfs_log(LOG_INFO, "mounted %s on %s (epoch %llu)", rb, rm,
+		(unsigned long long)v.epoch);
+	if (co.singlethread) {
+		ret = fuse_session_loop(v.se);
+	} else {
+		struct fuse_loop_config *lc = fuse_loop_cfg_create();
+
+		fuse_loop_cfg_set_clone_fd(lc, co.clone_fd);
+		/* libfuse 3.14 complains about its own "unset" value */
+		if (co.max_idle_threads <= 100000)
+			fuse_loop_cfg_set_idle_threads(lc, co.max_idle_threads);
+		if (co.max_threads > 0 && co.max_threads <= 100000)
+			fuse_loop_cfg_set_max_threads(lc, co.max_threads);
+		ret = fuse_session_loop_mt(v.se, lc);
+		fuse_loop_cfg_destroy(lc);
+	}
+	ret = ret ? 1 : 0;
+out_unmount:
+	stop_threads(&v);
+	/* Save everything still in memory before the store closes. */
+	pthread_rwlock_wrlock(&v.epoch_lock);
+	if ((rc = vn_persist_all()) || (rc = bt_env_sync(v.env))) {
+		vfs_log(LOG_ERR, "saving at unmount: %s", strerror(-rc));
+		ret = 1;
+	}
+	pthread_rwlock_unlock(&v.epoch_lock);
+	fuse_session_unmount(v.se);
+	vfs_log(LOG_INFO, "unmounted %s", rm);
+out_signals:
+	fuse_remove_signal_handlers(v.se);
+out_session:
+	fuse_session_destroy(v.se);
+out_store:
+	if (v.table)
+		vn_table_free(&v);
+	cl_free(v.cleaner);
+	store_close(v.st);
+	if (v.ctl_fd >= 0)
+		close(v.ctl_fd);
+out_args:
+	free(fsopt);
+	free(o.backing);
+	free(o.owner);
+	free(co.mountpoint);
+	fuse_opt_free_args(&args);
+	return ret;
+}

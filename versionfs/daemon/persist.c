@@ -1,0 +1,684 @@
+/*
+ * persist.c — moving the open epoch's changes from vnodes to the store:
+ * the dirty lists, persisting one vnode or many, and the flusher.
+ *
+ * Persisting a vnode is two steps (node.c explains the state they read):
+ *
+ *   files  write meta.E (creating it on the first change in E, with the
+ *          xattrs of the previous version copied onto it);
+ *   index  in an LMDB transaction: on the first data change in E clone the
+ *          previous map to map E (or build it from the base file), apply the
+ *          truncation and the delta runs, and put the inode record (ino, E)
+ *          and the epoch log entry.
+ *
+ * The index is what every lookup, stat and read uses, and it is durable at
+ * every durable point; the metadata file is read only for xattrs.  So the
+ * two steps need not run together: an index entry whose meta.E is missing
+ * (a crash before it was written) is rebuilt from the index on first use
+ * (vn_check_meta) and, after an unclean stop, at mount (vn_recover_meta).
+ *
+ * Two dirty lists, both O(1) to join and leave, hold a reference each:
+ *
+ *   index  vnodes with index work pending (attributes, delta, truncation,
+ *          first change in E).  The flusher persists the closed ones every
+ *          second, index only, in batches of one transaction each; the
+ *          metadata file they need is left for later (mfile_dirty).
+ *   files  vnodes whose only pending work is meta.E.  Namespace operations
+ *          and the flusher leave files here; a checkpoint writes them all
+ *          before it blocks the mount, one vnode lock at a time.  Creating a
+ *          file costs more than the whole LMDB commit of a create, and
+ *          nothing reads it before a checkpoint; files created and removed
+ *          between two checkpoints never get one.
+ *
+ * Nothing here commits per write(2): a write only sets bits in the delta.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "versionfs/daemon/daemon.h"
+
+static bool vn_needs_version(const struct vnode *vn)
+{
+	return vn->meta_ver < vfs->epoch;
+}
+
+/* Index work pending (as opposed to the metadata file only). */
+static bool vn_index_pending(const struct vnode *vn)
+{
+	return vn->meta_dirty || vn->map_dirty || vn_needs_version(vn);
+}
+
+/*
+ * Removed, closed and forgotten by the kernel: nothing can reach the inode
+ * again (no entry in any view, no handle, no node id), so its metadata
+ * file would never be read.  Files created and removed between two
+ * checkpoints cost no file at all.
+ */
+static bool vn_unreachable(struct vnode *vn)
+{
+	bool r;
+
+	if (vn->m.nlink || vn->opens)
+		return false;
+	pthread_mutex_lock(&vfs->table_lock);
+	r = vn->nlookup == 0;
+	pthread_mutex_unlock(&vfs->table_lock);
+	return r;
+}
+
+/* ---- the dirty lists (dirty_lock) ---- */
+
+static void dl_remove(struct vnode *vn)
+{
+	if (vn->dprev)
+		vn->dprev->dnext = vn->dnext;
+	else if (vn->dfiles)
+		vfs->dirty_files = vn->dnext;
+	else
+		vfs->dirty = vn->dnext;
+	if (vn->dnext)
+		vn->dnext->dprev = vn->dprev;
+	vn->dnext = vn->dprev = NULL;
+	if (vn->dfiles)
+		vfs->nfiles--;
+	else
+		vfs->ndirty--;
+}
+
+static void dl_insert(struct vnode *vn, bool files)
+{
+	struct vnode **head = files ? &vfs->dirty_files : &vfs->dirty;
+
+	vn->dfiles = files;
+	vn->dprev = NULL;
+	vn->dnext = *head;
+	if (*head)
+		(*head)->dprev = vn;
+	*head = vn;
+	if (files)
+		vfs->nfiles++;
+	else
+		vfs->ndirty++;
+}
+
+/* Put vn on the list its pending work calls for (vn->lock held). */
+void vn_mark_dirty(struct vnode *vn)
+{
+	bool files = !vn_index_pending(vn) && vn->mfile_dirty;
+
+	if (vn->dirty && vn->dfiles == files)
+		return;
+	pthread_mutex_lock(&vfs->dirty_lock);
+	if (vn->dirty)
+		dl_remove(vn);
+	else
+		vn_ref(vn);
+	dl_insert(vn, files);
+	vn->dirty = true;
+	pthread_mutex_unlock(&vfs->dirty_lock);
+}
+
+static void vn_unmark_dirty(struct vnode *vn)
+{
+	if (!vn->dirty)
+		return;
+	pthread_mutex_lock(&vfs->dirty_lock);
+	dl_remove(vn);
+	pthread_mutex_unlock(&vfs->dirty_lock);
+	vn->dirty = false;
+	/* The caller still holds its own reference, so this never frees. */
+	pthread_mutex_lock(&vfs->table_lock);
+	vn->refs--;
+	pthread_mutex_unlock(&vfs->table_lock);
+}
+
+/* After some pending work was done: move vn or take it off (lock held). */
+static void vn_dirty_update(struct vnode *vn)
+{
+	if (!vn_index_pending(vn) && !vn->mfile_dirty)
+		vn_unmark_dirty(vn);
+	else if (vn->dirty)
+		vn_mark_dirty(vn);
+}
+
+struct vnode *vn_dirty_pop(void)
+{
+	struct vnode *vn;
+
+	pthread_mutex_lock(&vfs->dirty_lock);
+	vn = vfs->dirty ? vfs->dirty : vfs->dirty_files;
+	if (vn)
+		dl_remove(vn);
+	pthread_mutex_unlock(&vfs->dirty_lock);
+	return vn;
+}
+
+/*
+ * Take up to max vnodes (all if max is 0) from the index list, the files
+ * list or both, only those without open handles if closed_only; referenced,
+ * into a new array.
+ */
+#define DL_INDEX	1
+#define DL_FILES	2
+
+static struct vnode **dirty_snapshot(size_t max, bool closed_only,
+				     unsigned lists, size_t *n)
+{
+	struct vnode **v;
+	size_t cap = 0;
+
+	*n = 0;
+	pthread_mutex_lock(&vfs->dirty_lock);
+	if (lists & DL_INDEX)
+		cap += vfs->ndirty;
+	if (lists & DL_FILES)
+		cap += vfs->nfiles;
+	if (max && max < cap)
+		cap = max;
+	v = calloc(cap ? cap : 1, sizeof(*v));
+	for (int l = 0; l < 2 && v; l++) {
+		if (!(lists & (l ? DL_FILES : DL_INDEX)))
+			continue;
+		for (struct vnode *vn = l ? vfs->dirty_files : vfs->dirty;
+		     vn && *n < cap; vn = vn->dnext) {
+			if (closed_only && vn->opens)
+				continue;
+			vn_ref(vn);
+			v[(*n)++] = vn;
+		}
+	}
+	pthread_mutex_unlock(&vfs->dirty_lock);
+	return v;
+}
+
+/* ---- one vnode ---- */
+
+/*
+ * Write the metadata file of the open epoch E: create it on the first
+ * change in E, carrying the xattrs of the newest file before it over.
+ */
+int vn_persist_files(struct vnode *vn)
+{
+	uint64_t E = vfs->epoch;
+	int fd, rc, n;
+
+	if (vn->view || vn->special || vn->gone)
+		return 0;
+	if (!vn_needs_version(vn) && !vn->meta_dirty && !vn->mfile_dirty)
+		return 0;
+	if (vn_unreachable(vn)) {
+		vn->mfile_dirty = false;
+		return 0;
+	}
+	if (vn->mfile_ver != E) {
+		fd = store_open_meta(vfs->st, vn->vino, E, O_RDWR | O_CREAT | O_TRUNC);
+		if (fd < 0)
+			return fd;
+		if (vn->m.flags & VM_XATTR) {
+			n = vn_copy_xattrs(vn, vn->mfile_ver, fd);
+			if (n < 0) {
+				close(fd);
+				return n;
+			}
+			if (n == 0)
+				vn->m.flags &= ~VM_XATTR;
+		}
+	} else {
+		fd = store_open_meta(vfs->st, vn->vino, E, O_WRONLY);
+		if (fd < 0)
+			return fd;
+	}
+	rc = vm_write_fd(fd, vn->vino, E, &vn->m);
+	close(fd);
+	if (!rc) {
+		vn->mfile_ver = E;
+		vn->mfile_dirty = false;
+	}
+	return rc;
+}
+
+/* Build map E for a vnode whose data has never changed in E. */
+static int vn_start_map(struct vnode *vn, bt_txn *txn, uint64_t E)
+{
+	int rc;
+
+	if (vn->data_ver)
+		return bt_ext_clone(txn, vn->vino, vn->data_ver, E);
+	rc = bt_ext_truncate(txn, vn->vino, E, 0);	/* creates it empty */
+	if (!rc && vn->base_path && S_ISREG(vn->type) && vn->base_size)
+		rc = bt_ext_set(txn, vn->vino, E, 0,
+				(vn->base_size + VFS_PAGE - 1) / VFS_PAGE, 0);
+	return rc;
+}
+
+int vn_persist_index(struct vnode *vn, bt_txn *txn)
+{
+	uint64_t E = vfs->epoch, data_ver = vn->data_ver, s, c, p;
+	struct bt_inode rec;
+	int rc;
+
+	if (vn->view || vn->special || vn->gone)
+		return 0;
+	if (!vn_index_pending(vn))
+		return 0;
+	if (vn->map_dirty) {
+		if (data_ver < E && (rc = vn_start_map(vn, txn, E)))
+			return rc;
+		if (vn->trunc != UINT64_MAX &&
+		    (rc = bt_ext_truncate(txn, vn->vino, E, vn->trunc)))
+			return rc;
+		for (p = 0; ps_next_run(&vn->delta, p, BT_PAGE_LIMIT, true,
+					&s, &c); p = s + c)
+			if ((rc = bt_ext_set(txn, vn->vino, E, s, c, E)))
+				return rc;
+		data_ver = E;
+	}
+	rec = (struct bt_inode){
+		.ino = vn->vino, .ver = E, .type = vn->type,
+		.flags = BT_INO_META | (data_ver == E ? BT_INO_DATA : 0),
+		.data_ver = data_ver,
+	};
+	vm_to_rec(&vn->m, &rec);
+	if ((rc = bt_inode_put(txn, &rec)))
+		return rc;
+	return vn_needs_version(vn) ? bt_log_add_inode(txn, E, vn->vino) : 0;
+}
+
+/*
+ * The index transaction committed.  A metadata file not written with it
+ * (mfile_ver < E, or the attributes changed since) is left pending.
+ */
+void vn_persist_done(struct vnode *vn)
+{
+	uint64_t E = vfs->epoch;
+
+	if (vn->view || vn->special)
+		return;
+	if (vn->mfile_ver != E)
+		vn->mfile_dirty = true;
+	if (vn->map_dirty) {
+		vn->data_ver = E;
+		__atomic_add_fetch(&vfs->epoch_pages, vn->delta_pages,
+				   __ATOMIC_RELAXED);
+	}
+	if (vn->meta_ver < E && !vn->gone)
+		vn->meta_ver = E;
+	ps_free(&vn->delta);
+	vn->trunc = UINT64_MAX;
+	vn->delta_pages = 0;
+	vn->meta_dirty = vn->map_dirty = false;
+	if (vn->gone)
+		vn->mfile_dirty = false;
+	vn_dirty_update(vn);
+}
+
+struct persist_one {
+	struct vnode *vn;
+};
+
+static int persist_one_txn(bt_txn *txn, void *arg)
+{
+	return vn_persist_index(((struct persist_one *)arg)->vn, txn);
+}
+
+static int vn_sync_files(struct vnode *vn)
+{
+	int fd, rc = 0;
+
+	if ((fd = vn_cur_wfd(vn)) >= 0 && fdatasync(fd))
+		return -errno;
+	if (vn->mfile_ver == vfs->epoch) {
+		fd = store_open_meta(vfs->st, vn->vino, vfs->epoch, O_RDONLY);
+		if (fd >= 0) {
+			if (fsync(fd))
+				rc = -errno;
+			close(fd);
+		}
+	}
+	return rc;
+}
+
+int vn_persist(struct vnode *vn, bool durable)
+{
+	struct persist_one a = { vn };
+	int rc;
+
+	if (vn->view || vn->special || vn->gone)
+		return 0;
+	if (vn->dirty && (rc = vn_persist_files(vn)))
+		goto fail;
+	if (durable && (rc = vn_sync_files(vn)))
+		goto fail;
+	if (vn->dirty) {
+		rc = bt_txn_run(vfs->env, persist_one_txn, &a);
+		if (rc)
+			goto fail;
+		vn_persist_done(vn);
+	}
+	if (durable && (rc = bt_env_sync(vfs->env)))
+		goto fail;
+	return 0;
+fail:
+	vfs_log(LOG_ERR, "persisting inode %llu: %s",
+		(unsigned long long)vn->vino,
+		rc == BT_ECORRUPT || rc == -EIO ? bt_last_error() :
+		strerror(-rc));
+	return rc == BT_ECORRUPT ? -EIO : rc;
+}
+
+/* ---- many vnodes ---- */
+
+/*
+ * Persist a batch of vnodes in one transaction; the caller holds their
+ * locks and either holds epoch_lock exclusively or ns_lock (so holding
+ * many vnode locks is allowed).  A vnode whose index update fails (a corrupt
+ * map) is logged, its pending changes dropped, and the batch retried
+ * without it: one damaged file must not stop the others from being saved.
+ * Durability is the caller's: a checkpoint syncs the whole store, because
+ * files persisted earlier are not in the batch but still need syncing.
+ */
+struct persist_all {
+	struct vnode **v;
+	size_t n;
+	size_t failed;			/* index of the failing vnode */
+};
+
+static int persist_all_txn(bt_txn *txn, void *arg)
+{
+	struct persist_all *a = arg;
+	int rc;
+
+	for (size_t i = 0; i < a->n; i++) {
+		if (!a->v[i])
+			continue;
+		if ((rc = vn_persist_index(a->v[i], txn))) {
+			a->failed = i;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static void vn_drop_pending(struct vnode *vn)
+{
+	ps_free(&vn->delta);
+	vn->trunc = UINT64_MAX;
+	vn->delta_pages = 0;
+	vn->meta_dirty = vn->map_dirty = vn->mfile_dirty = false;
+	vn->stale = true;
+	vn_unmark_dirty(vn);
+}
+
+/* Entries set to NULL in v are skipped (and dropped vnodes are NULLed).
+   Metadata files are written first if `files`, else left pending. */
+static int persist_batch(struct vnode **v, size_t n, bool files)
+{
+	struct persist_all a = { v, n, 0 };
+	int rc = 0;
+
+	for (size_t i = 0; !files && i < n; i++)
+		if (v[i] && (vn_needs_version(v[i]) || v[i]->meta_dirty))
+			v[i]->mfile_dirty = true;	/* written later */
+	for (size_t i = 0; files && i < n; i++) {
+		if (!v[i] || !(rc = vn_persist_files(v[i])))
+			continue;
+		vfs_log(LOG_ERR, "persisting inode %llu: %s",
+			(unsigned long long)v[i]->vino, strerror(-rc));
+		return rc;
+	}
+	for (;;) {
+		a.failed = SIZE_MAX;
+		rc = bt_txn_run(vfs->env, persist_all_txn, &a);
+		if (rc == 0 || a.failed == SIZE_MAX || rc != BT_ECORRUPT)
+			break;
+		vfs_log(LOG_ERR, "inode %llu: %s; its unsaved changes are "
+			"dropped", (unsigned long long)v[a.failed]->vino,
+			bt_last_error());
+		vn_drop_pending(v[a.failed]);
+		v[a.failed] = NULL;
+	}
+	if (rc) {
+		vfs_log(LOG_ERR, "persisting: %s", bt_last_error());
+		return rc == BT_ECORRUPT ? -EIO : rc;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (v[i])
+			vn_persist_done(v[i]);
+	return 0;
+}
+
+int vn_persist_all(void)
+{
+	struct vnode **v, **orig;
+	size_t n;
+	int rc;
+
+	v = dirty_snapshot(0, false, DL_INDEX | DL_FILES, &n);
+	if (!v)
+		return -ENOMEM;
+	orig = calloc(n ? n : 1, sizeof(*orig));
+	if (!orig) {
+		free(v);
+		return -ENOMEM;
+	}
+	memcpy(orig, v, n * sizeof(*v));
+	for (size_t i = 0; i < n; i++)
+		pthread_mutex_lock(&v[i]->lock);
+	rc = persist_batch(v, n, true);
+	for (size_t i = 0; i < n; i++) {
+		pthread_mutex_unlock(&orig[i]->lock);
+		vn_put(orig[i]);
+	}
+	free(orig);
+	free(v);
+	return rc;
+}
+
+#define FLUSH_BATCH	512
+
+/*
+ * One batch of up to FLUSH_BATCH vnodes of the index list (all, or closed
+ * ones only), in one transaction; metadata files too if `files`.  Returns
+ * how many it persisted.
+ */
+static size_t flush_some(bool closed_only, bool files)
+{
+	struct vnode **v, **orig;
+	size_t n, m = 0;
+
+	pthread_rwlock_rdlock(&vfs->epoch_lock);
+	pthread_mutex_lock(&vfs->ns_lock);
+	v = dirty_snapshot(FLUSH_BATCH, closed_only, DL_INDEX, &n);
+	orig = v ? calloc(n ? n : 1, sizeof(*orig)) : NULL;
+	if (v && orig) {
+		for (size_t i = 0; i < n; i++) {
+			pthread_mutex_lock(&v[i]->lock);
+			orig[i] = v[i];
+			if ((closed_only && v[i]->opens) || !v[i]->dirty ||
+			    v[i]->dfiles) {
+				pthread_mutex_unlock(&v[i]->lock);
+				orig[i] = NULL;
+				vn_put(v[i]);
+				continue;
+			}
+			v[m++] = v[i];
+		}
+		if (persist_batch(v, m, files))
+			m = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (!orig[i])
+				continue;
+			pthread_mutex_unlock(&orig[i]->lock);
+			vn_put(orig[i]);
+		}
+	}
+	free(orig);
+	free(v);
+	pthread_mutex_unlock(&vfs->ns_lock);
+	pthread_rwlock_unlock(&vfs->epoch_lock);
+	return m;
+}
+
+/* Write the pending metadata files of the files list, one vnode lock at a
+   time: namespace operations go on meanwhile. */
+static void flush_files(void)
+{
+	struct vnode **v;
+	size_t n;
+	int rc;
+
+	pthread_rwlock_rdlock(&vfs->epoch_lock);
+	v = dirty_snapshot(0, false, DL_FILES, &n);
+	for (size_t i = 0; v && i < n; i++) {
+		struct vnode *vn = v[i];
+
+		pthread_mutex_lock(&vn->lock);
+		if (vn->dirty && vn->dfiles) {
+			if ((rc = vn_persist_files(vn)))
+				vfs_log(LOG_ERR, "metadata file of inode %llu:"
+					" %s", (unsigned long long)vn->vino,
+					strerror(-rc));
+			else
+				vn_dirty_update(vn);
+		}
+		pthread_mutex_unlock(&vn->lock);
+		vn_put(vn);
+	}
+	free(v);
+	pthread_rwlock_unlock(&vfs->epoch_lock);
+}
+
+/*
+ * Persist every dirty vnode while operations go on (epoch_lock shared): a
+ * checkpoint calls this before taking the lock exclusively, so that only
+ * what is written meanwhile is left for its exclusive window.
+ */
+void vn_flush_all(void)
+{
+	size_t budget = vfs->ndirty + FLUSH_BATCH;
+
+	while (vfs->ndirty && budget) {
+		size_t m = flush_some(false, true);
+
+		if (m == 0)
+			break;
+		budget = m > budget ? 0 : budget - m;
+	}
+	flush_files();
+}
+
+void vn_flush_kick(void)
+{
+	pthread_mutex_lock(&vfs->flush_lock);
+	pthread_cond_signal(&vfs->flush_cond);
+	pthread_mutex_unlock(&vfs->flush_lock);
+}
+
+/*
+ * Every few seconds, a durable point of the index (btree/durable.c): it
+ * bounds what a power loss can take from the open epoch to those seconds,
+ * as a journaling file system's commit interval does, and lets LMDB reuse
+ * the pages freed since the last point.
+ */
+#define DURABLE_EVERY	5
+
+static void durable_tick(void)
+{
+	struct bt_env_info ei;
+
+	if (bt_env_info(vfs->env, &ei) == 0 && ei.last_txnid != ei.durable_txnid &&
+	    bt_env_sync(vfs->env))
+		vfs_log(LOG_ERR, "index durable point: %s", bt_last_error());
+}
+
+/*
+ * The flusher persists the index part of closed files in the background:
+ * the open epoch's changes reach LMDB within about a second of the last
+ * close, without a commit (and its fdatasync) per file.
+ */
+void *vn_flusher(void *arg)
+{
+	unsigned tick = 0;
+
+	(void)arg;
+	pthread_mutex_lock(&vfs->flush_lock);
+	while (!vfs->stopping) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&vfs->flush_cond, &vfs->flush_lock, &ts);
+		if (vfs->stopping)
+			break;
+		pthread_mutex_unlock(&vfs->flush_lock);
+		/* all closed files, a batch at a time */
+		while (vfs->ndirty && !vfs->stopping && flush_some(true, false))
+			;
+		if (++tick % DURABLE_EVERY == 0)
+			durable_tick();
+		pthread_mutex_lock(&vfs->flush_lock);
+	}
+	pthread_mutex_unlock(&vfs->flush_lock);
+	return NULL;
+}
+
+/* ---- recovery ---- */
+
+struct ino_list {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static int recover_cb(const struct bt_log *l, void *arg)
+{
+	struct ino_list *a = arg;
+
+	if (l->kind != BT_LOG_INODE)
+		return 0;
+	if (vfs_grow((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v)))
+		return -ENOMEM;
+	a->v[a->n++] = l->ino;
+	return 0;
+}
+
+/*
+ * After an unclean stop: every inode changed in the open epoch gets its
+ * meta.E checked, and rebuilt from the index if it never reached the disk,
+ * before a checkpoint can make that version permanent.  O(changes in E).
+ */
+int vn_recover_meta(void)
+{
+	struct ino_list a = { 0 };
+	size_t checked = 0, rebuilt = 0;
+	bt_txn *txn;
+	int rc;
+
+	if ((rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn)))
+		return rc;
+	rc = bt_log_foreach(txn, vfs->epoch, recover_cb, &a);
+	bt_txn_abort(txn);
+	for (size_t i = 0; !rc && i < a.n; i++) {
+		struct vnode *vn;
+
+		if (vn_get(0, a.v[i], &vn))
+			continue;	/* gone, or damaged (logged) */
+		pthread_mutex_lock(&vn->lock);
+		if (vn->mfile_ver == vfs->epoch && vn->m.nlink) {
+			vn_check_meta(vn, &rebuilt);
+			checked++;
+		}
+		pthread_mutex_unlock(&vn->lock);
+		vn_put(vn);
+	}
+	free(a.v);
+	if (!rc && rebuilt)
+		vfs_log(LOG_WARNING, "after an unclean stop: rebuilt %zu of the "
+			"metadata files of the %zu inodes changed since "
+			"checkpoint %llu from the index (their xattrs come from "
+			"the version before)", rebuilt, checked,
+			(unsigned long long)vfs->parent);
+	return rc;
+}

@@ -1,0 +1,535 @@
+/*
+ * client.c — libversionfs, the control client (client.h).
+ *
+ * Finding the daemon.  A path inside a versionfs mount has the mount's
+ * device number (st_dev), unique while it is mounted.  /proc/self/mountinfo
+ * maps that number to the mount (its type must be "fuse.versionfs"; its
+ * source is the backing directory; "user_id=" names who mounted it).  The
+ * daemon listens on the abstract unix socket "versionfs/<major>:<minor>", so
+ * no path is involved: it works when the mount covers its own backing
+ * directory, and a dead daemon leaves no stale socket file.  The client
+ * checks with SO_PEERCRED that whoever answers runs as root or as the user
+ * who mounted, so another user cannot impersonate the daemon.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "versionfs/lib/client.h"
+#include "versionfs/lib/client_int.h"
+#include "versionfs/proto/proto.h"
+
+int cli_seterr(char *buf, size_t len, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (buf && len) {
+		va_start(ap, fmt);
+		vsnprintf(buf, len, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+const char *vfs_client_error(const vfs_client *c)
+{
+	return c->err;
+}
+
+int vfs_client_open(const char *path, vfs_client **out, char *err,
+		    size_t errlen)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct ucred cr;
+	socklen_t crlen = sizeof(cr);
+	struct stat st;
+	struct ctl_mount m;
+	vfs_client *c;
+	socklen_t salen;
+	int rc, n;
+
+	*out = NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return cli_seterr(err, errlen, -ENOMEM, "out of memory");
+	c->sock = -1;
+	c->mfd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (c->mfd < 0 && errno == EACCES)
+		c->mfd = open(path, O_PATH | O_CLOEXEC);
+	if (c->mfd < 0 || fstat(c->mfd, &st) < 0) {
+		rc = -errno;
+		cli_seterr(err, errlen, rc, "%s: %s%s", path, strerror(errno),
+		       errno == ENOTCONN ? " (the versionfs daemon died; "
+		       "unmount with fusermount3 -u)" : "");
+		goto fail;
+	}
+	memset(&m, 0, sizeof(m));
+	rc = ctl_find_mount(st.st_dev, NULL, &m);
+	if (rc || strcmp(m.type, "fuse.versionfs")) {
+		if (rc)
+			cli_seterr(err, errlen, -ENOTSUP, "%s is not in a versionfs "
+			       "mount", path);
+		else
+			cli_seterr(err, errlen, -ENOTSUP, "%s is not in a versionfs "
+			       "mount (it is on %s)", path, m.type);
+		rc = -ENOTSUP;
+		goto fail;
+	}
+	snprintf(c->mount, sizeof(c->mount), "%s", m.point);
+	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->sock < 0) {
+		rc = -errno;
+		cli_seterr(err, errlen, rc, "socket: %s", strerror(errno));
+		goto fail;
+	}
+	n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, CTL_SOCK_FMT,
+		     major(st.st_dev), minor(st.st_dev));
+	salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+	if (connect(c->sock, (struct sockaddr *)&sa, salen) < 0) {
+		rc = -errno;
+		cli_seterr(err, errlen, rc, "%s: cannot reach its versionfs "
+		       "daemon: %s", c->mount, strerror(errno));
+		goto fail;
+	}
+	if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 ||
+	    (cr.uid != 0 && (m.owner < 0 || cr.uid != (uid_t)m.owner))) {
+		rc = -EPERM;
+		cli_seterr(err, errlen, rc, "%s: the control socket is held by uid "
+		       "%u, which did not mount it", c->mount, cr.uid);
+		goto fail;
+	}
+	*out = c;
+	return 0;
+fail:
+	vfs_client_close(c);
+	return rc;
+}
+
+void vfs_client_close(vfs_client *c)
+{
+	if (!c)
+		return;
+	if (c->sock >= 0)
+		close(c->sock);
+	if (c->mfd >= 0)
+		close(c->mfd);
+	free(c);
+}
+
+/* syncfs(2), retried when a signal or a dying writer interrupts it. */
+static int sync_mount(vfs_client *c)
+{
+	for (int i = 0; i < 5; i++) {
+		if (syncfs(c->mfd) == 0)
+			return 0;
+		if (errno != EINTR)
+			break;
+	}
+	return -errno;
+}
+
+/* One request/reply.  On success *reply (malloc'ed) and *len are set. */
+int cli_rpc(vfs_client *c, uint16_t op, const struct cbuf *req,
+	    unsigned char **reply, size_t *len)
+{
+	struct ctl_hdr h;
+	struct cfield f;
+	size_t pos = 0;
+	int rc;
+
+	c->err[0] = 0;
+	*reply = NULL;
+	*len = 0;
+	if (req && req->err)
+		return cli_seterr(c->err, sizeof(c->err), req->err,
+			      "request too large");
+	rc = ctl_send(c->sock, op, 0, req ? req->p : NULL, req ? req->len : 0);
+	if (!rc)
+		rc = ctl_recv(c->sock, &h, reply, CTL_MAX_REPLY);
+	if (rc)
+		return cli_seterr(c->err, sizeof(c->err), rc, "%s: talking to the "
+			      "daemon: %s", c->mount, strerror(-rc));
+	if (h.op != op) {
+		free(*reply);
+		*reply = NULL;
+		return cli_seterr(c->err, sizeof(c->err), -EPROTO,
+			      "%s: reply to the wrong request", c->mount);
+	}
+	*len = h.len;
+	if (h.status) {
+		while (cp_next(*reply, *len, &pos, &f) == 1)
+			if (f.key == F_MSG)
+				snprintf(c->err, sizeof(c->err), "%.*s",
+					 (int)f.len, (const char *)f.val);
+		if (!c->err[0])
+			snprintf(c->err, sizeof(c->err), "%s",
+				 strerror(-h.status));
+		free(*reply);
+		*reply = NULL;
+		return h.status < 0 ? h.status : -EIO;
+	}
+	return 0;
+}
+
+uint64_t cli_reply_u64(const unsigned char *p, size_t len, uint16_t key)
+{
+	struct cfield f;
+	size_t pos = 0;
+
+	while (cp_next(p, len, &pos, &f) == 1)
+		if (f.key == key)
+			return cf_u64(&f);
+	return 0;
+}
+
+static int check_tag(vfs_client *c, const char *tag)
+{
+	size_t n = strlen(tag);
+
+	if (n == 0 || n > VFS_TAG_MAX)
+		return cli_seterr(c->err, sizeof(c->err), -EINVAL, "tag must be "
+			      "1 to %d bytes long", VFS_TAG_MAX);
+	return 0;
+}
+
+int vfs_checkpoint(vfs_client *c, const char *tag, uint64_t *id)
+{
+	unsigned char *r;
+	struct cbuf b;
+	size_t len;
+	int rc;
+
+	if (tag && (rc = check_tag(c, tag)))
+		return rc;
+	/* The kernel's dirty pages must reach the daemon first (the daemon
+	   also fsyncs the files that are still open). */
+	if ((rc = sync_mount(c)))
+		return cli_seterr(c->err, sizeof(c->err), rc, "%s: syncfs: %s",
+			      c->mount, strerror(-rc));
+	cb_init(&b);
+	if (tag)
+		cb_str(&b, F_TAG, tag, strlen(tag));
+	rc = cli_rpc(c, CTL_CHECKPOINT, &b, &r, &len);
+	cb_free(&b);
+	if (rc)
+		return rc;
+	if (id)
+		*id = cli_reply_u64(r, len, F_ID);
+	free(r);
+	return 0;
+}
+
+static int rollback(vfs_client *c, uint64_t id, const char *tag,
+		    uint64_t *out)
+{
+	unsigned char *r;
+	struct cbuf b;
+	size_t len;
+	int rc;
+
+	if (tag && (rc = check_tag(c, tag)))
+		return rc;
+	/* Flush what the kernel holds, so that it cannot land on the
+	   rolled-back files later; a failure here (a writer that died
+	   with dirty pages) does not matter: that state is discarded. */
+	(void)sync_mount(c);
+	cb_init(&b);
+	if (tag)
+		cb_str(&b, F_TAG, tag, strlen(tag));
+	else
+		cb_u64(&b, F_ID, id);
+	rc = cli_rpc(c, CTL_ROLLBACK, &b, &r, &len);
+	cb_free(&b);
+	if (rc)
+		return rc;
+	if (out)
+		*out = cli_reply_u64(r, len, F_ID);
+	free(r);
+	return 0;
+}
+
+int vfs_rollback(vfs_client *c, uint64_t id)
+{
+	return rollback(c, id, NULL, NULL);
+}
+
+int vfs_rollback_tag(vfs_client *c, const char *tag, uint64_t *id)
+{
+	return rollback(c, 0, tag, id);
+}
+
+int vfs_list(vfs_client *c, struct vfs_ckpt_info **v, size_t *n)
+{
+	struct vfs_ckpt_info *a = NULL, *cur = NULL;
+	size_t len, pos = 0, cap = 0;
+	unsigned char *r;
+	struct cfield f;
+	int rc;
+
+	*v = NULL;
+	*n = 0;
+	if ((rc = cli_rpc(c, CTL_LIST, NULL, &r, &len)))
+		return rc;
+	while ((rc = cp_next(r, len, &pos, &f)) == 1) {
+		if (f.key == F_REC) {
+			if (*n == cap) {
+				struct vfs_ckpt_info *na;
+
+				cap = cap ? cap * 2 : 16;
+				na = realloc(a, cap * sizeof(*a));
+				if (!na) {
+					rc = -ENOMEM;
+					break;
+				}
+				a = na;
+			}
+			cur = &a[(*n)++];
+			memset(cur, 0, sizeof(*cur));
+			continue;
+		}
+		if (!cur)
+			continue;
+		switch (f.key) {
+		case F_ID: cur->id = cf_u64(&f); break;
+		case F_PARENT: cur->parent = cf_u64(&f); break;
+		case F_TIME: cur->time_ns = cf_u64(&f); break;
+		case F_FILES: cur->files = cf_u64(&f); break;
+		case F_BYTES: cur->bytes = cf_u64(&f); break;
+		case F_STATE: cur->state = (int)cf_u64(&f); break;
+		case F_UNIQUE: cur->unique_bytes = cf_u64(&f); break;
+		case F_TAG:
+			snprintf(cur->tag, sizeof(cur->tag), "%.*s",
+				 (int)f.len, (const char *)f.val);
+			break;
+		}
+	}
+	free(r);
+	if (rc < 0) {
+		free(a);
+		*n = 0;
+		return cli_seterr(c->err, sizeof(c->err), rc, "malformed reply");
+	}
+	*v = a;
+	return 0;
+}
+
+static void status_field(struct vfs_status *st, const struct cfield *f)
+{
+	switch (f->key) {
+	case F_EPOCH: st->epoch = cf_u64(f); break;
+	case F_PARENT: st->parent = cf_u64(f); break;
+	case F_NCKPT: st->checkpoints = cf_u64(f); break;
+	case F_STORE_BYTES: st->store_bytes = cf_u64(f); break;
+	case F_INDEX_BYTES: st->index_bytes = cf_u64(f); break;
+	case F_DIRTY: st->dirty_files = cf_u64(f); break;
+	case F_CHANGED: st->changed_files = cf_u64(f); break;
+	case F_PID: st->pid = cf_u64(f); break;
+	case F_FORMAT: st->format = cf_u64(f); break;
+	case F_NDELETED: st->deleted = cf_u64(f); break;
+	case F_RECLAIMABLE: st->reclaimable_bytes = cf_u64(f); break;
+	case F_TRASH: st->trash = cf_u64(f); break;
+	case F_KEEP_LAST: st->keep_last = cf_u64(f); break;
+	case F_OLDER_THAN: st->older_than_s = cf_u64(f); break;
+	case F_PASSES: st->clean_passes = cf_u64(f); break;
+	case F_RUNNING: st->clean_running = cf_u64(f); break;
+	case F_MERGED_CKPTS: st->ckpts_merged = cf_u64(f); break;
+	case F_FILES_DELETED: st->files_deleted = cf_u64(f); break;
+	case F_FILES_TRIMMED: st->files_trimmed = cf_u64(f); break;
+	case F_FILES_COPIED: st->files_copied = cf_u64(f); break;
+	case F_CONSOLIDATED: st->files_consolidated = cf_u64(f); break;
+	case F_MAX_FILES: st->max_content_files = cf_u64(f); break;
+	case F_BYTES_FREED: st->bytes_freed = cf_u64(f); break;
+	case F_BACKING:
+		snprintf(st->backing, sizeof(st->backing), "%.*s",
+			 (int)f->len, (const char *)f->val);
+		break;
+	case F_MOUNT:
+		snprintf(st->mount, sizeof(st->mount), "%.*s", (int)f->len,
+			 (const char *)f->val);
+		break;
+	}
+}
+
+static void times_field(struct vfs_ckpt_times *t, const struct cfield *f)
+{
+	switch (f->key) {
+	case F_CK_ID: t->id = cf_u64(f); break;
+	case F_CK_TOTAL: t->total_us = cf_u64(f); break;
+	case F_CK_BARRIER: t->barrier_us = cf_u64(f); break;
+	case F_CK_PREPARE: t->prepare_us = cf_u64(f); break;
+	case F_CK_WAIT: t->wait_us = cf_u64(f); break;
+	case F_CK_WINDOW: t->window_us = cf_u64(f); break;
+	case F_CK_SYNC: t->sync_us = cf_u64(f); break;
+	}
+}
+
+/* One status request; fills whichever of st and t is not NULL. */
+static int status_rpc(vfs_client *c, struct vfs_status *st,
+		      struct vfs_ckpt_times *t)
+{
+	size_t len, pos = 0;
+	unsigned char *r;
+	struct cfield f;
+	int rc;
+
+	if (st)
+		memset(st, 0, sizeof(*st));	/* may hold t */
+	if (t)
+		memset(t, 0, sizeof(*t));
+	if ((rc = cli_rpc(c, CTL_STATUS, NULL, &r, &len)))
+		return rc;
+	while (cp_next(r, len, &pos, &f) == 1) {
+		if (st)
+			status_field(st, &f);
+		if (t)
+			times_field(t, &f);
+	}
+	free(r);
+	if (st && !st->mount[0])
+		snprintf(st->mount, sizeof(st->mount), "%s", c->mount);
+	return 0;
+}
+
+int vfs_status(vfs_client *c, struct vfs_status *st)
+{
+	return status_rpc(c, st, &st->last_ckpt);
+}
+
+int vfs_ckpt_times(vfs_client *c, struct vfs_ckpt_times *t)
+{
+	return status_rpc(c, NULL, t);
+}
+
+void vfs_diff_free(struct vfs_diff_entry *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++) {
+		free(v[i].path);
+		free(v[i].path2);
+	}
+	free(v);
+}
+
+int vfs_diff(vfs_client *c, uint64_t a, uint64_t b,
+	     struct vfs_diff_entry **v, size_t *n)
+{
+	struct vfs_diff_entry *arr = NULL, *cur = NULL;
+	size_t len, pos = 0, cap = 0;
+	unsigned char *r;
+	struct cfield f;
+	struct cbuf q;
+	int rc;
+
+	*v = NULL;
+	*n = 0;
+	cb_init(&q);
+	cb_u64(&q, F_A, a);
+	if (b)
+		cb_u64(&q, F_B, b);
+	else
+		cb_u64(&q, F_LIVE, 1);
+	rc = cli_rpc(c, CTL_DIFF, &q, &r, &len);
+	cb_free(&q);
+	if (rc)
+		return rc;
+	while ((rc = cp_next(r, len, &pos, &f)) == 1) {
+		char **dst = NULL;
+
+		if (f.key == F_REC) {
+			if (*n == cap) {
+				struct vfs_diff_entry *na;
+
+				cap = cap ? cap * 2 : 64;
+				na = realloc(arr, cap * sizeof(*arr));
+				if (!na) {
+					rc = -ENOMEM;
+					break;
+				}
+				arr = na;
+			}
+			cur = &arr[(*n)++];
+			memset(cur, 0, sizeof(*cur));
+			continue;
+		}
+		if (!cur)
+			continue;
+		if (f.key == F_KIND)
+			cur->kind = (char)cf_u64(&f);
+		else if (f.key == F_PATH)
+			dst = &cur->path;
+		else if (f.key == F_PATH2)
+			dst = &cur->path2;
+		if (dst) {
+			free(*dst);
+			*dst = strndup((const char *)f.val, f.len);
+			if (!*dst) {
+				rc = -ENOMEM;
+				break;
+			}
+		}
+	}
+	free(r);
+	if (rc < 0) {
+		vfs_diff_free(arr, *n);
+		*n = 0;
+		return cli_seterr(c->err, sizeof(c->err), rc, "malformed reply");
+	}
+	for (size_t i = 0; i < *n; i++)
+		if (!arr[i].path && !(arr[i].path = strdup("")))
+			rc = -ENOMEM;
+	*v = arr;
+	return rc < 0 ? rc : 0;
+}
+
+int vfs_checkpoint_path(const char *path, const char *tag, uint64_t *id,
+			char *err, size_t errlen)
+{
+	vfs_client *c;
+	int rc = vfs_client_open(path, &c, err, errlen);
+
+	if (rc)
+		return rc;
+	rc = vfs_checkpoint(c, tag, id);
+	if (rc)
+		cli_seterr(err, errlen, rc, "%s", c->err);
+	vfs_client_close(c);
+	return rc;
+}
+
+int vfs_rollback_path(const char *path, uint64_t id, char *err,
+		      size_t errlen)
+{
+	vfs_client *c;
+	int rc = vfs_client_open(path, &c, err, errlen);
+
+	if (rc)
+		return rc;
+	rc = vfs_rollback(c, id);
+	if (rc)
+		cli_seterr(err, errlen, rc, "%s", c->err);
+	vfs_client_close(c);
+	return rc;
+}
+
+int vfs_rollback_tag_path(const char *path, const char *tag, uint64_t *id,
+			  char *err, size_t errlen)
+{
+	vfs_client *c;
+	int rc = vfs_client_open(path, &c, err, errlen);
+
+	if (rc)
+		return rc;
+	rc = vfs_rollback_tag(c, tag, id);
+	if (rc)
+		cli_seterr(err, errlen, rc, "%s", c->err);
+	vfs_client_close(c);
+	return rc;
+}

@@ -1,0 +1,137 @@
+/*
+ * client_clean.c — libversionfs: deleting checkpoints, pruning policies and
+ * the cleaner (client.h).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "versionfs/lib/client_int.h"
+
+int vfs_delete(vfs_client *c, const uint64_t *ids, size_t n, unsigned flags)
+{
+	unsigned char *r;
+	struct cbuf b;
+	size_t len;
+	int rc;
+
+	cb_init(&b);
+	for (size_t i = 0; i < n; i++)
+		cb_u64(&b, F_ID, ids[i]);
+	if (flags & VFS_DELETE_FORCE)
+		cb_u64(&b, F_FORCE, 1);
+	rc = cli_rpc(c, CTL_DELETE, &b, &r, &len);
+	cb_free(&b);
+	free(r);
+	return rc;
+}
+
+static void policy_out(const unsigned char *r, size_t len,
+		       struct vfs_policy *p)
+{
+	p->keep_last = cli_reply_u64(r, len, F_KEEP_LAST);
+	p->older_than_s = cli_reply_u64(r, len, F_OLDER_THAN);
+	p->max_content_files = cli_reply_u64(r, len, F_MAX_FILES);
+}
+
+int vfs_policy_get(vfs_client *c, struct vfs_policy *p)
+{
+	unsigned char *r;
+	size_t len;
+	int rc;
+
+	memset(p, 0, sizeof(*p));
+	if ((rc = cli_rpc(c, CTL_POLICY, NULL, &r, &len)))
+		return rc;
+	policy_out(r, len, p);
+	free(r);
+	return 0;
+}
+
+int vfs_policy_set(vfs_client *c, const struct vfs_policy *p)
+{
+	unsigned char *r;
+	struct cbuf b;
+	size_t len;
+	int rc;
+
+	cb_init(&b);
+	cb_u64(&b, F_SET, 1);
+	cb_u64(&b, F_KEEP_LAST, p->keep_last);
+	cb_u64(&b, F_OLDER_THAN, p->older_than_s);
+	cb_u64(&b, F_MAX_FILES, p->max_content_files);
+	rc = cli_rpc(c, CTL_POLICY, &b, &r, &len);
+	cb_free(&b);
+	free(r);
+	return rc;
+}
+
+int vfs_prune(vfs_client *c, const struct vfs_policy *p, int dry_run,
+	      struct vfs_prune_item **v, size_t *n)
+{
+	struct vfs_prune_item *a = NULL, *cur = NULL;
+	size_t len, pos = 0, cap = 0;
+	unsigned char *r;
+	struct cfield f;
+	struct cbuf b;
+	int rc;
+
+	*v = NULL;
+	*n = 0;
+	cb_init(&b);
+	if (p) {
+		cb_u64(&b, F_SET, 1);
+		cb_u64(&b, F_KEEP_LAST, p->keep_last);
+		cb_u64(&b, F_OLDER_THAN, p->older_than_s);
+	}
+	if (dry_run)
+		cb_u64(&b, F_DRY_RUN, 1);
+	rc = cli_rpc(c, CTL_PRUNE, &b, &r, &len);
+	cb_free(&b);
+	if (rc)
+		return rc;
+	while ((rc = cp_next(r, len, &pos, &f)) == 1) {
+		if (f.key == F_REC) {
+			if (*n == cap) {
+				void *na;
+
+				cap = cap ? 2 * cap : 16;
+				na = realloc(a, cap * sizeof(*a));
+				if (!na) {
+					rc = -ENOMEM;
+					break;
+				}
+				a = na;
+			}
+			cur = &a[(*n)++];
+			memset(cur, 0, sizeof(*cur));
+		} else if (cur && f.key == F_ID) {
+			cur->id = cf_u64(&f);
+		} else if (cur && f.key == F_UNIQUE) {
+			cur->unique_bytes = cf_u64(&f);
+		}
+	}
+	free(r);
+	if (rc < 0) {
+		free(a);
+		*n = 0;
+		return cli_seterr(c->err, sizeof(c->err), rc,
+				  "malformed reply");
+	}
+	*v = a;
+	return 0;
+}
+
+int vfs_clean_start(vfs_client *c, uint64_t *pass)
+{
+	unsigned char *r;
+	size_t len;
+	int rc;
+
+	if ((rc = cli_rpc(c, CTL_CLEAN, NULL, &r, &len)))
+		return rc;
+	if (pass)
+		*pass = cli_reply_u64(r, len, F_PASS);
+	free(r);
+	return 0;
+}

@@ -1,0 +1,32 @@
+/*
+ * client_int.h — private to libversionfs (client.c, client_clean.c): the
+ * handle and the request helper.
+ */
+#ifndef VFS_CLIENT_INT_H
+#define VFS_CLIENT_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "versionfs/lib/client.h"
+#include "versionfs/proto/proto.h"
+
+struct vfs_client {
+	int sock;
+	int mfd;			/* a descriptor in the mount (syncfs) */
+	char mount[4096];
+	char err[512];
+};
+
+/* Format into buf (if any) and return rc. */
+int cli_seterr(char *buf, size_t len, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Send request op with payload req (may be NULL), receive the reply
+   payload (malloc'ed); a refusal returns the daemon's errno, its message
+   in c->err. */
+int cli_rpc(vfs_client *c, uint16_t op, const struct cbuf *req,
+	    unsigned char **reply, size_t *len);
+/* The u64 field `key` of a reply, 0 if absent. */
+uint64_t cli_reply_u64(const unsigned char *p, size_t len, uint16_t key);
+
+#endif /* VFS_CLIENT_INT_H */

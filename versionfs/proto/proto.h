@@ -1,0 +1,109 @@
+/*
+ * proto.h — the control protocol spoken on the daemon's control socket by
+ * the client library (versionfs/lib) and the daemon (ctlsrv.c), its growing
+ * buffers, and finding mounts in /proc/self/mountinfo (which the store also
+ * uses to refuse a second daemon).  See proto.c for the design.
+ */
+#ifndef VFS_PROTO_H
+#define VFS_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CTL_MAGIC	0x43534656u	/* "VFSC" little-endian */
+#define CTL_VERSION	1
+#define CTL_HDR		16
+#define CTL_MAX_REQ	(64u << 10)
+#define CTL_MAX_REPLY	(256u << 20)
+/* Abstract unix socket name: "\0versionfs/<major>:<minor>" of the mount. */
+#define CTL_SOCK_FMT	"versionfs/%u:%u"
+
+enum ctl_op {
+	CTL_PING = 1,
+	CTL_CHECKPOINT,
+	CTL_ROLLBACK,
+	CTL_LIST,
+	CTL_STATUS,
+	CTL_DIFF,
+	CTL_DELETE,
+	CTL_PRUNE,
+	CTL_POLICY,
+	CTL_CLEAN,
+};
+
+/* Field keys (TLV). */
+enum ctl_key {
+	F_REC = 1,		/* starts a record (empty) */
+	F_MSG,			/* error or note text */
+	F_ID, F_TAG, F_PARENT, F_TIME, F_FILES, F_BYTES, F_STATE,
+	F_A, F_B, F_LIVE, F_EXISTED,
+	F_KIND, F_PATH, F_PATH2,
+	F_EPOCH, F_NCKPT, F_STORE_BYTES, F_DIRTY, F_CHANGED, F_BACKING,
+	F_MOUNT, F_PID, F_FORMAT, F_INDEX_BYTES,
+	/* deleting and cleaning */
+	F_FORCE, F_DRY_RUN, F_KEEP_LAST, F_OLDER_THAN, F_SET, F_UNIQUE,
+	F_NDELETED, F_RECLAIMABLE, F_TRASH, F_PASSES, F_RUNNING,
+	F_MERGED_CKPTS, F_MERGED_INODES, F_FILES_DELETED, F_FILES_TRIMMED,
+	F_FILES_COPIED, F_BYTES_FREED, F_PASS, F_MAX_FILES, F_CONSOLIDATED,
+	/* the last checkpoint's timings (status), microseconds */
+	F_CK_ID, F_CK_TOTAL, F_CK_BARRIER, F_CK_PREPARE, F_CK_WAIT,
+	F_CK_WINDOW, F_CK_SYNC,
+};
+
+struct ctl_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t op;
+	uint32_t len;		/* payload bytes */
+	int32_t status;		/* replies: 0 or -errno */
+};
+
+/* A growable payload being built.  Errors stick: check err at the end. */
+struct cbuf {
+	unsigned char *p;
+	size_t len, cap;
+	int err;
+};
+
+void cb_init(struct cbuf *b);
+void cb_free(struct cbuf *b);
+void cb_u64(struct cbuf *b, uint16_t key, uint64_t v);
+void cb_str(struct cbuf *b, uint16_t key, const char *s, size_t len);
+void cb_rec(struct cbuf *b);
+
+struct cfield {
+	uint16_t key;
+	uint32_t len;
+	const unsigned char *val;
+};
+
+/* Next field at *pos: 1 and *f, 0 at the end, -EPROTO if malformed. */
+int cp_next(const unsigned char *p, size_t len, size_t *pos,
+	    struct cfield *f);
+/* A u64 field (8 bytes) or 0 if it has another size. */
+uint64_t cf_u64(const struct cfield *f);
+
+/* Send a frame / receive one (payload malloc'ed, max bytes). */
+int ctl_send(int fd, uint16_t op, int32_t status, const void *payload,
+	     size_t len);
+int ctl_recv(int fd, struct ctl_hdr *h, unsigned char **payload, size_t max);
+
+/* A mount from /proc/self/mountinfo. */
+struct ctl_mount {
+	dev_t dev;
+	char point[4096];
+	char source[4096];
+	char type[64];
+	long owner;			/* user_id= of the mount, -1 if absent */
+};
+
+/*
+ * The newest mount with device number dev, or (point not NULL) mounted on
+ * `point`.  -ENOENT if none.
+ */
+int ctl_find_mount(dev_t dev, const char *point, struct ctl_mount *m);
+/* The newest versionfs mount of backing directory `source`; -ENOENT. */
+int ctl_find_versionfs(const char *source, struct ctl_mount *m);
+
+#endif /* VFS_PROTO_H */

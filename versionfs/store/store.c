@@ -1,0 +1,527 @@
+/*
+ * store.c — the store: BACKING/.versionfs, where versionfs keeps everything
+ * it writes (versionfs(5) documents the format).
+ *
+ *   .versionfs/format     magic "VFSSTORE", format number, creation time,
+ *                         store id, XXH64 checksum; written last at creation
+ *   .versionfs/lock       flock(2)ed by the daemon and the offline tools; holds
+ *                         the holder's pid for error messages
+ *   .versionfs/index/     the LMDB environment (libvfsbtree)
+ *   .versionfs/obj/XX/    per-version files of inode I (XX = I mod 256 in
+ *                         hex): "<I>.meta.<V>" and "<I>.content.<V>", I as 16
+ *                         hex digits, V in decimal
+ *
+ * Every path is resolved relative to descriptors opened before the mount, so
+ * versionfs can be mounted over its own backing directory (BACKING ==
+ * MOUNTPOINT) without ever walking back into itself.  Path-based calls that
+ * have no *at() variant go through /proc/self/fd/N/... for the same reason.
+ *
+ * Creation is crash-safe: directories, then the index with its initial
+ * records, then the format file via rename(2).  A store without a format file
+ * is an unfinished creation and is completed; a format file that does not
+ * check out is refused, never rewritten.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "versionfs/proto/proto.h"
+#include "versionfs/store/store.h"
+
+struct vstore {
+	char *backing;			/* absolute path of the backing dir */
+	int backing_fd;			/* O_PATH|O_DIRECTORY of it */
+	int store_fd;			/* BACKING/.versionfs */
+	int obj_fd;			/* .versionfs/obj, O_PATH */
+	int lock_fd;
+	bt_env *env;
+	uint64_t epoch, parent;		/* as recorded at open */
+};
+
+bt_env *store_env(const struct vstore *st) { return st->env; }
+const char *store_backing(const struct vstore *st) { return st->backing; }
+int store_backing_fd(const struct vstore *st) { return st->backing_fd; }
+int store_dir_fd(const struct vstore *st) { return st->store_fd; }
+int store_obj_fd(const struct vstore *st) { return st->obj_fd; }
+uint64_t store_epoch(const struct vstore *st) { return st->epoch; }
+uint64_t store_parent(const struct vstore *st) { return st->parent; }
+
+#define FMT_MAGIC	"VFSSTORE"
+#define FMT_LEN		48
+
+void store_meta_name(char *buf, size_t len, uint64_t ino, uint64_t ver)
+{
+	snprintf(buf, len, "%02x/%016llx.meta.%llu", (unsigned)(ino & 0xff),
+		 (unsigned long long)ino, (unsigned long long)ver);
+}
+
+void store_content_name(char *buf, size_t len, uint64_t ino, uint64_t ver)
+{
+	snprintf(buf, len, "%02x/%016llx.content.%llu", (unsigned)(ino & 0xff),
+		 (unsigned long long)ino, (unsigned long long)ver);
+}
+
+int store_parse_name(const char *name, uint64_t *ino, uint64_t *ver)
+{
+	size_t len = strlen(name);
+	const char *p = name + 16;
+	uint64_t v = 0, i = 0;
+	int kind;
+
+	if (len > 4 && !strcmp(name + len - 4, ".tmp"))
+		return STORE_TMP;
+	for (int k = 0; k < 16; k++) {
+		char c = name[k];
+
+		if (c >= '0' && c <= '9')
+			i = i << 4 | (uint64_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			i = i << 4 | (uint64_t)(c - 'a' + 10);
+		else
+			return STORE_UNKNOWN;
+	}
+	if (!strncmp(p, ".meta.", 6)) {
+		kind = STORE_META;
+		p += 6;
+	} else if (!strncmp(p, ".content.", 9)) {
+		kind = STORE_CONTENT;
+		p += 9;
+	} else {
+		return STORE_UNKNOWN;
+	}
+	/* decimal, no sign, no leading zero (the writer's %llu), no overflow */
+	if (!*p || (p[0] == '0' && p[1]))
+		return STORE_UNKNOWN;
+	for (; *p; p++) {
+		uint64_t d = (uint64_t)(*p - '0');
+
+		if (*p < '0' || *p > '9' || v > (UINT64_MAX - d) / 10)
+			return STORE_UNKNOWN;
+		v = v * 10 + d;
+	}
+	if (i == 0)
+		return STORE_UNKNOWN;
+	*ino = i;
+	*ver = v;
+	return kind;
+}
+
+int store_open_meta(const struct vstore *st, uint64_t ino, uint64_t ver,
+		    int flags)
+{
+	char name[64];
+	int fd;
+
+	store_meta_name(name, sizeof(name), ino, ver);
+	fd = openat(st->obj_fd, name, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
+	return fd < 0 ? -errno : fd;
+}
+
+int store_open_content(const struct vstore *st, uint64_t ino, uint64_t ver,
+		       int flags)
+{
+	char name[64];
+	int fd;
+
+	store_content_name(name, sizeof(name), ino, ver);
+	fd = openat(st->obj_fd, name, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
+	return fd < 0 ? -errno : fd;
+}
+
+void store_base_path(const struct vstore *st, char *buf, size_t len,
+		     const char *rel)
+{
+	snprintf(buf, len, "/proc/self/fd/%d/%s", st->backing_fd, rel);
+}
+
+static uint64_t du_total;
+
+static int du_add(const char *p, const struct stat *st, int flag,
+		  struct FTW *f)
+{
+	(void)p;
+	(void)flag;
+	(void)f;
+	du_total += (uint64_t)st->st_blocks * 512;
+	return 0;
+}
+
+uint64_t store_bytes(const struct vstore *v)
+{
+	static pthread_mutex_t du_lock = PTHREAD_MUTEX_INITIALIZER;
+	char path[64];
+	uint64_t total;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d/.", v->store_fd);
+	pthread_mutex_lock(&du_lock);
+	du_total = 0;
+	nftw(path, du_add, 16, FTW_PHYS);
+	total = du_total;
+	pthread_mutex_unlock(&du_lock);
+	return total;
+}
+
+int store_sync_all(const struct vstore *v)
+{
+	return syncfs(v->store_fd) ? -errno : 0;
+}
+
+#define STORE_LOCK_WAIT	60	/* seconds */
+
+/* The lock holder's pid, for the messages of the next would-be holder. */
+static int write_pid(struct vstore *v)
+{
+	char buf[32];
+	int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+
+	if (ftruncate(v->lock_fd, 0) || pwrite(v->lock_fd, buf, (size_t)n, 0) < 0)
+		vfs_log(LOG_WARNING, "writing the pid to the lock file: %s",
+			strerror(errno));
+	return 0;
+}
+
+/* Take the store lock or say who holds it. */
+static int store_lock(struct vstore *v)
+{
+	char pid[32] = "";
+	ssize_t n;
+
+	v->lock_fd = openat(v->store_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC,
+			    0644);
+	if (v->lock_fd < 0) {
+		vfs_log(LOG_ERR, "%s/%s/lock: %s", v->backing, VFS_STORE_DIR,
+			strerror(errno));
+		return -errno;
+	}
+	if (flock(v->lock_fd, LOCK_EX | LOCK_NB) == 0)
+		return write_pid(v);
+	n = pread(v->lock_fd, pid, sizeof(pid) - 1, 0);
+	pid[n > 0 ? n : 0] = 0;
+	pid[strcspn(pid, "\n")] = 0;
+	/*
+	 * A versionfs mount of this directory: refuse.  None: the holder is
+	 * a daemon still saving after its unmount (fusermount3 -u returns
+	 * before it exits) or an offline tool: wait for it a while, so that
+	 * "unmount; mount" in a job script just works.
+	 */
+	for (int i = 0; i < STORE_LOCK_WAIT * 10; i++) {
+		struct ctl_mount cm;
+
+		if (ctl_find_versionfs(v->backing, &cm) == 0) {
+			vfs_log(LOG_ERR, "%s is already mounted on %s%s%s",
+				v->backing, cm.point, pid[0] ? " by pid " : "",
+				pid);
+			return -EBUSY;
+		}
+		if (i == 0)
+			vfs_log(LOG_INFO, "waiting for %s%s to release the "
+				"store (it is saving, or an offline tool)",
+				pid[0] ? "pid " : "its user", pid);
+		usleep(100000);
+		if (flock(v->lock_fd, LOCK_EX | LOCK_NB) == 0)
+			return write_pid(v);
+	}
+	vfs_log(LOG_ERR, "store %s/%s is in use%s%s (another versionfs or an "
+		"offline tool holds its lock; waited %d s)", v->backing,
+		VFS_STORE_DIR, pid[0] ? " by pid " : "", pid, STORE_LOCK_WAIT);
+	return -EBUSY;
+}
+
+int store_fmt_check(const unsigned char *b, size_t n, uint32_t *fmt)
+{
+	uint64_t sum = 0;
+
+	*fmt = 0;
+	if (n != FMT_LEN || memcmp(b, FMT_MAGIC, 8))
+		return -EINVAL;
+	for (int i = 7; i >= 0; i--)
+		sum = sum << 8 | b[40 + i];
+	if (XXH64(b, 40, 0) != sum)
+		return BT_ECORRUPT;
+	*fmt = b[8] | b[9] << 8 | b[10] << 16 | (uint32_t)b[11] << 24;
+	return *fmt == VFS_FORMAT ? 0 : -EPROTONOSUPPORT;
+}
+
+static int fmt_check(struct vstore *v, const unsigned char *b, size_t n)
+{
+	uint32_t fmt;
+	int rc = store_fmt_check(b, n, &fmt);
+
+	if (rc == -EINVAL) {
+		vfs_log(LOG_ERR, "%s/%s/format: not a versionfs store (bad "
+			"magic or size)", v->backing, VFS_STORE_DIR);
+		return BT_ECORRUPT;
+	}
+	if (rc == BT_ECORRUPT)
+		vfs_log(LOG_ERR, "%s/%s/format: bad checksum", v->backing,
+			VFS_STORE_DIR);
+	else if (rc)
+		vfs_log(LOG_ERR, "%s/%s/format: store format %u, this versionfs "
+			"knows format %d only", v->backing, VFS_STORE_DIR, fmt,
+			VFS_FORMAT);
+	return rc;
+}
+
+int store_fmt_write(int store_fd)
+{
+	unsigned char b[FMT_LEN] = { 0 };
+	struct timespec now = vfs_now();
+	uint64_t t = (uint64_t)now.tv_sec * 1000000000u + now.tv_nsec, sum;
+	int fd, rc = 0;
+
+	memcpy(b, FMT_MAGIC, 8);
+	b[8] = VFS_FORMAT;
+	for (int i = 0; i < 8; i++)
+		b[16 + i] = (unsigned char)(t >> (8 * i));
+	if (getrandom(b + 24, 16, 0) != 16)
+		memcpy(b + 24, &t, 8);
+	sum = XXH64(b, 40, 0);
+	for (int i = 0; i < 8; i++)
+		b[40 + i] = (unsigned char)(sum >> (8 * i));
+	fd = openat(store_fd, "format.tmp",
+		    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, b, FMT_LEN) != FMT_LEN || fsync(fd))
+		rc = -errno ? -errno : -EIO;
+	close(fd);
+	if (!rc && renameat(store_fd, "format.tmp", store_fd, "format"))
+		rc = -errno;
+	if (!rc && fsync(store_fd))
+		rc = -errno;
+	return rc;
+}
+
+static int init_index(bt_txn *txn, void *arg)
+{
+	struct bt_inode root = {
+		.ino = VFS_ROOT_INO, .ver = 0,
+		.flags = BT_INO_BASE | BT_INO_META, .type = S_IFDIR,
+		.aux = ".", .auxlen = 1,
+	};
+	uint64_t x;
+	int rc;
+
+	(void)arg;
+	if (bt_kv_get_u64(txn, "format", &x) == 0)
+		return 0;		/* initialised already */
+	if ((rc = bt_kv_put_u64(txn, "format", VFS_FORMAT)) ||
+	    (rc = bt_kv_put_u64(txn, "epoch", 1)) ||
+	    (rc = bt_kv_put_u64(txn, "parent", 0)) ||
+	    (rc = bt_kv_put_u64(txn, "next_ino", VFS_ROOT_INO + 1)))
+		return rc;
+	return bt_inode_put(txn, &root);
+}
+
+static int mk_fanout(struct vstore *v)
+{
+	char name[8];
+
+	for (unsigned i = 0; i < 256; i++) {
+		snprintf(name, sizeof(name), "%02x", i);
+		if (mkdirat(v->obj_fd, name, 0700) && errno != EEXIST)
+			return -errno;
+	}
+	return 0;
+}
+
+static int open_store(struct vstore *v, const char *backing, bool create_ok)
+{
+	unsigned char fmt[FMT_LEN + 1];
+	char path[80];
+	bool fresh = false;
+	struct statfs sfs;
+	bt_txn *txn;
+	ssize_t n;
+	int fd, rc;
+
+	v->backing_fd = v->store_fd = v->obj_fd = v->lock_fd = -1;
+	v->backing_fd = open(backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (v->backing_fd < 0) {
+		rc = -errno;
+		vfs_log(LOG_ERR, "%s: %s", backing, strerror(errno));
+		return rc;
+	}
+	if (fstatfs(v->backing_fd, &sfs) == 0 && sfs.f_type == 0x65735546)
+		vfs_log(LOG_WARNING, "%s is itself on a FUSE file system",
+			backing);
+	if (mkdirat(v->backing_fd, VFS_STORE_DIR, 0711) == 0) {
+		fresh = true;
+	} else if (errno != EEXIST) {
+		rc = -errno;
+		vfs_log(LOG_ERR, "%s/%s: %s", backing, VFS_STORE_DIR,
+			strerror(errno));
+		return rc;
+	}
+	v->store_fd = openat(v->backing_fd, VFS_STORE_DIR,
+			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (v->store_fd < 0) {
+		rc = -errno;
+		vfs_log(LOG_ERR, "%s/%s: %s", backing, VFS_STORE_DIR,
+			strerror(errno));
+		return rc;
+	}
+	if ((rc = store_lock(v)))
+		return rc;
+	fd = openat(v->store_fd, "format", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, fmt, sizeof(fmt));
+		close(fd);
+		if ((rc = fmt_check(v, fmt, n < 0 ? 0 : (size_t)n)))
+			return rc;
+	} else if (errno == ENOENT) {
+		if (!create_ok) {
+			vfs_log(LOG_ERR, "%s: no versionfs store here",
+				backing);
+			return -ENOENT;
+		}
+		fresh = true;
+	} else {
+		rc = -errno;
+		vfs_log(LOG_ERR, "%s/%s/format: %s", backing, VFS_STORE_DIR,
+			strerror(errno));
+		return rc;
+	}
+	if (fresh) {
+		if ((mkdirat(v->store_fd, "obj", 0700) && errno != EEXIST) ||
+		    (mkdirat(v->store_fd, "index", 0700) && errno != EEXIST)) {
+			rc = -errno;
+			vfs_log(LOG_ERR, "creating the store in %s: %s",
+				backing, strerror(errno));
+			return rc;
+		}
+	}
+	v->obj_fd = openat(v->store_fd, "obj",
+			   O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (v->obj_fd < 0) {
+		rc = -errno;
+		vfs_log(LOG_ERR, "%s/%s/obj: %s", backing, VFS_STORE_DIR,
+			strerror(errno));
+		return rc;
+	}
+	if (fresh && (rc = mk_fanout(v))) {
+		vfs_log(LOG_ERR, "creating %s/%s/obj: %s", backing,
+			VFS_STORE_DIR, strerror(-rc));
+		return rc;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d/index", v->store_fd);
+	rc = bt_env_open(&v->env, path, 0, NULL);
+	if (rc) {
+		vfs_log(LOG_ERR, "%s/%s/index: %s", backing, VFS_STORE_DIR,
+			bt_last_error());
+		return rc;
+	}
+	{
+		struct bt_env_info ei;
+
+		if (bt_env_info(v->env, &ei) == 0 && ei.restored)
+			vfs_log(LOG_WARNING, "%s: the machine went down without "
+				"unmounting; the index is back at its last "
+				"durable point (checkpoints and fsync'ed data "
+				"are kept, later changes may be lost)",
+				backing);
+	}
+	if (fresh) {
+		if ((rc = bt_txn_run(v->env, init_index, NULL)) ||
+		    (rc = bt_env_sync(v->env)) ||
+		    (rc = store_fmt_write(v->store_fd))) {
+			vfs_log(LOG_ERR, "initialising the store in %s: %s",
+				backing, rc == -EIO ? bt_last_error() :
+				strerror(-rc));
+			return rc;
+		}
+	}
+	rc = bt_txn_begin(v->env, BT_TXN_RDONLY, &txn);
+	if (rc == 0) {
+		uint64_t fmtv = 0;
+
+		if ((rc = bt_kv_get_u64(txn, "format", &fmtv)) == 0 &&
+		    fmtv != VFS_FORMAT)
+			rc = -EPROTONOSUPPORT;
+		if (!rc)
+			rc = bt_kv_get_u64(txn, "epoch", &v->epoch);
+		if (!rc)
+			rc = bt_kv_get_u64(txn, "parent", &v->parent);
+		bt_txn_abort(txn);
+	}
+	if (rc) {
+		vfs_log(LOG_ERR, "%s/%s/index: cannot read the store state: %s",
+			backing, VFS_STORE_DIR, rc == -EPROTONOSUPPORT ?
+			"unknown format" : bt_last_error());
+		return rc;
+	}
+	return 0;
+}
+
+void store_close(struct vstore *v)
+{
+	if (!v)
+		return;
+	bt_env_close(v->env);
+	v->env = NULL;
+	if (v->obj_fd >= 0)
+		close(v->obj_fd);
+	if (v->lock_fd >= 0)
+		close(v->lock_fd);
+	if (v->store_fd >= 0)
+		close(v->store_fd);
+	if (v->backing_fd >= 0)
+		close(v->backing_fd);
+	free(v->backing);
+	free(v);
+}
+
+int store_open(const char *backing, unsigned flags, struct vstore **out)
+{
+	struct vstore *v = calloc(1, sizeof(*v));
+	int rc;
+
+	*out = NULL;
+	if (!v || !(v->backing = strdup(backing))) {
+		free(v);
+		vfs_log(LOG_ERR, "%s: %s", backing, strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	rc = open_store(v, backing, flags & STORE_CREATE);
+	if (rc) {
+		store_close(v);
+		return rc;
+	}
+	*out = v;
+	return 0;
+}
+
+int store_fmt_id(const unsigned char *b, size_t n, unsigned char id[16])
+{
+	uint32_t fmt;
+	int rc = store_fmt_check(b, n, &fmt);
+
+	if (!rc)
+		memcpy(id, b + 24, 16);
+	return rc;
+}
+
+int store_id(const struct vstore *st, unsigned char id[16])
+{
+	unsigned char b[FMT_LEN + 1];
+	ssize_t n;
+	int fd = openat(st->store_fd, "format", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, b, sizeof(b));
+	close(fd);
+	if (n < 0)
+		return -errno;
+	return store_fmt_id(b, (size_t)n, id);
+}

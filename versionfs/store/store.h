@@ -1,0 +1,278 @@
+/*
+ * store.h — libvfsstore: the versionfs store, BACKING/.versionfs/, read and
+ * written without FUSE.  The daemon, versionfs-clean, versionfs-fsck, the
+ * cleaner and (to come) the replicator and the chunk store link it; none of
+ * them needs the daemon's FUSE code to read a store.  versionfs(5) is the
+ * format; this header is the library's manual.
+ *
+ *   .versionfs/format     magic, format number, creation time, store id,
+ *                         checksum (store_fmt_*)
+ *   .versionfs/lock       flock(2) of the one process that owns the store
+ *   .versionfs/index/     the LMDB index (libvfsbtree, btree/btree.h)
+ *   .versionfs/obj/XX/    "<ino>.meta.<ver>" metadata files (struct vmeta
+ *                         plus the version's xattrs) and "<ino>.content.<ver>"
+ *                         sparse content files at logical offsets
+ *
+ * LAYERS.  btree/ (the index) < proto/ (finding mounts) < store/ (this) <
+ * cleaner/ < daemon/ and the tools.  Nothing here calls upwards.
+ *
+ * ERRORS.  Functions return 0 (or a documented non-negative value) or a
+ * negative errno; BT_ECORRUPT for damaged on-disk data.  Only store_open()
+ * and the log functions write messages (through vfs_log, so a daemon logs
+ * to syslog and a tool to stderr), naming the file and the field at fault.
+ *
+ * THREADS.  A struct vstore is immutable after store_open() and may be used
+ * from any thread; LMDB transactions follow libvfsbtree's rules (one thread
+ * each).
+ */
+#ifndef VFS_STORE_H
+#define VFS_STORE_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <syslog.h>
+#include <time.h>
+
+#include "btree/btree.h"
+
+#define VFS_PAGE		4096u
+#define VFS_PAGE_SHIFT		12
+#define VFS_ROOT_INO		1	/* vino of the root directory */
+#define VFS_FORMAT		1	/* store format version */
+#define VFS_STORE_DIR		".versionfs"
+
+/* u64 tables in libvfsbtree */
+#define VFS_TBL_BASEINO		1	/* backing st_ino -> vino */
+
+/* Trash bits (bt_trash_add) */
+#define VFS_TRASH_META		1
+#define VFS_TRASH_CONTENT	2
+#define VFS_TRASH_RECLAIM	4	/* free content pages nobody uses */
+
+/* ---- logging (log.c) ---------------------------------------------------- */
+
+/* stderr when foreground, else syslog(3) as "versionfs". */
+void vfs_log_init(bool foreground, bool debug);
+void vfs_log(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+extern bool vfs_debug;
+#define vfs_dbg(...) do { if (vfs_debug) vfs_log(LOG_DEBUG, __VA_ARGS__); } while (0)
+
+/* ---- opening a store (store.c) ------------------------------------------ */
+
+struct vstore;
+
+#define STORE_CREATE	0x1	/* create the store if there is none */
+
+/*
+ * Open and lock the store of backing directory `backing` (an absolute
+ * path).  The lock is the store's flock: a second opener waits up to 60 s
+ * for a daemon still saving after its unmount or an offline tool, and is
+ * refused at once (-EBUSY) when a versionfs mount of `backing` exists.
+ * With STORE_CREATE a missing store is created (crash-safe: a store
+ * without a format file is an unfinished creation and is completed).
+ * Errors are logged, naming the file at fault; on failure *out is NULL.
+ */
+int store_open(const char *backing, unsigned flags, struct vstore **out);
+/* Close the index, release the lock, free st (NULL is fine). */
+void store_close(struct vstore *st);
+
+/* Accessors; descriptors and the environment live until store_close(). */
+bt_env *store_env(const struct vstore *st);
+const char *store_backing(const struct vstore *st);
+int store_backing_fd(const struct vstore *st);	/* O_PATH of BACKING */
+int store_dir_fd(const struct vstore *st);	/* BACKING/.versionfs */
+int store_obj_fd(const struct vstore *st);	/* .versionfs/obj (O_PATH) */
+/* The open epoch and its parent as the index recorded them at open time
+   (a daemon tracks them from there on). */
+uint64_t store_epoch(const struct vstore *st);
+uint64_t store_parent(const struct vstore *st);
+
+/* ---- names and files of obj/ -------------------------------------------- */
+
+/* "XX/<ino>.meta.<ver>" / ".content.<ver>" relative to obj/, buf >= 64. */
+void store_meta_name(char *buf, size_t len, uint64_t ino, uint64_t ver);
+void store_content_name(char *buf, size_t len, uint64_t ino, uint64_t ver);
+/* What a name in obj/XX/ is: inode and version of a metadata or content
+   file, a leftover temporary, or anything else. */
+enum { STORE_UNKNOWN, STORE_META, STORE_CONTENT, STORE_TMP };
+int store_parse_name(const char *name, uint64_t *ino, uint64_t *ver);
+/* openat(2) of a metadata / content file (O_CLOEXEC|O_NOFOLLOW added,
+   mode 0600 on creation): fd or -errno. */
+int store_open_meta(const struct vstore *st, uint64_t ino, uint64_t ver,
+		    int flags);
+int store_open_content(const struct vstore *st, uint64_t ino, uint64_t ver,
+		       int flags);
+/* Path of `rel` under the backing directory usable by path-based syscalls
+   without crossing a mount over it ("/proc/self/fd/N/rel"). */
+void store_base_path(const struct vstore *st, char *buf, size_t len,
+		     const char *rel);
+/* Disk space the store uses (st_blocks of every file), bytes. */
+uint64_t store_bytes(const struct vstore *st);
+/* syncfs(2) of the file system holding the store. */
+int store_sync_all(const struct vstore *st);
+
+/* ---- the format file ----------------------------------------------------- */
+
+/* Check a format file's bytes: 0, -EINVAL (bad magic or size),
+   BT_ECORRUPT (checksum) or -EPROTONOSUPPORT (*fmt, another format). */
+int store_fmt_check(const unsigned char *b, size_t n, uint32_t *fmt);
+/* Write a new format file (new store id) through format.tmp, synced. */
+int store_fmt_write(int store_fd);
+/* The 16-byte store id of a format file's bytes (checked first). */
+int store_fmt_id(const unsigned char *b, size_t n, unsigned char id[16]);
+/* This store's id (read from its format file). */
+int store_id(const struct vstore *st, unsigned char id[16]);
+
+/* ---- content files (content.c) ------------------------------------------- */
+
+/* A read-only mapping of STORE_ZERO_LEN zero bytes, or NULL (no memory). */
+#define STORE_ZERO_LEN	(4u << 20)
+const void *store_zeros(void);
+/* Write zeros over bytes [a, b) of fd (where a hole cannot be punched). */
+int store_zero_bytes(int fd, uint64_t a, uint64_t b);
+/*
+ * Read page `page` of version `holder` of inode `ino` into buf (VFS_PAGE
+ * bytes): holder 0 reads the base file at base_path (NULL: zeros), a
+ * holder >= 1 its content file; bytes past the end of the file read as
+ * zeros.  For readers outside the daemon (replicator, chunk store).
+ */
+int store_read_page(const struct vstore *st, uint64_t ino, uint64_t holder,
+		    const char *base_path, uint64_t page, void *buf);
+
+/* ---- metadata files (meta.c) --------------------------------------------- */
+
+#define VM_XATTR	0x1	/* the metadata file carries xattrs */
+
+struct vmeta {
+	uint32_t mode;			/* type and permission bits */
+	uint32_t uid, gid;
+	uint32_t nlink;
+	uint32_t flags;			/* VM_* */
+	uint64_t rdev;
+	uint64_t size;
+	struct timespec atime, mtime, ctime;
+	char *target;			/* symlink target (malloc'ed) or NULL */
+};
+
+void vm_clear(struct vmeta *m);
+int vm_copy(struct vmeta *dst, const struct vmeta *src);
+void vm_from_stat(struct vmeta *m, const struct stat *st);
+void vm_to_stat(const struct vmeta *m, uint64_t ino, struct stat *st);
+/* Attributes to/from an LMDB inode record (symlink target in aux). */
+void vm_to_rec(const struct vmeta *m, struct bt_inode *rec);
+int vm_from_rec(struct vmeta *m, const struct bt_inode *rec);
+/* Encode/decode the on-disk metadata record of (ino, ver).  vm_read_fd
+   checks magic, format, length, inode, version and checksum; on
+   BT_ECORRUPT `why` names the field at fault. */
+int vm_write_fd(int fd, uint64_t ino, uint64_t ver, const struct vmeta *m);
+int vm_read_fd(int fd, uint64_t ino, uint64_t ver, struct vmeta *m,
+	       char *why, size_t whylen);
+
+/* ---- xattrs (xattr.c) ----------------------------------------------------- */
+
+/* "user." and "trusted." are versioned; other namespaces are not. */
+bool store_xattr_versioned(const char *name);
+/*
+ * Copy the versioned xattrs of src_fd, or of the file at src_path (not
+ * followed) if src_fd is -1, onto metadata file dst_fd.  Returns 1 if
+ * dst_fd has xattrs afterwards, 0 if not, or -errno.
+ */
+int store_xattr_copy(int src_fd, const char *src_path, int dst_fd);
+
+/* ---- what a checkpoint changed (changes.c) -------------------------------- */
+
+/*
+ * One item of checkpoint c's epoch log, resolved: the replicator's and the
+ * chunk store's reader.  Cost O(what changed in c), never a scan.
+ *
+ *   STORE_CH_INODE    inode `ino` changed in c: `rec` is its record at
+ *                     version c (rec.flags & BT_INO_GONE: it ended in c);
+ *                     `has_map` when c has an extent map of its own
+ *                     (store_changes_map walks it).
+ *   STORE_CH_DIRENT   entry `name` of directory `dir` was born or ended in
+ *                     c: `dent` is the entry (birth, death, ino, type).
+ *   STORE_CH_CONTENT  content file (ino, holder) that c's maps may
+ *                     reference although it was written in an epoch merged
+ *                     into c (the cleaner's CONTENT entries).
+ *
+ * Pointers in the item live until the callback returns.
+ */
+enum { STORE_CH_INODE = 1, STORE_CH_DIRENT, STORE_CH_CONTENT };
+
+struct store_change {
+	int kind;
+	uint64_t ino;			/* INODE, CONTENT: the inode */
+	uint64_t dir;			/* DIRENT: the directory */
+	uint64_t holder;		/* CONTENT: its version */
+	struct bt_inode rec;		/* INODE */
+	bool has_map;			/* INODE */
+	struct bt_dirent dent;		/* DIRENT */
+};
+
+typedef int (*store_change_cb)(const struct store_change *ch, void *arg);
+/* Call cb for every change of checkpoint c, in log order, inside txn.  A
+   non-zero return of cb stops the walk and is returned. */
+int store_changes(bt_txn *txn, uint64_t c, store_change_cb cb, void *arg);
+/* The runs of inode ino's map at version ver that version ver itself
+   wrote (holder == ver): the pages a sink that holds the previous
+   checkpoint lacks.  cb as bt_ext_foreach's. */
+int store_changes_pages(bt_txn *txn, uint64_t ino, uint64_t ver,
+			bt_ext_cb cb, void *arg);
+
+/* ---- a hash set of (u64, u64) pairs (pairset.c) --------------------------- */
+
+struct pairset {
+	uint64_t (*v)[2];		/* open addressing; a == 0: empty */
+	size_t n, cap;			/* cap: 0 or a power of two */
+};
+/* Add (a, b), a != 0: 1 if added, 0 if present, -ENOMEM, -EINVAL. */
+int pset_add(struct pairset *s, uint64_t a, uint64_t b);
+bool pset_has(const struct pairset *s, uint64_t a, uint64_t b);
+void pset_free(struct pairset *s);	/* and empty it again */
+
+/* ---- small helpers -------------------------------------------------------- */
+
+/*
+ * Make room for `need` elements of `elem` bytes in the array *v of
+ * capacity *cap (doubling, at least 64); 0 or -ENOMEM (*v unchanged).
+ * Use: if ((rc = vfs_grow((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v))))
+ */
+static inline int vfs_grow(void **v, size_t *cap, size_t need, size_t elem)
+{
+	size_t c = *cap ? *cap : 64;
+	void *nv;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need)
+		c *= 2;
+	nv = realloc(*v, c * elem);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = c;
+	return 0;
+}
+
+static inline struct timespec vfs_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts;
+}
+
+static inline int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+#endif /* VFS_STORE_H */

@@ -1,0 +1,35 @@
+/*
+ * ctl_int.h — private to versionfs-ctl: what its command files share.
+ */
+#ifndef VFS_CTL_INT_H
+#define VFS_CTL_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "versionfs/lib/client.h"
+
+extern const char *prog;	/* "versionfs-ctl" */
+extern const char *cmd;		/* the command being run */
+extern bool json;		/* --json */
+
+/* "versionfs-ctl: CMD: message (try --help)"; returns 2. */
+int die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "versionfs-ctl: CMD: MOUNT: msg"; returns 1. */
+int fail(const char *mount, const char *msg);
+/* The daemon's refusal of rc on c, printed; returns 1. */
+int refused(vfs_client *c, const char *mount, int rc);
+int open_client(const char *mount, vfs_client **c);
+bool parse_id(const char *s, uint64_t *id);
+void json_str(const char *s);
+void fmt_time(uint64_t ns, char *buf, size_t len);
+void fmt_bytes(uint64_t b, char *buf, size_t len);
+
+/* ctl_clean.c */
+int do_delete(const char *mount, int argc, char **argv);
+int do_prune(const char *mount, int argc, char **argv);
+int do_policy(const char *mount, int argc, char **argv);
+
+#endif /* VFS_CTL_INT_H */
