@@ -29,6 +29,29 @@ static bool readonly(const struct vnode *vn)
 	return vn->view || vn->special;
 }
 
+/*
+ * The frame of an operation on one vnode: epoch_lock shared (no checkpoint
+ * or rollback half way through it), then the vnode's lock, and the vnode
+ * reloaded if a rollback changed it.  A mutation (write) of a read-only
+ * view answers EROFS.  op_leave() undoes it all and drops the reference
+ * vn_from_ino() took; the reply comes after it, with no lock held.
+ */
+static int op_enter(struct vnode *vn, bool write)
+{
+	RD_LOCK();
+	pthread_mutex_lock(&vn->lock);
+	if (write && readonly(vn))
+		return -EROFS;
+	return vn_refresh(vn);
+}
+
+static void op_leave(struct vnode *vn)
+{
+	pthread_mutex_unlock(&vn->lock);
+	RD_UNLOCK();
+	vn_put(vn);
+}
+
 /* Is the caller of req in group gid (primary or supplementary)? */
 static bool in_group(fuse_req_t req, gid_t gid)
 {
@@ -178,14 +201,10 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	int rc;
 
 	(void)fi;
-	RD_LOCK();
-	pthread_mutex_lock(&vn->lock);
-	rc = vn_refresh(vn);
+	rc = op_enter(vn, false);
 	if (!rc)
 		vn_stat(vn, &st);
-	pthread_mutex_unlock(&vn->lock);
-	RD_UNLOCK();
-	vn_put(vn);
+	op_leave(vn);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -201,14 +220,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	int rc;
 
 	(void)fi;
-	if (readonly(vn)) {
-		vn_put(vn);
-		fuse_reply_err(req, EROFS);
-		return;
-	}
-	RD_LOCK();
-	pthread_mutex_lock(&vn->lock);
-	rc = vn_refresh(vn);
+	rc = op_enter(vn, true);
 	if (!rc && vfs->fixup_tid && fuse_req_ctx(req)->pid == vfs->fixup_tid) {
 		/* Our own post-rollback request: it exists only to make the
 		   kernel take the restored size and times.  Change nothing. */
@@ -266,9 +278,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		vn_mark_dirty(vn);
 		vn_stat(vn, &st);
 	}
-	pthread_mutex_unlock(&vn->lock);
-	RD_UNLOCK();
-	vn_put(vn);
+	op_leave(vn);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -281,16 +291,12 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	char *target = NULL;
 	int rc;
 
-	RD_LOCK();
-	pthread_mutex_lock(&vn->lock);
-	rc = vn_refresh(vn);
+	rc = op_enter(vn, false);
 	if (!rc && !S_ISLNK(vn->type))
 		rc = -EINVAL;
 	if (!rc && !(target = strdup(vn->m.target ? vn->m.target : "")))
 		rc = -ENOMEM;
-	pthread_mutex_unlock(&vn->lock);
-	RD_UNLOCK();
-	vn_put(vn);
+	op_leave(vn);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -383,28 +389,27 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 }
 
-static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+static void unlink_common(fuse_req_t req, fuse_ino_t parent,
+			  const char *name, bool isdir)
 {
 	struct vnode *dir = vn_from_ino(parent);
 	int rc;
 
 	RD_LOCK();
-	rc = dir_unlink(dir, name, false);
+	rc = dir_unlink(dir, name, isdir);
 	RD_UNLOCK();
 	vn_put(dir);
 	fuse_reply_err(req, -rc);
 }
 
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	unlink_common(req, parent, name, false);
+}
+
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct vnode *dir = vn_from_ino(parent);
-	int rc;
-
-	RD_LOCK();
-	rc = dir_unlink(dir, name, true);
-	RD_UNLOCK();
-	vn_put(dir);
-	fuse_reply_err(req, -rc);
+	unlink_common(req, parent, name, true);
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -456,9 +461,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	RD_LOCK();
-	pthread_mutex_lock(&vn->lock);
-	rc = vn_refresh(vn);
+	rc = op_enter(vn, false);
 	if (!rc && S_ISDIR(vn->type))
 		rc = -EISDIR;
 	if (!rc)
@@ -516,14 +519,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t nfds = 0;
 
 	(void)fi;
-	RD_LOCK();
-	pthread_mutex_lock(&vn->lock);
-	rc = vn_refresh(vn);
+	rc = op_enter(vn, false);
 	if (!rc)
 		rc = data_read(vn, size, off, &bv, &fds, &nfds);
-	pthread_mutex_unlock(&vn->lock);
-	RD_UNLOCK();
-	vn_put(vn);
+	op_leave(vn);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -543,14 +542,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
 	int rc;
 
 	(void)fi;
-	if (readonly(vn)) {
-		vn_put(vn);
-		fuse_reply_err(req, EROFS);
-		return;
-	}
-	RD_LOCK();
-	pthread_mutex_lock(&vn->lock);
-	rc = vn_refresh(vn);
+	rc = op_enter(vn, true);
 	if (!rc)
 		rc = data_write(vn, in, off, &written);
 	/* killpriv v2: writes the kernel sends for a process (writeback
@@ -559,9 +551,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
 		kill_suidgid(req, vn);
 	if (!rc && vn->delta.n > 8192)
 		rc = vn_persist(vn, false);	/* bound the delta's memory */
-	pthread_mutex_unlock(&vn->lock);
-	RD_UNLOCK();
-	vn_put(vn);
+	op_leave(vn);
 	if (rc && !written)
 		fuse_reply_err(req, -rc);
 	else
@@ -616,9 +606,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		if (!rc && !S_ISDIR(vn->type))
 			rc = -ENOTDIR;
 	}
-	pthread_mutex_unlock(&vn->lock);
-	RD_UNLOCK();
-	vn_put(vn);
+	op_leave(vn);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -724,18 +712,10 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	struct vnode *vn = vn_from_ino(ino);
 	int rc;
 
-	if (readonly(vn)) {
-		rc = -EROFS;
-	} else {
-		RD_LOCK();
-		pthread_mutex_lock(&vn->lock);
-		rc = vn_refresh(vn);
-		if (!rc)
-			rc = xa_set(vn, name, value, size, flags);
-		pthread_mutex_unlock(&vn->lock);
-		RD_UNLOCK();
-	}
-	vn_put(vn);
+	rc = op_enter(vn, true);
+	if (!rc)
+		rc = xa_set(vn, name, value, size, flags);
+	op_leave(vn);
 	fuse_reply_err(req, -rc);
 }
 
@@ -763,9 +743,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	rc = vn->special ? -ENODATA : vn_refresh(vn);
 	if (!rc)
 		rc = xa_get(vn, name, buf, size, &len);
-	pthread_mutex_unlock(&vn->lock);
-	RD_UNLOCK();
-	vn_put(vn);
+	op_leave(vn);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else if (size)
@@ -792,9 +770,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	rc = vn->special ? 0 : vn_refresh(vn);
 	if (!rc && !vn->special)
 		rc = xa_list(vn, buf, size, &len);
-	pthread_mutex_unlock(&vn->lock);
-	RD_UNLOCK();
-	vn_put(vn);
+	op_leave(vn);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else if (size)
@@ -809,18 +785,10 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct vnode *vn = vn_from_ino(ino);
 	int rc;
 
-	if (readonly(vn)) {
-		rc = -EROFS;
-	} else {
-		RD_LOCK();
-		pthread_mutex_lock(&vn->lock);
-		rc = vn_refresh(vn);
-		if (!rc)
-			rc = xa_remove(vn, name);
-		pthread_mutex_unlock(&vn->lock);
-		RD_UNLOCK();
-	}
-	vn_put(vn);
+	rc = op_enter(vn, true);
+	if (!rc)
+		rc = xa_remove(vn, name);
+	op_leave(vn);
 	fuse_reply_err(req, -rc);
 }
 
@@ -831,20 +799,12 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 	int rc;
 
 	(void)fi;
-	if (readonly(vn)) {
-		rc = -EROFS;
-	} else {
-		RD_LOCK();
-		pthread_mutex_lock(&vn->lock);
-		rc = vn_refresh(vn);
-		if (!rc && !S_ISREG(vn->type))
-			rc = -ENODEV;
-		if (!rc)
-			rc = data_fallocate(vn, mode, offset, length);
-		pthread_mutex_unlock(&vn->lock);
-		RD_UNLOCK();
-	}
-	vn_put(vn);
+	rc = op_enter(vn, true);
+	if (!rc && !S_ISREG(vn->type))
+		rc = -ENODEV;
+	if (!rc)
+		rc = data_fallocate(vn, mode, offset, length);
+	op_leave(vn);
 	fuse_reply_err(req, -rc);
 }
 
@@ -861,14 +821,10 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	RD_LOCK();
-	pthread_mutex_lock(&vn->lock);
-	rc = vn_refresh(vn);
+	rc = op_enter(vn, false);
 	if (!rc)
 		rc = data_lseek(vn, off, whence, &res);
-	pthread_mutex_unlock(&vn->lock);
-	RD_UNLOCK();
-	vn_put(vn);
+	op_leave(vn);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else

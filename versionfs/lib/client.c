@@ -28,6 +28,24 @@
 #include "versionfs/lib/client_int.h"
 #include "versionfs/proto/proto.h"
 
+void *cli_append(void **arr, size_t *n, size_t *cap, size_t elem)
+{
+	char *p;
+
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		void *na = realloc(*arr, nc * elem);
+
+		if (!na)
+			return NULL;
+		*arr = na;
+		*cap = nc;
+	}
+	p = (char *)*arr + (*n)++ * elem;
+	memset(p, 0, elem);
+	return p;
+}
+
 int cli_seterr(char *buf, size_t len, int rc, const char *fmt, ...)
 {
 	va_list ap;
@@ -281,19 +299,11 @@ int vfs_list(vfs_client *c, struct vfs_ckpt_info **v, size_t *n)
 		return rc;
 	while ((rc = cp_next(r, len, &pos, &f)) == 1) {
 		if (f.key == F_REC) {
-			if (*n == cap) {
-				struct vfs_ckpt_info *na;
-
-				cap = cap ? cap * 2 : 16;
-				na = realloc(a, cap * sizeof(*a));
-				if (!na) {
-					rc = -ENOMEM;
-					break;
-				}
-				a = na;
+			if (!(cur = cli_append((void **)&a, n, &cap,
+					       sizeof(*a)))) {
+				rc = -ENOMEM;
+				break;
 			}
-			cur = &a[(*n)++];
-			memset(cur, 0, sizeof(*cur));
 			continue;
 		}
 		if (!cur)
@@ -444,19 +454,11 @@ int vfs_diff(vfs_client *c, uint64_t a, uint64_t b,
 		char **dst = NULL;
 
 		if (f.key == F_REC) {
-			if (*n == cap) {
-				struct vfs_diff_entry *na;
-
-				cap = cap ? cap * 2 : 64;
-				na = realloc(arr, cap * sizeof(*arr));
-				if (!na) {
-					rc = -ENOMEM;
-					break;
-				}
-				arr = na;
+			if (!(cur = cli_append((void **)&arr, n, &cap,
+					       sizeof(*arr)))) {
+				rc = -ENOMEM;
+				break;
 			}
-			cur = &arr[(*n)++];
-			memset(cur, 0, sizeof(*cur));
 			continue;
 		}
 		if (!cur)

@@ -92,19 +92,11 @@ int vfs_prune(vfs_client *c, const struct vfs_policy *p, int dry_run,
 		return rc;
 	while ((rc = cp_next(r, len, &pos, &f)) == 1) {
 		if (f.key == F_REC) {
-			if (*n == cap) {
-				void *na;
-
-				cap = cap ? 2 * cap : 16;
-				na = realloc(a, cap * sizeof(*a));
-				if (!na) {
-					rc = -ENOMEM;
-					break;
-				}
-				a = na;
+			if (!(cur = cli_append((void **)&a, n, &cap,
+					       sizeof(*a)))) {
+				rc = -ENOMEM;
+				break;
 			}
-			cur = &a[(*n)++];
-			memset(cur, 0, sizeof(*cur));
 		} else if (cur && f.key == F_ID) {
 			cur->id = cf_u64(&f);
 		} else if (cur && f.key == F_UNIQUE) {

@@ -18,6 +18,10 @@ struct vfs_client {
 	char err[512];
 };
 
+/* Append a zeroed element of `elem` bytes to the array *arr of *n
+   elements and capacity *cap (doubling); the new element, or NULL
+   without memory (*arr unchanged). */
+void *cli_append(void **arr, size_t *n, size_t *cap, size_t elem);
 /* Format into buf (if any) and return rc. */
 int cli_seterr(char *buf, size_t len, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));

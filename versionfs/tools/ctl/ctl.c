@@ -174,6 +174,14 @@ int refused(vfs_client *c, const char *mount, int rc)
 	return 1;
 }
 
+int close_client(vfs_client *c, const char *mount, int rc)
+{
+	if (rc)
+		refused(c, mount, rc);
+	vfs_client_close(c);
+	return rc ? 1 : 0;
+}
+
 static int do_checkpoint(const char *mount, int argc, char **argv)
 {
 	const char *tag = NULL;
@@ -194,12 +202,8 @@ static int do_checkpoint(const char *mount, int argc, char **argv)
 	if (open_client(mount, &c))
 		return 1;
 	rc = vfs_checkpoint(c, tag, &id);
-	if (rc) {
-		refused(c, mount, rc);
-		vfs_client_close(c);
+	if (close_client(c, mount, rc))
 		return 1;
-	}
-	vfs_client_close(c);
 	if (json)
 		printf("{\"id\":%" PRIu64 "}\n", id);
 	else
@@ -231,12 +235,8 @@ static int do_rollback(const char *mount, int argc, char **argv)
 	if (open_client(mount, &c))
 		return 1;
 	rc = tag ? vfs_rollback_tag(c, tag, &id) : vfs_rollback(c, id);
-	if (rc) {
-		refused(c, mount, rc);
-		vfs_client_close(c);
+	if (close_client(c, mount, rc))
 		return 1;
-	}
-	vfs_client_close(c);
 	if (json)
 		printf("{\"id\":%" PRIu64 "}\n", id);
 	else
@@ -256,12 +256,8 @@ static int do_list(const char *mount, int argc, char **argv)
 	if (open_client(mount, &c))
 		return 1;
 	rc = vfs_list(c, &v, &n);
-	if (rc) {
-		refused(c, mount, rc);
-		vfs_client_close(c);
+	if (close_client(c, mount, rc))
 		return 1;
-	}
-	vfs_client_close(c);
 	if (json) {
 		printf("[");
 		for (size_t i = 0; i < n; i++) {
@@ -406,12 +402,8 @@ static int do_diff(const char *mount, int argc, char **argv)
 	if (open_client(mount, &c))
 		return 1;
 	rc = vfs_diff(c, a, b, &v, &n);
-	if (rc) {
-		refused(c, mount, rc);
-		vfs_client_close(c);
+	if (close_client(c, mount, rc))
 		return 1;
-	}
-	vfs_client_close(c);
 	if (json)
 		printf("[");
 	for (size_t i = 0; i < n; i++) {

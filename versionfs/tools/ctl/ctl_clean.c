@@ -123,12 +123,8 @@ int do_delete(const char *mount, int argc, char **argv)
 	}
 	rc = vfs_delete(c, ids, n, flags);
 	free(ids);
-	if (rc) {
-		refused(c, mount, rc);
-		vfs_client_close(c);
+	if (close_client(c, mount, rc))
 		return 1;
-	}
-	vfs_client_close(c);
 	return 0;
 }
 
@@ -147,12 +143,8 @@ int do_prune(const char *mount, int argc, char **argv)
 	if (open_client(mount, &c))
 		return 1;
 	rc = vfs_prune(c, given ? &p : NULL, dry, &v, &n);
-	if (rc) {
-		refused(c, mount, rc);
-		vfs_client_close(c);
+	if (close_client(c, mount, rc))
 		return 1;
-	}
-	vfs_client_close(c);
 	for (size_t i = 0; i < n; i++)
 		total += v[i].unique_bytes;
 	if (json) {
@@ -205,12 +197,8 @@ int do_policy(const char *mount, int argc, char **argv)
 	rc = given ? vfs_policy_set(c, &p) : rc;
 	if (!rc)
 		rc = vfs_policy_get(c, &p);
-	if (rc) {
-		refused(c, mount, rc);
-		vfs_client_close(c);
+	if (close_client(c, mount, rc))
 		return 1;
-	}
-	vfs_client_close(c);
 	if (json) {
 		printf("{\"keep_last\":%" PRIu64 ",\"older_than_s\":%" PRIu64
 		       ",\"max_content_files\":%" PRIu64 "}\n", p.keep_last,

@@ -22,6 +22,9 @@ int fail(const char *mount, const char *msg);
 /* The daemon's refusal of rc on c, printed; returns 1. */
 int refused(vfs_client *c, const char *mount, int rc);
 int open_client(const char *mount, vfs_client **c);
+/* Close c after the request that returned rc: 1 (refusal printed) if
+   rc, else 0. */
+int close_client(vfs_client *c, const char *mount, int rc);
 bool parse_id(const char *s, uint64_t *id);
 void json_str(const char *s);
 void fmt_time(uint64_t ns, char *buf, size_t len);
