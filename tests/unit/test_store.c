@@ -1,11 +1,14 @@
 /*
- * test_fsck.c — unit suite of the pure parts versionfs-fsck relies on: the
- * hash set of (u64, u64) pairs (pairset.c) against a naive list, the
- * parser of store file names (store_parse_name, the inverse of
- * store_meta_name / store_content_name) with every kind of bad name, and
- * the format file check (store_fmt_check) on a file store_fmt_write wrote,
- * then damaged.  The walks themselves mount and damage real stores in
- * tests/integration/t0410-fsck.sh.
+ * test_store.c — unit suite of libvfsstore (and of libvfsclean offline),
+ * linked without the daemon: the hash set of (u64, u64) pairs (pairset.c)
+ * against a naive list; the parser of store file names (store_parse_name,
+ * the inverse of store_meta_name / store_content_name) with every kind of
+ * bad name; the format file check (store_fmt_check) on a file
+ * store_fmt_write wrote, then damaged; opening, creating and locking a
+ * store; the reader of what a checkpoint changed (changes.c) and of pages
+ * (store_read_page) on a store built through the index API; and a cleaning
+ * pass on it with no daemon.  The walks of versionfs-fsck mount and damage
+ * real stores in tests/integration/t0410-fsck.sh.
  */
 #include <check.h>
 #include <errno.h>
@@ -13,9 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "versionfs/cleaner/cleaner.h"
 #include "versionfs/store/store.h"
 
 static uint64_t rnd(uint64_t *s)
@@ -211,9 +217,284 @@ START_TEST(test_format_other)
 }
 END_TEST
 
-static Suite *fsck_suite(void)
+
+/* ---- opening a store, and what a checkpoint changed ---- */
+
+static char *mk_backing(void)
 {
-	Suite *s = suite_create("fsck");
+	char *dir = strdup("/tmp/vfs-store-test-XXXXXX");
+
+	ck_assert(dir && mkdtemp(dir));
+	return dir;
+}
+
+static void rm_tree(const char *dir)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(test_open_lock)
+{
+	char *dir = mk_backing();
+	struct vstore *st, *st2;
+	unsigned char id[16], id2[16];
+
+	/* no store and no STORE_CREATE: refused, nothing created */
+	ck_assert_int_eq(store_open(dir, 0, &st), -ENOENT);
+	ck_assert_ptr_null(st);
+	ck_assert_int_eq(store_open(dir, STORE_CREATE, &st), 0);
+	ck_assert_str_eq(store_backing(st), dir);
+	ck_assert_uint_eq(store_epoch(st), 1);
+	ck_assert_uint_eq(store_parent(st), 0);
+	ck_assert_int_eq(store_id(st, id), 0);
+	store_close(st);
+	/* reopened: same id, same state */
+	ck_assert_int_eq(store_open(dir, 0, &st), 0);
+	ck_assert_int_eq(store_id(st, id2), 0);
+	ck_assert_mem_eq(id, id2, 16);
+	/* the lock: a second opener in another process waits, then gives
+	   up; here a flock from another descriptor of this process is
+	   refused at once only for a mount, so test with fork */
+	{
+		pid_t p = fork();
+		int status;
+
+		ck_assert_int_ge(p, 0);
+		if (p == 0) {
+			int fd = open(dir, O_RDONLY);
+			char lk[300];
+			int lfd;
+
+			snprintf(lk, sizeof(lk), "%s/.versionfs/lock", dir);
+			lfd = open(lk, O_RDWR);
+			/* held by the parent: LOCK_NB fails */
+			_exit(fd >= 0 && lfd >= 0 &&
+			      flock(lfd, LOCK_EX | LOCK_NB) < 0 ? 0 : 1);
+		}
+		ck_assert_int_eq(waitpid(p, &status, 0), p);
+		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	(void)st2;
+	store_close(st);
+	store_close(NULL);
+	rm_tree(dir);
+	free(dir);
+}
+END_TEST
+
+/*
+ * Epoch 1 as the daemon would leave it: file 2 created in the root with
+ * pages 0-1 written (content.1), a symlink 3; then checkpoint 1.  Epoch 2:
+ * page 1 of file 2 rewritten, the symlink unlinked; checkpoint 2.
+ */
+static int build_txn(bt_txn *txn, void *arg)
+{
+	struct bt_inode f = { .ino = 2, .ver = 1, .type = S_IFREG,
+			      .flags = BT_INO_DATA, .data_ver = 1,
+			      .size = 2 * VFS_PAGE };
+	struct bt_inode l = { .ino = 3, .ver = 1, .type = S_IFLNK,
+			      .aux = "target", .auxlen = 6 };
+	struct bt_ckpt c = { .id = 1, .state = BT_CKPT_ACTIVE };
+	int rc;
+
+	(void)arg;
+	if ((rc = bt_inode_put(txn, &f)) || (rc = bt_inode_put(txn, &l)) ||
+	    (rc = bt_ext_set(txn, 2, 1, 0, 2, 1)) ||
+	    (rc = bt_dir_add(txn, 1, "f", 1, 1, 2, S_IFREG)) ||
+	    (rc = bt_dir_add(txn, 1, "l", 1, 1, 3, S_IFLNK)) ||
+	    (rc = bt_log_add_inode(txn, 1, 2)) ||
+	    (rc = bt_log_add_inode(txn, 1, 3)) ||
+	    (rc = bt_log_add_dirent(txn, 1, 1, "f", 1, 1)) ||
+	    (rc = bt_log_add_dirent(txn, 1, 1, "l", 1, 1)) ||
+	    (rc = bt_ckpt_put(txn, &c)))
+		return rc;
+	f.ver = 2;
+	f.data_ver = 2;
+	c.id = 2;
+	c.parent = 1;
+	if ((rc = bt_inode_put(txn, &f)) ||
+	    (rc = bt_ext_clone(txn, 2, 1, 2)) ||
+	    (rc = bt_ext_set(txn, 2, 2, 1, 1, 2)) ||
+	    (rc = bt_dir_kill(txn, 1, "l", 1, 1, 2)) ||
+	    (rc = bt_log_add_inode(txn, 2, 2)) ||
+	    (rc = bt_log_add_dirent(txn, 2, 1, "l", 1, 1)) ||
+	    (rc = bt_ckpt_put(txn, &c)) ||
+	    (rc = bt_kv_put_u64(txn, "epoch", 3)) ||
+	    (rc = bt_kv_put_u64(txn, "parent", 2)))
+		return rc;
+	return 0;
+}
+
+struct seen {
+	int inodes, dirents, contents;
+	uint64_t ino[8];
+	bool map[8];
+	char names[8][8];
+	uint64_t death[8];
+	uint64_t pages, holder;
+};
+
+static int seen_cb(const struct store_change *ch, void *arg)
+{
+	struct seen *s = arg;
+
+	switch (ch->kind) {
+	case STORE_CH_INODE:
+		s->ino[s->inodes] = ch->ino;
+		s->map[s->inodes++] = ch->has_map;
+		break;
+	case STORE_CH_DIRENT:
+		snprintf(s->names[s->dirents], 8, "%.*s",
+			 (int)ch->dent.namelen, ch->dent.name);
+		s->death[s->dirents++] = ch->dent.death;
+		break;
+	case STORE_CH_CONTENT:
+		s->contents++;
+		break;
+	}
+	return 0;
+}
+
+static int pages_cb(const struct bt_extent *e, void *arg)
+{
+	struct seen *s = arg;
+
+	s->pages += e->count;
+	s->holder = e->holder;
+	return 0;
+}
+
+static void write_content(struct vstore *st, uint64_t ino, uint64_t ver,
+			  uint64_t page, char fill)
+{
+	char buf[VFS_PAGE];
+	int fd = store_open_content(st, ino, ver, O_RDWR | O_CREAT);
+
+	ck_assert_int_ge(fd, 0);
+	memset(buf, fill, sizeof(buf));
+	ck_assert_int_eq(pwrite(fd, buf, sizeof(buf), (off_t)(page * VFS_PAGE)),
+			 VFS_PAGE);
+	close(fd);
+}
+
+START_TEST(test_changes)
+{
+	char *dir = mk_backing();
+	char buf[VFS_PAGE];
+	struct seen s1 = { 0 }, s2 = { 0 }, p = { 0 };
+	struct vstore *st;
+	bt_txn *txn;
+
+	ck_assert_int_eq(store_open(dir, STORE_CREATE, &st), 0);
+	ck_assert_int_eq(bt_txn_run(store_env(st), build_txn, NULL), 0);
+	write_content(st, 2, 1, 0, 'a');
+	write_content(st, 2, 1, 1, 'b');
+	write_content(st, 2, 2, 1, 'c');
+	ck_assert_int_eq(bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn), 0);
+	ck_assert_int_eq(store_changes(txn, 0, seen_cb, &s1), -EINVAL);
+	ck_assert_int_eq(store_changes(txn, 1, seen_cb, &s1), 0);
+	ck_assert_int_eq(s1.inodes, 2);
+	ck_assert_uint_eq(s1.ino[0], 2);
+	ck_assert(s1.map[0] && !s1.map[1]);
+	ck_assert_int_eq(s1.dirents, 2);
+	ck_assert_str_eq(s1.names[0], "f");
+	ck_assert_int_eq(store_changes(txn, 2, seen_cb, &s2), 0);
+	ck_assert_int_eq(s2.inodes, 1);
+	ck_assert_int_eq(s2.dirents, 1);
+	ck_assert_str_eq(s2.names[0], "l");
+	ck_assert_uint_eq(s2.death[0], 2);
+	/* the pages checkpoint 2 wrote: page 1 only */
+	ck_assert_int_eq(store_changes_pages(txn, 2, 2, pages_cb, &p), 0);
+	ck_assert_uint_eq(p.pages, 1);
+	ck_assert_uint_eq(p.holder, 2);
+	memset(&p, 0, sizeof(p));
+	ck_assert_int_eq(store_changes_pages(txn, 2, 1, pages_cb, &p), 0);
+	ck_assert_uint_eq(p.pages, 2);
+	bt_txn_abort(txn);
+	/* pages read back from their holders; past EOF and holes: zeros */
+	ck_assert_int_eq(store_read_page(st, 2, 1, NULL, 1, buf), 0);
+	ck_assert(buf[0] == 'b' && buf[VFS_PAGE - 1] == 'b');
+	ck_assert_int_eq(store_read_page(st, 2, 2, NULL, 1, buf), 0);
+	ck_assert(buf[0] == 'c');
+	ck_assert_int_eq(store_read_page(st, 2, 2, NULL, 0, buf), 0);
+	ck_assert(buf[0] == 0 && buf[VFS_PAGE - 1] == 0);
+	ck_assert_int_eq(store_read_page(st, 2, 1, NULL, 9, buf), 0);
+	ck_assert(buf[7] == 0);
+	ck_assert_int_eq(store_read_page(st, 2, 0, NULL, 0, buf), 0);
+	ck_assert(buf[5] == 0);
+	ck_assert_int_eq(store_read_page(st, 9, 5, NULL, 0, buf), -ENOENT);
+	store_close(st);
+	rm_tree(dir);
+	free(dir);
+}
+END_TEST
+
+/* Offline: delete checkpoint 1, clean; its versions merge into 2 and the
+   pages only it held (page 1 of content.1) are freed. */
+START_TEST(test_clean_offline)
+{
+	char *dir = mk_backing();
+	char err[256] = "", buf[VFS_PAGE];
+	struct cl_stats cs = { 0 };
+	struct cleaner *cl;
+	struct vstore *st;
+	uint64_t id = 1, bytes = 0;
+	size_t left = 9;
+	bt_txn *txn;
+
+	ck_assert_int_eq(store_open(dir, STORE_CREATE, &st), 0);
+	ck_assert_int_eq(bt_txn_run(store_env(st), build_txn, NULL), 0);
+	write_content(st, 2, 1, 0, 'a');
+	write_content(st, 2, 1, 1, 'b');
+	write_content(st, 2, 2, 1, 'c');
+	store_close(st);		/* reopened at epoch 3 */
+	ck_assert_int_eq(store_open(dir, 0, &st), 0);
+	ck_assert_uint_eq(store_epoch(st), 3);
+	ck_assert_int_eq(bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn), 0);
+	ck_assert_int_eq(cl_unique_bytes(txn, 1, 3, &bytes), 0);
+	bt_txn_abort(txn);
+	ck_assert_uint_eq(bytes, VFS_PAGE);	/* page 1 of content.1 */
+	/* the parent only with force; an unknown id never */
+	ck_assert_int_eq(cl_mark_deleted(st, &id, 1, false, 1, err,
+					 sizeof(err)), -EBUSY);
+	id = 7;
+	ck_assert_int_eq(cl_mark_deleted(st, &id, 1, false, 2, err,
+					 sizeof(err)), -ENOENT);
+	ck_assert_str_eq(err, "no checkpoint 7");
+	id = 1;
+	ck_assert_int_eq(cl_mark_deleted(st, &id, 1, false, 2, err,
+					 sizeof(err)), 0);
+	ck_assert_int_eq(cl_new(st, NULL, &cl), 0);
+	ck_assert_int_eq(cl_pass(cl, &cs, &left), 0);
+	ck_assert_uint_eq(cs.ckpts_merged, 1);
+	ck_assert_uint_eq(left, 0);
+	cl_free(cl);
+	/* checkpoint 2 still reads a, c */
+	ck_assert_int_eq(store_read_page(st, 2, 1, NULL, 0, buf), 0);
+	ck_assert(buf[0] == 'a');
+	ck_assert_int_eq(store_read_page(st, 2, 2, NULL, 1, buf), 0);
+	ck_assert(buf[0] == 'c');
+	ck_assert_int_eq(bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn), 0);
+	{
+		struct bt_ckpt c;
+
+		ck_assert_int_eq(bt_ckpt_get(txn, 1, &c), -ENOENT);
+		ck_assert_int_eq(bt_ckpt_get(txn, 2, &c), 0);
+		ck_assert_uint_eq(c.parent, 0);
+	}
+	bt_txn_abort(txn);
+	store_close(st);
+	rm_tree(dir);
+	free(dir);
+}
+END_TEST
+
+static Suite *store_suite(void)
+{
+	Suite *s = suite_create("store");
 	TCase *tc;
 
 	tc = tcase_create("pairset");
@@ -226,12 +507,18 @@ static Suite *fsck_suite(void)
 	tcase_add_test(tc, test_format);
 	tcase_add_test(tc, test_format_other);
 	suite_add_tcase(s, tc);
+	tc = tcase_create("library");
+	tcase_add_test(tc, test_open_lock);
+	tcase_add_test(tc, test_changes);
+	tcase_add_test(tc, test_clean_offline);
+	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
 	return s;
 }
 
 int main(void)
 {
-	SRunner *sr = srunner_create(fsck_suite());
+	SRunner *sr = srunner_create(store_suite());
 	int failed;
 
 	srunner_run_all(sr, CK_NORMAL);

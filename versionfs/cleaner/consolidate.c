@@ -1,7 +1,7 @@
 /*
  * consolidate.c — keeping the number of content files per inode bounded.
  *
- * Merging a deleted checkpoint c (clean.c) keeps content.c while later maps
+ * Merging a deleted checkpoint c (merge.c) keeps content.c while later maps
  * still reference pages of it.  A file that the job appends to, with old
  * checkpoints pruned, would so keep one small content file per deleted
  * checkpoint forever.  When the maps of an inode reference more than

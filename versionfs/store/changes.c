@@ -49,6 +49,8 @@ static int ch_entry(const struct bt_log *l, void *arg)
 		if ((rc = bt_dir_get(w->txn, l->ino, l->name, l->namelen,
 				     l->birth, &ch.dent)))
 			return rc == -ENOENT ? BT_ECORRUPT : rc;
+		ch.dent.name = l->name;		/* the key: the log's copy */
+		ch.dent.namelen = l->namelen;
 		break;
 	case BT_LOG_CONTENT:
 		ch.kind = STORE_CH_CONTENT;

@@ -4,7 +4,7 @@
  * The first change to an inode in epoch N writes `meta.N` (see store.c for
  * the name): one record of fixed layout, little-endian, checksummed, then
  * the symlink target if any.  User xattrs are not in the record: they live
- * as xattrs on the metadata file itself (xattr.c).
+ * as xattrs on the metadata file itself (store/xattr.c copies them).
  *
  *   off  size  field
  *     0     4  magic "VFSM"

@@ -12,7 +12,7 @@
  * lock (flock(2), as the daemon and versionfs-clean take it: a daemon
  * finishing its unmount, an offline tool).  The lock is held until the end,
  * so no daemon mounts the store meanwhile.  Then the format file
- * (store.c's own check) and the index.
+ * (the store library's own check) and the index.
  *
  * Read-only by default.  The check opens LMDB read-only (BT_ENV_RDONLY:
  * no write transaction, no durable point, no recovery) and opens every
