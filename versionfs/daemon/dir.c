@@ -203,6 +203,22 @@ static bool valid_name(const char *name, size_t len)
 	return len > 0 && len <= BT_NAME_MAX && !memchr(name, '/', len);
 }
 
+/* Refresh dir, check it is one, and import its base entries if needed,
+   before reading it (its lock taken and dropped). */
+static int dir_ready(struct vnode *dir)
+{
+	int rc;
+
+	pthread_mutex_lock(&dir->lock);
+	rc = vn_refresh(dir);
+	if (!rc && !S_ISDIR(dir->type))
+		rc = -ENOTDIR;
+	if (!rc)
+		rc = dir_ensure_listed(dir);
+	pthread_mutex_unlock(&dir->lock);
+	return rc;
+}
+
 static int ckpt_lookup(const char *name, struct vnode **out)
 {
 	struct bt_ckpt c;
@@ -247,14 +263,7 @@ int dir_lookup(struct vnode *dir, const char *name, struct vnode **out)
 	}
 	if (!valid_name(name, strlen(name)))
 		return strlen(name) > BT_NAME_MAX ? -ENAMETOOLONG : -ENOENT;
-	pthread_mutex_lock(&dir->lock);
-	rc = vn_refresh(dir);
-	if (!rc && !S_ISDIR(dir->type))
-		rc = -ENOTDIR;
-	if (!rc)
-		rc = dir_ensure_listed(dir);
-	pthread_mutex_unlock(&dir->lock);
-	if (rc)
+	if ((rc = dir_ready(dir)))
 		return rc;
 	if ((rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn)))
 		return -EIO;
@@ -333,14 +342,7 @@ int dir_list(struct vnode *dir, struct dir_list *out)
 
 	memset(out, 0, sizeof(*out));
 	if (!dir->special) {
-		pthread_mutex_lock(&dir->lock);
-		rc = vn_refresh(dir);
-		if (!rc && !S_ISDIR(dir->type))
-			rc = -ENOTDIR;
-		if (!rc)
-			rc = dir_ensure_listed(dir);
-		pthread_mutex_unlock(&dir->lock);
-		if (rc)
+		if ((rc = dir_ready(dir)))
 			return rc;
 	}
 	if (dir == vfs->fixdir)

@@ -719,6 +719,20 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	fuse_reply_err(req, -rc);
 }
 
+/* Reply to getxattr/listxattr: the value (or the size asked for with size
+   0), or the error; frees buf. */
+static void reply_xattr(fuse_req_t req, int rc, char *buf, size_t size,
+			ssize_t len)
+{
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else if (size)
+		fuse_reply_buf(req, buf, (size_t)len);
+	else
+		fuse_reply_xattr(req, (size_t)len);
+	free(buf);
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			size_t size)
 {
@@ -744,13 +758,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	if (!rc)
 		rc = xa_get(vn, name, buf, size, &len);
 	op_leave(vn);
-	if (rc)
-		fuse_reply_err(req, -rc);
-	else if (size)
-		fuse_reply_buf(req, buf, (size_t)len);
-	else
-		fuse_reply_xattr(req, (size_t)len);
-	free(buf);
+	reply_xattr(req, rc, buf, size, len);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -771,13 +779,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	if (!rc && !vn->special)
 		rc = xa_list(vn, buf, size, &len);
 	op_leave(vn);
-	if (rc)
-		fuse_reply_err(req, -rc);
-	else if (size)
-		fuse_reply_buf(req, buf, (size_t)len);
-	else
-		fuse_reply_xattr(req, (size_t)len);
-	free(buf);
+	reply_xattr(req, rc, buf, size, len);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)

@@ -491,47 +491,38 @@ int vfs_diff(vfs_client *c, uint64_t a, uint64_t b,
 	return rc < 0 ? rc : 0;
 }
 
-int vfs_checkpoint_path(const char *path, const char *tag, uint64_t *id,
-			char *err, size_t errlen)
+/* One request on a connection of its own, for the *_path calls:
+   checkpoint (ckpt) or rollback to id or tag. */
+static int path_request(const char *path, bool ckpt, uint64_t id,
+			const char *tag, uint64_t *out, char *err,
+			size_t errlen)
 {
 	vfs_client *c;
 	int rc = vfs_client_open(path, &c, err, errlen);
 
 	if (rc)
 		return rc;
-	rc = vfs_checkpoint(c, tag, id);
+	rc = ckpt ? vfs_checkpoint(c, tag, out) : rollback(c, id, tag, out);
 	if (rc)
 		cli_seterr(err, errlen, rc, "%s", c->err);
 	vfs_client_close(c);
 	return rc;
+}
+
+int vfs_checkpoint_path(const char *path, const char *tag, uint64_t *id,
+			char *err, size_t errlen)
+{
+	return path_request(path, true, 0, tag, id, err, errlen);
 }
 
 int vfs_rollback_path(const char *path, uint64_t id, char *err,
 		      size_t errlen)
 {
-	vfs_client *c;
-	int rc = vfs_client_open(path, &c, err, errlen);
-
-	if (rc)
-		return rc;
-	rc = vfs_rollback(c, id);
-	if (rc)
-		cli_seterr(err, errlen, rc, "%s", c->err);
-	vfs_client_close(c);
-	return rc;
+	return path_request(path, false, id, NULL, NULL, err, errlen);
 }
 
 int vfs_rollback_tag_path(const char *path, const char *tag, uint64_t *id,
 			  char *err, size_t errlen)
 {
-	vfs_client *c;
-	int rc = vfs_client_open(path, &c, err, errlen);
-
-	if (rc)
-		return rc;
-	rc = vfs_rollback_tag(c, tag, id);
-	if (rc)
-		cli_seterr(err, errlen, rc, "%s", c->err);
-	vfs_client_close(c);
-	return rc;
+	return path_request(path, false, 0, tag, id, err, errlen);
 }

@@ -116,26 +116,29 @@ int store_parse_name(const char *name, uint64_t *ino, uint64_t *ver)
 	return kind;
 }
 
+static int open_obj(const struct vstore *st, const char *name, int flags)
+{
+	int fd = openat(st->obj_fd, name, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
+
+	return fd < 0 ? -errno : fd;
+}
+
 int store_open_meta(const struct vstore *st, uint64_t ino, uint64_t ver,
 		    int flags)
 {
 	char name[64];
-	int fd;
 
 	store_meta_name(name, sizeof(name), ino, ver);
-	fd = openat(st->obj_fd, name, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
-	return fd < 0 ? -errno : fd;
+	return open_obj(st, name, flags);
 }
 
 int store_open_content(const struct vstore *st, uint64_t ino, uint64_t ver,
 		       int flags)
 {
 	char name[64];
-	int fd;
 
 	store_content_name(name, sizeof(name), ino, ver);
-	fd = openat(st->obj_fd, name, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
-	return fd < 0 ? -errno : fd;
+	return open_obj(st, name, flags);
 }
 
 void store_base_path(const struct vstore *st, char *buf, size_t len,
