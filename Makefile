@@ -83,10 +83,15 @@ CTL_SRC     := $(wildcard versionfs/tools/ctl/*.c)
 CLEAN_SRC   := $(wildcard versionfs/tools/clean/*.c)
 FSCK_SRC    := $(wildcard versionfs/tools/fsck/*.c)
 
+# replicator/transport: authenticated, encrypted pipes between nodes.
+TRANSPORT_SRC := $(wildcard replicator/transport/*.c)
+TRANSPORT_LIB := $(BUILD)/libvfstransport.a
+CRYPTO_LIBS := $(shell $(PKG_CONFIG) --libs libcrypto 2>/dev/null)
+
 PROGS       := $(BUILD)/versionfs $(BUILD)/versionfs-ctl \
                $(BUILD)/versionfs-clean $(BUILD)/versionfs-fsck
 LIBS_OUT    := $(BTREE_LIB) $(CLIENT_LIB) $(CLIENT_SO) $(CLIENT_HDR) \
-               $(STORE_LIB) $(CLEANER_LIB)
+               $(STORE_LIB) $(CLEANER_LIB) $(TRANSPORT_LIB)
 # What a program that reads a store links, in link order.
 STORE_LINK  = $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(LMDB_LIBS) \
               $(ATTR_LIBS) $(XXH_LIBS)
@@ -136,6 +141,9 @@ $(STORE_LIB): $(STORE_SRC:%.c=$(BUILD)/obj/%.o)
 $(CLEANER_LIB): $(CLEANER_SRC:%.c=$(BUILD)/obj/%.o)
 	rm -f $@ && $(AR) rcs $@ $^
 
+$(TRANSPORT_LIB): $(TRANSPORT_SRC:%.c=$(BUILD)/obj/%.o)
+	rm -f $@ && $(AR) rcs $@ $^
+
 $(BUILD)/versionfs: $(DAEMON_OBJ) $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJ) \
 	    $(CLEANER_LIB) $(STORE_LINK) $(FUSE_LIBS)
@@ -169,6 +177,11 @@ $(BUILD)/tests/test_daemon: tests/unit/test_daemon.c $(DAEMON_LIBOBJ) $(CLEANER_
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(DAEMON_LIBOBJ) $(CLEANER_LIB) $(STORE_LINK) $(CHECK_LIBS) \
 	    $(FUSE_LIBS)
+
+$(BUILD)/tests/test_transport: tests/unit/test_transport.c $(TRANSPORT_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
+	    $(TRANSPORT_LIB) $(CRYPTO_LIBS) $(CHECK_LIBS)
 
 $(BUILD)/tests/%: tests/helpers/%.c
 	@mkdir -p $(@D)
