@@ -848,10 +848,13 @@ vcr_record_write() {
 }
 
 # vcr_record_read FILE: set REC_TAG, REC_ID, REC_RAW (mount points,
-# escaped), REC_SRCRAW, REC_PIDS ("PID STARTTIME").
+# escaped), REC_SRCRAW, REC_PIDS ("PID STARTTIME"), REC_IMAGE (the DMTCP
+# plugin's "image DEV:INO" of the checkpoint image, else empty).  A record
+# whose "state" is not "done" (the DMTCP plugin writes "state pending"
+# before it checkpoints the files) fails.
 vcr_record_read() {
-	local f=$1 line n=0 w id pt src
-	REC_TAG="" REC_ID=() REC_RAW=() REC_SRCRAW=() REC_PIDS=()
+	local f=$1 line n=0 w id pt src state=""
+	REC_TAG="" REC_ID=() REC_RAW=() REC_SRCRAW=() REC_PIDS=() REC_IMAGE=""
 	if ! { IFS= read -r line && [ "$line" = "$VCR_RECORD_MAGIC" ]; } <"$f"; then
 		vcr_note "$f is not a versionfs C/R record"
 		return 1
@@ -878,6 +881,15 @@ vcr_record_read() {
 			REC_RAW+=("$pt")
 			REC_SRCRAW+=("$src")
 			;;
+		state) state=$id ;;
+		image)
+			if ! [[ $id =~ ^[0-9]+:[0-9]+$ ]]; then
+				vcr_note "$f:$n: bad image line"
+				return 1
+			fi
+			# shellcheck disable=SC2034 # for versionfs-dmtcp_restart
+			REC_IMAGE=$id
+			;;
 		pid)
 			if ! [[ $id =~ ^[0-9]+$ ]] || ! [[ $pt =~ ^[0-9]+$ ]]; then
 				vcr_note "$f:$n: bad pid line"
@@ -891,6 +903,10 @@ vcr_record_read() {
 			;;
 		esac
 	done <"$f"
+	if [ -n "$state" ] && [ "$state" != "done" ]; then
+		vcr_note "$f: the checkpoint of the files taken with it did not complete (state $state)"
+		return 1
+	fi
 	if [ -z "$REC_TAG" ]; then
 		vcr_note "$f: no tag"
 		return 1

@@ -2,7 +2,7 @@
  * cr_writer — test helper: a job that keeps changing its files, for the
  * end-to-end restart test (tests/integration/t0340-cr-restart.sh).
  *
- *   cr_writer --seed N --status FILE [--ops N] DIR_A DIR_B
+ *   cr_writer --seed N --status FILE [--ops N] [--reopen 1] DIR_A DIR_B
  *
  * It works in DIR_A (its working directory) and DIR_B the way simulation
  * codes do: it appends to logs kept open with O_APPEND (short records,
@@ -24,6 +24,13 @@
  * it does, sleeps included, follows from the seed).  The test stops it with
  * SIGSTOP, resumes it and kills it with SIGKILL.  Any failed system call is
  * reported on stderr and ends it with status 1.
+ *
+ * --reopen 1: after each operation, if the descriptor kept on data/f0 no
+ * longer names data/f0 (replaced by a rename, or removed), reopen
+ * data/f0.  DMTCP restores a file that was deleted while open by
+ * recreating it under its old name, and its restart fails ("File already
+ * exists") when that name holds another file, as it does after a faithful
+ * rollback; t0380 runs the writer so, the other tests without it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -286,6 +293,8 @@ int main(int argc, char **argv)
 {
 	const char *status = NULL;
 	uint64_t *counter, done = 0, max_ops = 0;
+	int reopen = 0;
+	struct stat ka, kb;
 	struct timespec ts;
 	int i, fd;
 
@@ -297,12 +306,14 @@ int main(int argc, char **argv)
 			status = argv[i + 1];
 		else if (!strcmp(argv[i], "--ops"))
 			max_ops = strtoull(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "--reopen"))
+			reopen = atoi(argv[i + 1]);
 		else
 			break;
 	}
 	if (argc - i != 2 || !status) {
 		fprintf(stderr, "usage: cr_writer --seed N --status FILE "
-			"[--ops N] DIR_A DIR_B\n");
+			"[--ops N] [--reopen 1] DIR_A DIR_B\n");
 		return 2;
 	}
 	if (!rng)
@@ -331,6 +342,12 @@ int main(int argc, char **argv)
 			if (fsync(logfd[rnd(3)]) < 0)
 				die("fsync", "log");
 			break;
+		}
+		if (reopen && (fstat(keepfd, &ka) < 0 ||
+			       stat("data/f0", &kb) < 0 || ka.st_ino != kb.st_ino ||
+			       ka.st_dev != kb.st_dev)) {
+			close(keepfd);
+			keepfd = xopen("data/f0", O_RDWR | O_CREAT);
 		}
 		__atomic_add_fetch(counter, 1, __ATOMIC_SEQ_CST);
 		__atomic_store_n(counter + 1, ++done, __ATOMIC_SEQ_CST);
