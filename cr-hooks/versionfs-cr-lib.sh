@@ -778,6 +778,16 @@ vcr_flush() {
 	vcr_fsync ${files[@]+"${files[@]}"}
 }
 
+# vcr_fsync_dir DIR: fsync(2) a directory (after a rename into it); with
+# a sync(1) that takes no operands, sync(2) everything.
+vcr_fsync_dir() {
+	if sync --help 2>&1 | grep -q 'FILE'; then
+		sync -- "$1"
+	else
+		sync
+	fi
+}
+
 # vcr_fsync FILE...: fsync(2) each file.  sync FILE needs coreutils 8.24;
 # older ones ignore the operands (and only sync(2)), so dd's conv=fsync
 # does it there, opening each file for writing without truncating it.
@@ -839,12 +849,12 @@ vcr_record_write() {
 		for k in ${VCR_REC_PIDS[@]+"${VCR_REC_PIDS[@]}"}; do
 			printf 'pid %s\n' "$k"
 		done
-	} >"$tmp" 2>/dev/null || ! sync "$tmp" || ! mv -f "$tmp" "$f"; then
+	} >"$tmp" 2>/dev/null || ! vcr_fsync "$tmp" || ! mv -f "$tmp" "$f"; then
 		rm -f "$tmp"
 		vcr_note "cannot write $f"
 		return 1
 	fi
-	sync "$(dirname "$f")" 2>/dev/null || true
+	vcr_fsync_dir "$(dirname "$f")" 2>/dev/null || true
 }
 
 # vcr_record_read FILE: set REC_TAG, REC_ID, REC_RAW (mount points,

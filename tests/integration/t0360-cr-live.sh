@@ -40,7 +40,7 @@ start_tree() {
 	disown
 	_helpers+=("$TP")
 	for i in $(seq 200); do
-		grep -q . "$out" && break
+		grep -q . "$out" 2>/dev/null && break
 		sleep 0.05
 	done
 	grep -qx ready "$out" || fail "cr_tree $*: $(cat "$out")"
