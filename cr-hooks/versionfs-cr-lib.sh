@@ -1073,7 +1073,7 @@ vcr_rollback_record() {
 # VCR_SLURM_UID, VCR_SLURM_GID, VCR_SLURM_USER and VCR_KV[setting].
 vcr_slurm_setup() {
 	local conf=${VERSIONFS_SLURM_CONF:-$vcr_sysconfdir/versionfs/slurm.conf}
-	local line key val n=0 text asked=no
+	local line key val n=0 text asked=no p
 	[ -n "${SLURM_JOB_ID:-}" ] ||
 		vcr_die 2 "SLURM_JOB_ID is not set: slurmd runs this as Prolog or Epilog (slurm.conf)"
 	VCR_WHAT="job $SLURM_JOB_ID"
@@ -1104,10 +1104,14 @@ vcr_slurm_setup() {
 		else
 			text=${SLURM_JOB_EXTRA:-}
 		fi
-		# a whole word of the text
-		if [[ " $text " =~ [^A-Za-z0-9_-]${VCR_KV[keyword]}[^A-Za-z0-9_-] ]]; then
-			asked=yes
-		fi
+		# a whole word of the text, compared as a string (never as a
+		# regular expression)
+		[[ ${VCR_KV[keyword]} =~ ^[A-Za-z0-9_-]+$ ]] ||
+			vcr_die 1 "$conf: keyword must be a word of letters, digits, _ and -"
+		text=${text//[^A-Za-z0-9_-]/ }
+		for key in $text; do
+			[ "$key" != "${VCR_KV[keyword]}" ] || asked=yes
+		done
 		;;
 	*) vcr_die 1 "$conf: select must be always, comment or extra" ;;
 	esac
@@ -1128,7 +1132,13 @@ vcr_slurm_setup() {
 		VCR_SLURM_GID=$(id -g "$VCR_SLURM_UID" 2>/dev/null) ||
 		vcr_die 1 "SLURM_JOB_GID is not set and uid $VCR_SLURM_UID has no group"
 	# shellcheck disable=SC2034 # for the prolog and epilog
-	VCR_SLURM_DIR=$(vcr_slurm_expand "${VCR_KV[dir]}") || exit 1
+	VCR_SLURM_DIR_GIVEN=$(vcr_slurm_expand "${VCR_KV[dir]}") || exit 1
+	# versionfs mounts at the real path (symbolic links resolved), and
+	# the mount table shows that one
+	VCR_SLURM_DIR=$VCR_SLURM_DIR_GIVEN
+	if p=$(readlink -e -- "${VCR_SLURM_DIR%/*}/"); then
+		VCR_SLURM_DIR=${p%/}/${VCR_SLURM_DIR##*/}
+	fi
 	[[ ${VCR_KV[umount_timeout]} =~ ^[0-9]+$ ]] ||
 		vcr_die 1 "$conf: umount_timeout must be a number of seconds"
 }
