@@ -156,7 +156,8 @@ cycles() {
 		_pids+=("$wp")
 		if ! wait_peers 1 || ! alive "$wp"; then
 			RESTART_FAILED=$r
-			RESTART_WHY=$(tail -n 4 "$T/writer.out")
+			RESTART_WHY=$(grep -a -e 'Error\]' -e 'REASON=' -e 'cr_writer:' \
+				-e 'versionfs-' "$T/writer.out" | grep -av '^ *[0-9]' | tail -n 6)
 			kill -9 "$wp" 2>/dev/null
 			return 0
 		fi
@@ -164,7 +165,8 @@ cycles() {
 		sleep 0.3
 		if ! alive "$wp"; then
 			RESTART_FAILED=$r
-			RESTART_WHY=$(tail -n 4 "$T/writer.out")
+			RESTART_WHY=$(grep -a -e 'Error\]' -e 'REASON=' -e 'cr_writer:' \
+				-e 'versionfs-' "$T/writer.out" | grep -av '^ *[0-9]' | tail -n 6)
 			return 0
 		fi
 		[ "$(ops "$st")" -lt "$OPS" ] ||
