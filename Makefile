@@ -210,6 +210,9 @@ $(BUILD)/bench/%: bench/%.c $(BTREE_LIB) $(CLIENT_LIB)
 
 tests-build: all $(UNIT_BIN) $(TEST_HELPERS) $(BUILD)/bench/passthrough $(BUILD)/bench/mdtest
 
+# The DMTCP plugin, when DMTCP_PREFIX names a DMTCP (cr-hooks/dmtcp/).
+-include cr-hooks/dmtcp/Makefile.inc
+
 # ---- tests -----------------------------------------------------------------
 check: tests-build
 	@status=0; \

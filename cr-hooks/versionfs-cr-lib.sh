@@ -41,6 +41,18 @@
 # mountinfo escapes them (\040 for a space ...), so a record line is always
 # space-separated words.
 
+# Supported: bash >= 4.2 (RHEL 7), coreutils >= 8.22, util-linux >= 2.23,
+# Linux >= 3.10 (fdinfo without mnt_id, before 3.15, is handled).  Nothing
+# here needs coreutils 9 (stat %Hd/%Ld), bash 4.4 (empty arrays under
+# set -u: an array that may be empty is expanded as ${a[@]+"${a[@]}"}) or
+# util-linux 2.33 (setpriv --reset-env).
+if [ -z "${BASH_VERSINFO+set}" ] || [ "${BASH_VERSINFO[0]}" -lt 4 ] ||
+	{ [ "${BASH_VERSINFO[0]}" = 4 ] && [ "${BASH_VERSINFO[1]}" -lt 2 ]; }; then
+	printf '%s: needs bash 4.2 or later, this is bash %s; nothing done\n' \
+		"${VCR_PROG:-versionfs-cr}" "${BASH_VERSION:-?}" >&2
+	exit 1
+fi
+
 VCR_PROG=${VCR_PROG:-versionfs-cr}
 VCR_WHAT=""
 VCR_RELOC=()
@@ -290,7 +302,7 @@ vcr_mt_load() {
 # whose root is the file system's root preferred).
 vcr_mt_find_dev() {
 	local i best=-1
-	for i in "${!MT_DEV[@]}"; do
+	for i in ${MT_DEV[@]+"${!MT_DEV[@]}"}; do
 		if [ "${MT_DEV[$i]}" != "$1" ] ||
 			[ "${MT_TYPE[$i]}" != fuse.versionfs ]; then
 			continue
@@ -309,7 +321,7 @@ vcr_mt_find_dev() {
 # escaped mount point (or source) is RAW.
 vcr_mt_find_raw() {
 	local i
-	for i in "${!MT_DEV[@]}"; do
+	for i in ${MT_DEV[@]+"${!MT_DEV[@]}"}; do
 		[ "${MT_TYPE[$i]}" = fuse.versionfs ] || continue
 		if { [ "$1" = point ] && [ "${MT_RAW[$i]}" = "$2" ]; } ||
 			{ [ "$1" = source ] && [ "${MT_SRCRAW[$i]}" = "$2" ]; }; then
@@ -320,10 +332,23 @@ vcr_mt_find_raw() {
 	return 1
 }
 
+# vcr_dev_decode N: print the device number N (st_dev in decimal, as
+# stat -c %d prints it) as major:minor, decoded the way glibc's major(3)
+# and minor(3) do.  stat -c '%Hd:%Ld' would do it, but only from
+# coreutils 9.0; older ones print "?".
+vcr_dev_decode() {
+	local d=$1
+	[[ $d =~ ^[0-9]+$ ]] || return 1
+	printf '%d:%d\n' $((((d >> 8) & 0xfff) | ((d >> 32) & ~0xfff))) \
+		$(((d & 0xff) | ((d >> 12) & ~0xff)))
+}
+
 # vcr_dev_of PATH: print the device (major:minor) of PATH.  Bounded: a
 # path on a FUSE file system whose daemon is stopped would hang stat(2).
 vcr_dev_of() {
-	timeout -k 5 30 stat -L -c '%Hd:%Ld' -- "$1"
+	local d
+	d=$(timeout -k 5 30 stat -L -c '%d' -- "$1") || return 1
+	vcr_dev_decode "$d"
 }
 
 # ---- configuration ---------------------------------------------------------
@@ -373,7 +398,7 @@ vcr_config_load() {
 	fi
 	if [ -n "${VERSIONFS_CR_MOUNTS:-}" ]; then
 		IFS=: read -r -a extra <<<"$VERSIONFS_CR_MOUNTS"
-		for val in "${extra[@]}"; do
+		for val in ${extra[@]+"${extra[@]}"}; do
 			[ -z "$val" ] || VCR_CONF_PATHS+=("$val")
 		done
 	fi
@@ -406,7 +431,7 @@ vcr_sel_reset() {
 # vcr_sel_add INDEX REASON
 vcr_sel_add() {
 	local k
-	for k in "${VCR_SEL[@]}"; do
+	for k in ${VCR_SEL[@]+"${VCR_SEL[@]}"}; do
 		if [ "${MT_DEV[$k]}" = "${MT_DEV[$1]}" ]; then
 			VCR_WHY[$k]+=", $2"
 			return 0
@@ -420,7 +445,7 @@ vcr_sel_add() {
 # versionfs mount.
 vcr_sel_config() {
 	local p dev
-	for p in "${VCR_CONF_PATHS[@]}"; do
+	for p in ${VCR_CONF_PATHS[@]+"${VCR_CONF_PATHS[@]}"}; do
 		if ! dev=$(vcr_dev_of "$p" 2>/dev/null); then
 			vcr_note "configured mount $p: no such file or directory (or not reachable)"
 			return 1
@@ -434,6 +459,50 @@ vcr_sel_config() {
 }
 
 # ---- processes -------------------------------------------------------------
+
+# vcr_proc_start PID: print the start time of PID (clock ticks after boot,
+# field 22 of /proc/PID/stat).
+vcr_proc_start() {
+	local s
+	local -a field
+	IFS= read -r s 2>/dev/null <"/proc/$1/stat" || return 1
+	s=${s##*) }
+	read -r -a field <<<"$s"
+	printf '%s' "${field[19]}"
+}
+
+# vcr_rec_pids PID...: set VCR_REC_PIDS, what vcr_record_write records.
+vcr_rec_pids() {
+	local p t
+	VCR_REC_PIDS=()
+	for p in "$@"; do
+		t=$(vcr_proc_start "$p") || continue
+		VCR_REC_PIDS+=("$p $t")
+	done
+}
+
+# vcr_live_recorded: fail naming the processes of REC_PIDS still alive
+# (not zombies).  The same start time: the checkpointed process itself,
+# still running; another: a new process holding its pid, which the
+# restore needs (CRIU fails with "File exists").
+vcr_live_recorded() {
+	local e p t st now comm live=""
+	for e in ${REC_PIDS[@]+"${REC_PIDS[@]}"}; do
+		p=${e%% *} t=${e#* }
+		st=$(vcr_proc_state "$p") || continue
+		case $st in Z | X) continue ;; esac
+		now=$(vcr_proc_start "$p") || continue
+		comm=$(cat "/proc/$p/comm" 2>/dev/null) || comm='?'
+		if [ "$now" = "$t" ]; then
+			live+=" pid $p ($comm, checkpointed, still running);"
+		else
+			live+=" pid $p ($comm, holds a checkpointed pid);"
+		fi
+	done
+	[ -z "$live" ] && return 0
+	vcr_note "processes recorded at the checkpoint are alive:${live%;}; stop them first"
+	return 1
+}
 
 # vcr_proc_state PID: print the state letter of PID (R, S, T, Z ...).
 vcr_proc_state() {
@@ -465,7 +534,7 @@ vcr_tree_pids() {
 		[ -d "/proc/$p" ] || continue
 		VCR_PIDS+=("$p")
 		if [ "${#parent[@]}" -gt 0 ]; then
-			for f in "${!parent[@]}"; do
+			for f in ${parent[@]+"${!parent[@]}"}; do
 				[ "${parent[$f]}" != "$p" ] || queue+=("$f")
 			done
 			continue
@@ -473,7 +542,7 @@ vcr_tree_pids() {
 		for f in "/proc/$p"/task/*/children; do
 			kids=()
 			read -r -a kids 2>/dev/null <"$f" || true
-			queue+=("${kids[@]}")
+			queue+=(${kids[@]+"${kids[@]}"})
 		done
 	done
 }
@@ -550,9 +619,8 @@ vcr_use() {
 # dirtied: descriptors open for writing (/proc/PID/fd/N) and shared
 # writable mappings (/proc/PID/map_files/RANGE); see vcr_flush.
 vcr_discover() {
-	local p st f h maj min dev id out i n=0 line fd flags range perm
+	local p st f h maj min dev out i n=0 range perm
 	local -a paths devs
-	local -A fdflags
 	declare -gA VCR_NS_DONE=() VCR_ID_DEV=() VCR_DEV_VFS=()
 	declare -gA VCR_USED=()
 	VCR_FLUSH_DEV=() VCR_FLUSH_PATH=()
@@ -566,40 +634,28 @@ vcr_discover() {
 		for f in "/proc/$p"/task/*; do
 			paths+=("$f/cwd" "$f/root")
 		done
-		if ! out=$(timeout -k 5 30 stat -L -c '%Hd:%Ld' -- "${paths[@]}" 2>&1); then
-			vcr_note "cannot examine the directories of pid $p: $(printf '%s' "$out" | grep -v '^[0-9]*:[0-9]*$' | head -n 1)"
+		if ! out=$(timeout -k 5 30 stat -L -c '%d' -- ${paths[@]+"${paths[@]}"} 2>&1); then
+			vcr_note "cannot examine the directories of pid $p: $(printf '%s' "$out" | grep -v '^[0-9]*$' | head -n 1)"
 			return 1
 		fi
 		mapfile -t devs <<<"$out"
-		for i in "${!devs[@]}"; do
+		for i in ${devs[@]+"${!devs[@]}"}; do
 			f=${paths[$i]##*/}
-			vcr_use "${devs[$i]}" "pid $p $f"
+			dev=$(vcr_dev_decode "${devs[$i]}") || {
+				vcr_note "cannot examine the directories of pid $p: stat printed '${devs[$i]}'"
+				return 1
+			}
+			vcr_use "$dev" "pid $p $f"
 		done
 		# open descriptors: fdinfo names the mount of each (pipes,
 		# sockets, anonymous inodes are on internal mounts, in no
-		# table) and its open flags
-		fdflags=()
-		while IFS= read -r line; do
-			f=${line%%:*}
-			fd=${f##*/}
-			case $line in
-			*:flags:*)
-				fdflags[$fd]=${line##*[[:space:]]}
-				;;
-			*:mnt_id:*)
-				id=${line##*[[:space:]]}
-				dev=${VCR_ID_DEV[$id]:-}
-				[ -n "$dev" ] || continue
-				vcr_use "$dev" "pid $p fd"
-				flags=${fdflags[$fd]:-0}
-				if [ -n "${VCR_DEV_VFS[$dev]:-}" ] &&
-					((8#$flags & 3)); then
-					VCR_FLUSH_DEV+=("$dev")
-					VCR_FLUSH_PATH+=("/proc/$p/fd/$fd")
-				fi
-				;;
-			esac
-		done < <(grep -rs -e '^flags:' -e '^mnt_id:' "/proc/$p/fdinfo/")
+		# table) and its open flags.  Before Linux 3.15 fdinfo has no
+		# mnt_id: the path under a mount point names the mount.
+		if vcr_have_mnt_id "$p"; then
+			vcr_discover_fd_mntid "$p"
+		else
+			vcr_discover_fd_paths "$p"
+		fi
 		# file mappings: the maps line names the device
 		while read -r range perm h; do
 			printf -v maj '%d' "0x${h%%:*}"
@@ -617,13 +673,92 @@ vcr_discover() {
 		vcr_note "no live process among pids $*"
 		return 1
 	fi
-	for dev in $(printf '%s\n' "${!VCR_USED[@]}" | sort -t: -k1,1n -k2,2n); do
+	for dev in $(printf '%s\n' ${VCR_USED[@]+"${!VCR_USED[@]}"} | sort -t: -k1,1n -k2,2n); do
 		[ -n "${VCR_DEV_VFS[$dev]:-}" ] || continue
 		if ! vcr_mt_find_dev "$dev"; then
 			vcr_note "a versionfs mount (device $dev) used by ${VCR_USED[$dev]} is not visible in this mount namespace"
 			return 1
 		fi
 		vcr_sel_add "$VCR_I" "${VCR_USED[$dev]}"
+	done
+}
+
+# vcr_have_mnt_id PID: does the kernel give mnt_id in /proc/PID/fdinfo
+# (Linux >= 3.15)?  VCR_NO_MNT_ID=1 says no, for the tests.
+vcr_have_mnt_id() {
+	[ "${VCR_NO_MNT_ID:-0}" != 1 ] || return 1
+	[ -r "/proc/$1/fdinfo/0" ] || [ -r /proc/self/fdinfo/0 ] || return 1
+	grep -qs '^mnt_id:' /proc/self/fdinfo/0
+}
+
+# vcr_mount_of_path PATH: set VCR_I to the versionfs mount (of our table)
+# whose mount point is the longest prefix of PATH.
+vcr_mount_of_path() {
+	local i best=-1 len=-1 pt
+	for i in ${MT_POINT[@]+"${!MT_POINT[@]}"}; do
+		[ "${MT_TYPE[$i]}" = fuse.versionfs ] || continue
+		pt=${MT_POINT[$i]}
+		case $1 in
+		"$pt" | "$pt"/*) ;;
+		*) [ "$pt" = / ] || continue ;;
+		esac
+		if [ "${#pt}" -gt "$len" ]; then
+			best=$i len=${#pt}
+		fi
+	done
+	[ "$best" -ge 0 ] || return 1
+	VCR_I=$best
+}
+
+# vcr_discover_fd_mntid PID: vcr_discover's descriptors, by fdinfo mnt_id.
+vcr_discover_fd_mntid() {
+	local p=$1 line f fd id dev flags
+	local -A fdflags=()
+	while IFS= read -r line; do
+		f=${line%%:*}
+		fd=${f##*/}
+		case $line in
+		*:flags:*)
+			fdflags[$fd]=${line##*[[:space:]]}
+			;;
+		*:mnt_id:*)
+			id=${line##*[[:space:]]}
+			dev=${VCR_ID_DEV[$id]:-}
+			[ -n "$dev" ] || continue
+			vcr_use "$dev" "pid $p fd"
+			flags=${fdflags[$fd]:-0}
+			if [ -n "${VCR_DEV_VFS[$dev]:-}" ] &&
+				((8#$flags & 3)); then
+				VCR_FLUSH_DEV+=("$dev")
+				VCR_FLUSH_PATH+=("/proc/$p/fd/$fd")
+			fi
+			;;
+		esac
+	done < <(grep -rs -e '^flags:' -e '^mnt_id:' "/proc/$p/fdinfo/")
+}
+
+# vcr_discover_fd_paths PID: vcr_discover's descriptors without mnt_id:
+# each descriptor's path (readlink, which never touches the file) is
+# matched against the versionfs mount points.  Descriptors on other file
+# systems are not recorded (their mounts cannot be told apart by path
+# alone); that matters only for the "not visible in this namespace" check.
+vcr_discover_fd_paths() {
+	local p=$1 fd target dev flags line
+	for fd in "/proc/$p/fd/"*; do
+		target=$(readlink "$fd" 2>/dev/null) || continue
+		case $target in /*) ;; *) continue ;; esac
+		target=${target% (deleted)}
+		vcr_mount_of_path "$target" || continue
+		dev=${MT_DEV[$VCR_I]}
+		vcr_use "$dev" "pid $p fd"
+		flags=0
+		while IFS= read -r line; do
+			case $line in flags:*) flags=${line##*[[:space:]]} ;; esac
+		done <"/proc/$p/fdinfo/${fd##*/}" 2>/dev/null || true
+		if ((8#$flags & 3)); then
+			VCR_FLUSH_DEV+=("$dev")
+			VCR_FLUSH_PATH+=("$fd")
+		fi
 	done
 }
 
@@ -636,11 +771,36 @@ vcr_discover() {
 vcr_flush() {
 	local k
 	local -a files=()
-	for k in "${!VCR_FLUSH_DEV[@]}"; do
+	for k in ${VCR_FLUSH_DEV[@]+"${!VCR_FLUSH_DEV[@]}"}; do
 		[ "${VCR_FLUSH_DEV[$k]}" != "$1" ] || files+=("${VCR_FLUSH_PATH[$k]}")
 	done
 	[ "${#files[@]}" -gt 0 ] || return 0
-	timeout -k 10 "$VCR_TIMEOUT" sync -- "${files[@]}"
+	vcr_fsync ${files[@]+"${files[@]}"}
+}
+
+# vcr_fsync_dir DIR: fsync(2) a directory (after a rename into it); with
+# a sync(1) that takes no operands, sync(2) everything.
+vcr_fsync_dir() {
+	if sync --help 2>&1 | grep -q 'FILE'; then
+		sync -- "$1"
+	else
+		sync
+	fi
+}
+
+# vcr_fsync FILE...: fsync(2) each file.  sync FILE needs coreutils 8.24;
+# older ones ignore the operands (and only sync(2)), so dd's conv=fsync
+# does it there, opening each file for writing without truncating it.
+vcr_fsync() {
+	local f
+	if sync --help 2>&1 | grep -q 'FILE'; then
+		timeout -k 10 "$VCR_TIMEOUT" sync -- "$@"
+		return
+	fi
+	for f in "$@"; do
+		timeout -k 10 "$VCR_TIMEOUT" dd if=/dev/null of="$f" \
+			conv=notrunc,fsync 2>/dev/null || return 1
+	done
 }
 
 # ---- tags ------------------------------------------------------------------
@@ -658,7 +818,7 @@ vcr_make_tag() {
 # a hash of the first MiB of FILE.
 vcr_file_identity() {
 	local s h
-	s=$(stat -L -c '%Hd:%Ld %i %s %.9Y' -- "$1") || return 1
+	s=$(stat -L -c '%d %i %s %Y' -- "$1") || return 1
 	h=$(head -c 1048576 -- "$1" | sha256sum) || return 1
 	printf '%s %s' "$s" "${h%% *}"
 }
@@ -667,9 +827,11 @@ vcr_file_identity() {
 
 VCR_RECORD_MAGIC="versionfs-cr-record 1"
 
-# vcr_record_write FILE TAG: the tag and, for each selected mount, its
+# vcr_record_write FILE TAG: the tag, for each selected mount its
 # checkpoint id (VCR_IDS, parallel to VCR_SEL), mount point and backing
-# directory.  Written to a temporary file, synced, renamed into place.
+# directory, and the checkpointed processes (VCR_REC_PIDS: "pid PID
+# STARTTIME" lines; a rollback is refused while one of them lives).
+# Written to a temporary file, synced, renamed into place.
 vcr_record_write() {
 	local f=$1 tmp k i
 	tmp=$f.tmp.$$
@@ -677,25 +839,32 @@ vcr_record_write() {
 		printf '%s\n' "$VCR_RECORD_MAGIC"
 		printf '# written by %s; see versionfs-cr-hooks(7)\n' "$VCR_PROG"
 		printf '# mount ID MOUNT-POINT BACKING (escaped as in mountinfo)\n'
+		printf '# pid PID START-TIME (clock ticks after boot)\n'
 		printf 'tag %s\n' "$2"
-		for k in "${!VCR_SEL[@]}"; do
+		for k in ${VCR_SEL[@]+"${!VCR_SEL[@]}"}; do
 			i=${VCR_SEL[$k]}
 			printf 'mount %s %s %s\n' "${VCR_IDS[$k]}" "${MT_RAW[$i]}" \
 				"${MT_SRCRAW[$i]}"
 		done
-	} >"$tmp" 2>/dev/null || ! sync "$tmp" || ! mv -f "$tmp" "$f"; then
+		for k in ${VCR_REC_PIDS[@]+"${VCR_REC_PIDS[@]}"}; do
+			printf 'pid %s\n' "$k"
+		done
+	} >"$tmp" 2>/dev/null || ! vcr_fsync "$tmp" || ! mv -f "$tmp" "$f"; then
 		rm -f "$tmp"
 		vcr_note "cannot write $f"
 		return 1
 	fi
-	sync "$(dirname "$f")" 2>/dev/null || true
+	vcr_fsync_dir "$(dirname "$f")" 2>/dev/null || true
 }
 
 # vcr_record_read FILE: set REC_TAG, REC_ID, REC_RAW (mount points,
-# escaped), REC_SRCRAW.
+# escaped), REC_SRCRAW, REC_PIDS ("PID STARTTIME"), REC_IMAGE (the DMTCP
+# plugin's "image DEV:INO" of the checkpoint image, else empty).  A record
+# whose "state" is not "done" (the DMTCP plugin writes "state pending"
+# before it checkpoints the files) fails.
 vcr_record_read() {
-	local f=$1 line n=0 w id pt src
-	REC_TAG="" REC_ID=() REC_RAW=() REC_SRCRAW=()
+	local f=$1 line n=0 w id pt src state=""
+	REC_TAG="" REC_ID=() REC_RAW=() REC_SRCRAW=() REC_PIDS=() REC_IMAGE=""
 	if ! { IFS= read -r line && [ "$line" = "$VCR_RECORD_MAGIC" ]; } <"$f"; then
 		vcr_note "$f is not a versionfs C/R record"
 		return 1
@@ -722,12 +891,32 @@ vcr_record_read() {
 			REC_RAW+=("$pt")
 			REC_SRCRAW+=("$src")
 			;;
+		state) state=$id ;;
+		image)
+			if ! [[ $id =~ ^[0-9]+:[0-9]+$ ]]; then
+				vcr_note "$f:$n: bad image line"
+				return 1
+			fi
+			# shellcheck disable=SC2034 # for versionfs-dmtcp_restart
+			REC_IMAGE=$id
+			;;
+		pid)
+			if ! [[ $id =~ ^[0-9]+$ ]] || ! [[ $pt =~ ^[0-9]+$ ]]; then
+				vcr_note "$f:$n: bad pid line"
+				return 1
+			fi
+			REC_PIDS+=("$id $pt")
+			;;
 		*)
 			vcr_note "$f:$n: unknown line '$w'"
 			return 1
 			;;
 		esac
 	done <"$f"
+	if [ -n "$state" ] && [ "$state" != "done" ]; then
+		vcr_note "$f: the checkpoint of the files taken with it did not complete (state $state)"
+		return 1
+	fi
 	if [ -z "$REC_TAG" ]; then
 		vcr_note "$f: no tag"
 		return 1
@@ -750,7 +939,7 @@ vcr_checkpoint_sel() {
 		}
 	fi
 	# phase 1: everything reachable, nothing written
-	for i in "${VCR_SEL[@]}"; do
+	for i in ${VCR_SEL[@]+"${VCR_SEL[@]}"}; do
 		if [ "${MT_DEV[$i]}" = "$rdev" ]; then
 			vcr_note "$rec is inside the versionfs mount ${MT_POINT[$i]}; keep images and records outside the mounts they protect"
 			return 1
@@ -761,7 +950,7 @@ vcr_checkpoint_sel() {
 		fi
 	done
 	# phase 2: the checkpoints, each after an fsync of the open files
-	for k in "${!VCR_SEL[@]}"; do
+	for k in ${VCR_SEL[@]+"${!VCR_SEL[@]}"}; do
 		i=${VCR_SEL[$k]}
 		if ! vcr_flush "${MT_DEV[$i]}"; then
 			vcr_note "cannot flush the open files on ${MT_POINT[$i]}"
@@ -787,9 +976,9 @@ vcr_checkpoint_sel() {
 vcr_locate_record() {
 	local k raw r old new u s
 	REC_IDX=()
-	for k in "${!REC_RAW[@]}"; do
+	for k in ${REC_RAW[@]+"${!REC_RAW[@]}"}; do
 		raw=${REC_RAW[$k]}
-		for r in "${VCR_RELOC[@]}"; do
+		for r in ${VCR_RELOC[@]+"${VCR_RELOC[@]}"}; do
 			old=${r%%=*}
 			new=${r#*=}
 			case $raw in
@@ -821,13 +1010,13 @@ vcr_rollback_record() {
 	local k i p dev found try
 	vcr_locate_record || return 1
 	# configured mounts must have been checkpointed by this dump
-	for p in "${VCR_CONF_PATHS[@]}"; do
+	for p in ${VCR_CONF_PATHS[@]+"${VCR_CONF_PATHS[@]}"}; do
 		if ! dev=$(vcr_dev_of "$p" 2>/dev/null) || ! vcr_mt_find_dev "$dev"; then
 			vcr_note "configured mount $p is not a versionfs mount now"
 			return 1
 		fi
 		found=0
-		for i in "${REC_IDX[@]}"; do
+		for i in ${REC_IDX[@]+"${REC_IDX[@]}"}; do
 			[ "${MT_DEV[$i]}" != "$dev" ] || found=1
 		done
 		if [ "$found" = 0 ]; then
@@ -837,11 +1026,21 @@ vcr_rollback_record() {
 	done
 	[ "${#REC_IDX[@]}" -gt 0 ] || return 0
 	vcr_find_ctl || return 1
-	# phase 1: every checkpoint still exists
-	for k in "${!REC_IDX[@]}"; do
+	# phase 1: every checkpoint still exists, and nothing runs on the
+	# files: no checkpointed process alive, no other process with a file
+	# open or mapped there (versionfs-ctl rollback --dry-run names them)
+	vcr_live_recorded || {
+		vcr_note "nothing rolled back"
+		return 1
+	}
+	for k in ${REC_IDX[@]+"${!REC_IDX[@]}"}; do
 		i=${REC_IDX[$k]}
 		if ! vcr_tag_id "${MT_POINT[$i]}" "$REC_TAG" >/dev/null; then
 			vcr_note "${MT_POINT[$i]} has no checkpoint tagged $REC_TAG (discarded by a rollback to an older one?); nothing rolled back"
+			return 1
+		fi
+		if ! vcr_ctl rollback "${MT_POINT[$i]}" --tag "$REC_TAG" --dry-run >/dev/null; then
+			vcr_note "processes still use ${MT_POINT[$i]}; nothing rolled back"
 			return 1
 		fi
 	done
@@ -849,7 +1048,7 @@ vcr_rollback_record() {
 	# live state, so a failure of the syncfs(2) that precedes it (a
 	# writeback error left by a killed process, reported as EINTR) must
 	# not stop the restore.  Checkpoints are never retried that way.
-	for k in "${!REC_IDX[@]}"; do
+	for k in ${REC_IDX[@]+"${!REC_IDX[@]}"}; do
 		i=${REC_IDX[$k]}
 		for try in 1 2 3; do
 			if vcr_ctl rollback "${MT_POINT[$i]}" --tag "$REC_TAG" >/dev/null; then
@@ -874,7 +1073,7 @@ vcr_rollback_record() {
 # VCR_SLURM_UID, VCR_SLURM_GID, VCR_SLURM_USER and VCR_KV[setting].
 vcr_slurm_setup() {
 	local conf=${VERSIONFS_SLURM_CONF:-$vcr_sysconfdir/versionfs/slurm.conf}
-	local line key val n=0 text asked=no
+	local line key val n=0 text asked=no p
 	[ -n "${SLURM_JOB_ID:-}" ] ||
 		vcr_die 2 "SLURM_JOB_ID is not set: slurmd runs this as Prolog or Epilog (slurm.conf)"
 	VCR_WHAT="job $SLURM_JOB_ID"
@@ -905,10 +1104,14 @@ vcr_slurm_setup() {
 		else
 			text=${SLURM_JOB_EXTRA:-}
 		fi
-		# a whole word of the text
-		if [[ " $text " =~ [^A-Za-z0-9_-]${VCR_KV[keyword]}[^A-Za-z0-9_-] ]]; then
-			asked=yes
-		fi
+		# a whole word of the text, compared as a string (never as a
+		# regular expression)
+		[[ ${VCR_KV[keyword]} =~ ^[A-Za-z0-9_-]+$ ]] ||
+			vcr_die 1 "$conf: keyword must be a word of letters, digits, _ and -"
+		text=${text//[^A-Za-z0-9_-]/ }
+		for key in $text; do
+			[ "$key" != "${VCR_KV[keyword]}" ] || asked=yes
+		done
 		;;
 	*) vcr_die 1 "$conf: select must be always, comment or extra" ;;
 	esac
@@ -929,7 +1132,13 @@ vcr_slurm_setup() {
 		VCR_SLURM_GID=$(id -g "$VCR_SLURM_UID" 2>/dev/null) ||
 		vcr_die 1 "SLURM_JOB_GID is not set and uid $VCR_SLURM_UID has no group"
 	# shellcheck disable=SC2034 # for the prolog and epilog
-	VCR_SLURM_DIR=$(vcr_slurm_expand "${VCR_KV[dir]}") || exit 1
+	VCR_SLURM_DIR_GIVEN=$(vcr_slurm_expand "${VCR_KV[dir]}") || exit 1
+	# versionfs mounts at the real path (symbolic links resolved), and
+	# the mount table shows that one
+	VCR_SLURM_DIR=$VCR_SLURM_DIR_GIVEN
+	if p=$(readlink -e -- "${VCR_SLURM_DIR%/*}/"); then
+		VCR_SLURM_DIR=${p%/}/${VCR_SLURM_DIR##*/}
+	fi
 	[[ ${VCR_KV[umount_timeout]} =~ ^[0-9]+$ ]] ||
 		vcr_die 1 "$conf: umount_timeout must be a number of seconds"
 }

@@ -47,15 +47,18 @@ if [ -e "$images/latest" ]; then
 	# A requeued run: the action script rolls $data back to the dump
 	# (pre-restore) before CRIU recreates the processes, so the files
 	# are exactly as the restored memory expects (CRIU itself checks
-	# only their size and mode).
+	# only their size and mode, and not the size of O_APPEND files).
+	# It refuses while the dumped job, or anything else, still uses them.
 	criu restore --images-dir "$images/latest" --action-script "$hook" \
 		--restore-detached --pidfile "$images/pid" --log-file restore.log
 	pid=$(cat "$images/pid")
 else
 	# Its own session, reading nothing and writing into the versionfs
-	# mount: a log outside it would have grown by the restore and fail
-	# CRIU's size check.  (To avoid pid clashes at restore on another
-	# node, sites start it in a new pid namespace.)
+	# mount.  A log outside it opened with >> (O_APPEND) is NOT checked
+	# by CRIU: it is reopened as it is and silently collects the lines
+	# the restored application writes again; another file outside that
+	# changed size fails the restore.  (To avoid pid clashes at restore
+	# on another node, sites start it in a new pid namespace.)
 	setsid "${app[@]}" </dev/null >>"$data/app.log" 2>&1 &
 	pid=$!
 fi

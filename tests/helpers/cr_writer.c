@@ -2,7 +2,7 @@
  * cr_writer — test helper: a job that keeps changing its files, for the
  * end-to-end restart test (tests/integration/t0340-cr-restart.sh).
  *
- *   cr_writer --seed N --status FILE DIR_A DIR_B
+ *   cr_writer --seed N --status FILE [--ops N] [--reopen 1] DIR_A DIR_B
  *
  * It works in DIR_A (its working directory) and DIR_B the way simulation
  * codes do: it appends to logs kept open with O_APPEND (short records,
@@ -16,9 +16,21 @@
  *
  * After each operation it adds one to a 64-bit counter at the start of
  * FILE, a shared mapping of a file outside the mounts, so the test can wait
- * for progress instead of sleeping.  It never exits: the test stops it with
+ * for progress instead of sleeping, and stores its own count of operations,
+ * kept in its memory, in the second 64-bit word: that one goes back with
+ * the process when a C/R tool restores it.  It never exits, unless --ops N
+ * is given: then it exits 0 after N operations (the end-to-end tests
+ * compare the files with an uninterrupted run of N operations; everything
+ * it does, sleeps included, follows from the seed).  The test stops it with
  * SIGSTOP, resumes it and kills it with SIGKILL.  Any failed system call is
  * reported on stderr and ends it with status 1.
+ *
+ * --reopen 1: after each operation, if the descriptor kept on data/f0 no
+ * longer names data/f0 (replaced by a rename, or removed), reopen
+ * data/f0.  DMTCP restores a file that was deleted while open by
+ * recreating it under its old name, and its restart fails ("File already
+ * exists") when that name holds another file, as it does after a faithful
+ * rollback; t0380 runs the writer so, the other tests without it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -280,7 +292,9 @@ static void setup(void)
 int main(int argc, char **argv)
 {
 	const char *status = NULL;
-	uint64_t *counter;
+	uint64_t *counter, done = 0, max_ops = 0;
+	int reopen = 0;
+	struct stat ka, kb;
 	struct timespec ts;
 	int i, fd;
 
@@ -290,12 +304,16 @@ int main(int argc, char **argv)
 			rng ^= strtoull(argv[i + 1], NULL, 10) * 0x9e3779b97f4a7c15ull;
 		else if (!strcmp(argv[i], "--status"))
 			status = argv[i + 1];
+		else if (!strcmp(argv[i], "--ops"))
+			max_ops = strtoull(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "--reopen"))
+			reopen = atoi(argv[i + 1]);
 		else
 			break;
 	}
 	if (argc - i != 2 || !status) {
 		fprintf(stderr, "usage: cr_writer --seed N --status FILE "
-			"DIR_A DIR_B\n");
+			"[--ops N] [--reopen 1] DIR_A DIR_B\n");
 		return 2;
 	}
 	if (!rng)
@@ -325,7 +343,16 @@ int main(int argc, char **argv)
 				die("fsync", "log");
 			break;
 		}
+		if (reopen && (fstat(keepfd, &ka) < 0 ||
+			       stat("data/f0", &kb) < 0 || ka.st_ino != kb.st_ino ||
+			       ka.st_dev != kb.st_dev)) {
+			close(keepfd);
+			keepfd = xopen("data/f0", O_RDWR | O_CREAT);
+		}
 		__atomic_add_fetch(counter, 1, __ATOMIC_SEQ_CST);
+		__atomic_store_n(counter + 1, ++done, __ATOMIC_SEQ_CST);
+		if (max_ops && done >= max_ops)
+			return 0;
 		ts.tv_sec = 0;
 		ts.tv_nsec = (long)rnd(400) * 1000;
 		nanosleep(&ts, NULL);

@@ -15,7 +15,10 @@
 # missing record (note, or failure when mounts are configured); configured
 # mounts (environment, file, a path with spaces), bad configurations; a
 # failing, missing or hanging versionfs-ctl; an image directory inside a
-# mount; a dead daemon.
+# mount; a dead daemon.  pre-restore refuses, changing nothing, while the
+# dumped tree is alive (it has files open, and CRIU could not restore its
+# pids); so the tree is killed before each restore and started again for
+# the next dumps, as a job is.
 # timeout: 180
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -121,10 +124,24 @@ for m in "$M1" "$M2" "$M3" "$M4" "$M5"; do
 done
 esc4=$root/m\\0404
 
-start_tree "cwd:$M1" fork "open:$M2/sub/f" "unlink:$M2/sub/f" fork \
-	"mmap:$M3/map" "thread-cwd:$M4"
-tp=$TREE_PID
-kill -STOP -- "-$tp"
+# tree_up: the dumped tree, frozen as CRIU freezes it; tp.  tree_down: it
+# dies (kill -9 of the whole group), as after "criu dump".
+tree_up() {
+	start_tree "cwd:$M1" fork "open:$M2/sub/f" "unlink:$M2/sub/f" fork \
+		"mmap:$M3/map" "thread-cwd:$M4"
+	tp=$TREE_PID
+	kill -STOP -- "-$tp"
+}
+tree_down() {
+	local i
+	kill -9 -- "-$tp" 2>/dev/null
+	for i in $(seq 200); do
+		pgrep -g "$tp" >/dev/null || return 0
+		sleep 0.05
+	done
+	fail "the tree $tp did not die"
+}
+tree_up
 new_imgdir img1
 
 note "usage and the actions that do nothing"
@@ -178,12 +195,23 @@ hook post-dump CRTOOLS_INIT_PID="$tp"
 expect_rc 0 "already has checkpoint 1 tagged $tag1" "retry after a later checkpoint"
 cmp -s "$rec" "$T/rec1" || fail "retry changed the record"
 
-note "pre-restore puts the files back"
+note "pre-restore refuses while the dumped tree lives"
 for m in "$M1" "$M2" "$M3" "$M4" "$M5"; do
 	echo changed >"$m/file"
 	echo new >"$m/new"
 done
 printf 'zzzz' | dd of="$M3/map" conv=notrunc status=none
+hook pre-restore
+expect_rc 1 "pid $tp (cr_tree, checkpointed, still running)" \
+	"pre-restore under the live tree"
+grep -q "nothing rolled back" "$T/err" || fail "no 'nothing rolled back': $(cat "$T/err")"
+for m in "$M1" "$M2" "$M3" "$M4"; do
+	[ "$(cat "$m/file")" = changed ] || fail "a refused pre-restore changed $m/file"
+done
+[ "$(head -c4 "$M3/map")" = zzzz ] || fail "a refused pre-restore changed the mapped file"
+
+note "pre-restore puts the files back"
+tree_down
 hook pre-restore
 expect_rc 0 "rolled $M4 back to $tag1" pre-restore
 for m in "$M1" "$M2" "$M3" "$M4"; do
@@ -198,6 +226,7 @@ expect_rc 0 "" "pre-restore retry"
 [ "$(cat "$M1/file")" = base ] || fail "retry"
 
 note "a new dump gets a new tag"
+tree_up
 echo second >"$M1/file"
 new_imgdir img2
 hook post-dump CRTOOLS_INIT_PID="$tp"
@@ -222,6 +251,7 @@ tag4=$(tag_of "$rec")
 [ "$tag4" != "$tag3" ] || fail "a rewritten inventory kept the tag"
 
 note "restore an older dump after a newer one, then the newer: refused"
+tree_down
 echo third >"$M1/file"
 hold_dir "$T/img2"
 hook pre-restore
@@ -273,6 +303,7 @@ expect_rc 1 "configured mount $M5 has no checkpoint in this record" \
 	"record without the configured mount"
 
 note "configured mounts"
+tree_up
 new_imgdir img5
 hook post-dump CRTOOLS_INIT_PID="$tp" VERSIONFS_CR_DISCOVER=no \
 	VERSIONFS_CR_MOUNTS="$M5"
@@ -302,9 +333,10 @@ expect_rc 1 "CRTOOLS_INIT_PID is not set" "post-dump without INIT_PID"
 note "failing, missing and hanging versionfs-ctl"
 cat >"$T/failctl" <<EOF
 #!/bin/sh
-# fails "checkpoint" and "rollback" of $M2, passes the rest on
-for a; do last=\$a; done
+# fails "checkpoint" and "rollback" of $M2 (not the check of a rollback,
+# --dry-run), passes the rest on
 case " \$* " in
+*" --dry-run "*) ;;
 *" checkpoint $M2 "* | *" rollback $M2 "*)
 	echo "versionfs-ctl: \$1: $M2: injected failure" >&2; exit 1 ;;
 esac
@@ -324,8 +356,10 @@ hook post-dump CRTOOLS_INIT_PID="$tp"
 expect_rc 0 "" "the same dump retried with a working versionfs-ctl"
 [ "$(nckpt "$M1")" = $((n1 + 1)) ] || fail "retry after a partial failure took two checkpoints"
 echo x >"$M1/file"
+tree_down
 hook pre-restore VERSIONFS_CTL="$T/failctl"
 expect_rc 1 "rollback of $M2 to .* failed" "failing rollback"
+tree_up
 hook post-dump CRTOOLS_INIT_PID="$tp" VERSIONFS_CTL=/nonexistent/versionfs-ctl
 expect_rc 1 "not an executable" "missing versionfs-ctl"
 printf '#!/bin/sh\nexec sleep 60\n' >"$T/hangctl"

@@ -193,10 +193,20 @@ tag1=$(sed -n 's/^tag //p' "$rec")
 [ "$(grep -c '^mount ' "$rec")" = 2 ] || fail "record: $(cat "$rec")"
 ctl list "$M2" | grep -q " $tag1\$" || fail "$M2 lacks $tag1"
 
-note "restart: rollback first, then cr_restart with the same arguments"
+note "restart: refused while the checkpointed processes run"
 echo changed >"$M1/file"
 echo changed >"$M2/file"
 echo new >"$M1/new"
+run "$RSTRT" "$T/ctx1"
+expect_rc 1 "pid $tp (cr_tree, checkpointed, still running)" "restart under the live tree"
+not_logged cr_restart
+[ "$(cat "$M2/file")" = changed ] && [ -e "$M1/new" ] ||
+	fail "a refused restart changed files"
+kill -9 -- "-$tp"
+wait_state "$tp" dead
+wait_state "$kid" dead
+
+note "restart: rollback first, then cr_restart with the same arguments"
 run env CHECK_FILE="$M1/file" "$RSTRT" --no-restore-pid \
 	--run-on-success='echo ok' "$T/ctx1"
 expect_rc 0 "rolled $M2 back to $tag1" "restart"
@@ -217,6 +227,9 @@ run env VERSIONFS_CR_CHECKPOINT=/nonexistent/cr_checkpoint "$CKPT" "$tp"
 expect_rc 127 "not found" "missing cr_checkpoint"
 
 note "what the user asked for happens after the versionfs checkpoint"
+start_tree "cwd:$M1" fork "open:$M2/f"
+tp=$TREE_PID kid=$KID
+export WATCH_PID=$kid
 run "$CKPT" --stop -f "$T/ctx2" "$tp"
 expect_rc 0 "left stopped" "--stop"
 logged "cr_checkpoint --stop -f $T/ctx2 $tp"

@@ -27,8 +27,10 @@ trap '[ -z "$_holder" ] || kill -9 "$_holder" 2>/dev/null; _cleanup' EXIT
 make_fs ext4 256M >/dev/null
 root=$T/ext4
 chmod 755 "$root"
+# the job directories' parent belongs to root (the prolog requires it;
+# t0390 plays a user-owned one)
 mkdir -p "$root/scratch/nobody" "$root/out"
-chown "$NOBODY:$NOGROUP" "$root/scratch/nobody" "$root/out"
+chown "$NOBODY:$NOGROUP" "$root/out"
 conf=$T/slurm.conf
 cat >"$conf" <<EOF
 # test configuration

@@ -8,6 +8,8 @@
  * Results go to stdout: checkpoint prints the new id alone (scripts capture
  * it), the others print a table, or JSON with --json.
  */
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -16,6 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "versionfs/lib/client.h"
 #include "versionfs/tools/ctl/ctl_int.h"
@@ -33,8 +38,12 @@ static void usage(FILE *f)
 "\n"
 "commands:\n"
 "  checkpoint MOUNT [--tag TAG]   take a checkpoint; print its id\n"
-"  rollback MOUNT ID | --tag TAG  return every file to checkpoint ID and\n"
-"                                 discard the later checkpoints\n"
+"  rollback MOUNT ID | --tag TAG [--force | --dry-run]\n"
+"                                 return every file to checkpoint ID and\n"
+"                                 discard the later checkpoints; refused\n"
+"                                 while other processes have files open or\n"
+"                                 mapped there (--force: even then;\n"
+"                                 --dry-run: only check)\n"
 "  list MOUNT                     list the checkpoints\n"
 "  status MOUNT                   epoch, checkpoints, store size, dirty files\n"
 "  diff MOUNT A [B]               paths added (+), removed (-), modified (M)\n"
@@ -211,15 +220,49 @@ static int do_checkpoint(const char *mount, int argc, char **argv)
 	return 0;
 }
 
+/* --dry-run: the checkpoint rollback would return to exists; *id is it. */
+static int rollback_target(vfs_client *c, const char *mount, const char *tag,
+			   uint64_t *id)
+{
+	struct vfs_ckpt_info *v;
+	bool found = false;
+	size_t n;
+	int rc;
+
+	if ((rc = vfs_list(c, &v, &n)))
+		return refused(c, mount, rc);
+	for (size_t i = 0; i < n && !found; i++)
+		if (v[i].state == VFS_CKPT_ACTIVE &&
+		    (tag ? !strcmp(v[i].tag, tag) : v[i].id == *id)) {
+			*id = v[i].id;
+			found = true;
+		}
+	free(v);
+	if (found)
+		return 0;
+	if (tag)
+		fprintf(stderr, "%s: %s: %s: no checkpoint tagged %s\n", prog,
+			cmd, mount, tag);
+	else
+		fprintf(stderr, "%s: %s: %s: no checkpoint %" PRIu64 "\n",
+			prog, cmd, mount, *id);
+	return 1;
+}
+
 static int do_rollback(const char *mount, int argc, char **argv)
 {
 	const char *tag = NULL;
 	uint64_t id = 0;
 	vfs_client *c;
+	bool force = false, dry = false;
 	int rc;
 
 	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--tag") && i + 1 < argc)
+		if (!strcmp(argv[i], "--force"))
+			force = true;
+		else if (!strcmp(argv[i], "--dry-run"))
+			dry = true;
+		else if (!strcmp(argv[i], "--tag") && i + 1 < argc)
 			tag = argv[++i];
 		else if (!strncmp(argv[i], "--tag=", 6))
 			tag = argv[i] + 6;
@@ -230,10 +273,38 @@ static int do_rollback(const char *mount, int argc, char **argv)
 	}
 	if (!tag == !id)
 		return die_usage("give a checkpoint ID or --tag TAG");
+	if (force && dry)
+		return die_usage("--force and --dry-run exclude each other");
 	if (tag && !valid_tag(tag))
 		return die_usage("malformed tag '%s'", tag);
 	if (open_client(mount, &c))
 		return 1;
+	if (!force && (rc = live_users(c, mount)) != 0) {
+		if (rc > 0)
+			fprintf(stderr, "%s: %s: %s: refused: %d process%s still "
+				"use%s the files (stop %s, or --force); nothing "
+				"rolled back\n", prog, cmd, mount, rc,
+				rc > 1 ? "es" : "", rc > 1 ? "" : "s",
+				rc > 1 ? "them" : "it");
+		else
+			fprintf(stderr, "%s: %s: %s: cannot tell which "
+				"processes use the mount (%s); nothing rolled "
+				"back (--force: roll back anyway)\n", prog,
+				cmd, mount, strerror(-rc));
+		vfs_client_close(c);
+		return 1;
+	}
+	if (dry) {
+		rc = rollback_target(c, mount, tag, &id);
+		vfs_client_close(c);
+		if (rc)
+			return 1;
+		if (json)
+			printf("{\"id\":%" PRIu64 "}\n", id);
+		else
+			printf("%" PRIu64 "\n", id);
+		return 0;
+	}
 	rc = tag ? vfs_rollback_tag(c, tag, &id) : vfs_rollback(c, id);
 	if (close_client(c, mount, rc))
 		return 1;

@@ -30,6 +30,11 @@ void json_str(const char *s);
 void fmt_time(uint64_t ns, char *buf, size_t len);
 void fmt_bytes(uint64_t b, char *buf, size_t len);
 
+/* ctl_live.c: print the processes other than us, our ancestors and the
+   daemon that have files of the mount open or mapped; their number, or
+   -errno when it cannot tell. */
+int live_users(vfs_client *c, const char *mount);
+
 /* ctl_clean.c */
 int do_delete(const char *mount, int argc, char **argv);
 int do_prune(const char *mount, int argc, char **argv);

@@ -1,0 +1,438 @@
+/*
+ * versionfs_dmtcp.c — DMTCP plugin (libdmtcp_versionfs.so): checkpoint the
+ * versionfs mounts a computation uses together with its processes.  See
+ * versionfs-cr-hooks(7), section DMTCP.
+ *
+ *   dmtcp_launch --with-plugin /PATH/libdmtcp_versionfs.so JOB ...
+ *   versionfs-dmtcp_restart ckpt_*.dmtcp      (rolls back, then restarts)
+ *
+ * At DMTCP_EVENT_PRECHECKPOINT (user threads stopped) every process:
+ *   1. replaces the record beside its image, IMAGE.versionfs, by a
+ *      "state pending" one: from now on a restart from this image refuses
+ *      until the files are known to be checkpointed with it;
+ *   2. fsyncs its descriptors open for writing and msyncs its shared
+ *      writable mappings on versionfs mounts (the syncfs that precedes a
+ *      checkpoint does not wait for the dirty pages of files still open on
+ *      a FUSE mount), and notes the mounts it uses (those, and its working
+ *      directory);
+ *   3. meets the others at a global barrier: all files are written back;
+ *   4. for each of its mounts, takes part in an election (O_EXCL creation
+ *      of a file in DMTCP's node-local temporary directory, named by
+ *      computation, generation and device): the one winner per node and
+ *      mount takes the checkpoint, tagged dmtcp-COMPUTATION-GENERATION, and
+ *      writes the outcome into that file;
+ *   5. meets the others again, then reads the outcome of each of its mounts.
+ * At DMTCP_EVENT_RESUME (the image has been renamed into place) a process
+ * whose mounts were all checkpointed writes its record: the tag, each
+ * mount's checkpoint id, mount point and backing directory, its pid and
+ * start time, and the image's device and inode.  Any failure leaves the
+ * "pending" record, so versionfs-dmtcp_restart refuses to restart from
+ * that image instead of restoring the processes onto newer files.  A
+ * process that uses no versionfs mount records that too.  The pid recorded
+ * is the real one (getpid(2) under DMTCP gives the virtual pid): the
+ * restart wrapper refuses while it lives.  VERSIONFS_DMTCP_DEBUG=1 in the
+ * job's environment prints what the plugin does on stderr.
+ *
+ * The plugin never fails a checkpoint (DMTCP gives plugins no way to): it
+ * reports on stderr and leaves the refusal to the restart.  It uses no
+ * malloc and no stdio in the event hook except for messages.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include "dmtcp.h"
+#include "versionfs/client.h"
+
+#define MAXM	32		/* versionfs mounts a process may use */
+
+struct vmount {
+	dev_t dev;
+	char point[1024];	/* escaped as in mountinfo */
+	char src[1024];		/* escaped */
+	char path[1024];	/* unescaped mount point */
+	int used;
+	int ok;			/* checkpointed with the tag */
+	uint64_t id;
+};
+
+static struct vmount mounts[MAXM];
+static int nmounts;
+static int all_ok;		/* the last PRECHECKPOINT succeeded */
+static char tag[128];
+static char image[4096];	/* this generation's image */
+static char record[4200];	/* IMAGE.versionfs */
+
+static void note(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
+static void note(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	int n;
+
+	n = snprintf(buf, sizeof buf, "versionfs-dmtcp[%d]: ", (int)getpid());
+	va_start(ap, fmt);
+	vsnprintf(buf + n, sizeof buf - n, fmt, ap);
+	va_end(ap);
+	strncat(buf, "\n", sizeof buf - strlen(buf) - 1);
+	if (write(2, buf, strlen(buf)) < 0)
+		return;
+}
+
+/* Undo mountinfo's \ooo escapes. */
+static void unescape(char *dst, const char *src, size_t len)
+{
+	size_t i = 0;
+
+	while (*src && i + 1 < len) {
+		if (src[0] == '\\' && src[1] >= '0' && src[1] <= '7' &&
+		    src[2] >= '0' && src[2] <= '7' && src[3] >= '0' &&
+		    src[3] <= '7') {
+			dst[i++] = (char)((src[1] - '0') * 64 +
+					  (src[2] - '0') * 8 + (src[3] - '0'));
+			src += 4;
+		} else {
+			dst[i++] = *src++;
+		}
+	}
+	dst[i] = 0;
+}
+
+/* The versionfs mounts of our mount namespace. */
+static void load_mounts(void)
+{
+	char line[4096], point[1024], src[1024], type[64];
+	unsigned int maj, min;
+	const char *sep;
+	FILE *f;
+
+	nmounts = 0;
+	if (!(f = fopen("/proc/self/mountinfo", "re")))
+		return;
+	while (nmounts < MAXM && fgets(line, sizeof line, f)) {
+		if (sscanf(line, "%*d %*d %u:%u %*s %1023s", &maj, &min,
+			   point) != 3 || !(sep = strstr(line, " - ")) ||
+		    sscanf(sep + 3, "%63s %1023s", type, src) != 2 ||
+		    strcmp(type, "fuse.versionfs"))
+			continue;
+		memset(&mounts[nmounts], 0, sizeof mounts[nmounts]);
+		mounts[nmounts].dev = makedev(maj, min);
+		snprintf(mounts[nmounts].point, sizeof mounts[0].point, "%s",
+			 point);
+		snprintf(mounts[nmounts].src, sizeof mounts[0].src, "%s", src);
+		unescape(mounts[nmounts].path, point, sizeof mounts[0].path);
+		nmounts++;
+	}
+	fclose(f);
+}
+
+static struct vmount *mount_of(dev_t dev)
+{
+	for (int i = 0; i < nmounts; i++)
+		if (mounts[i].dev == dev)
+			return &mounts[i];
+	return NULL;
+}
+
+/* fsync our writable descriptors on versionfs; note the mounts used. */
+static int flush_fds(void)
+{
+	struct dirent *e;
+	struct stat st;
+	struct vmount *m;
+	int rc = 0, fd, fl;
+	DIR *d;
+
+	if (!stat(".", &st) && (m = mount_of(st.st_dev)))
+		m->used = 1;
+	if (!(d = opendir("/proc/self/fd")))
+		return -1;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		fd = atoi(e->d_name);
+		if (fd == dirfd(d) || fstat(fd, &st) ||
+		    !(m = mount_of(st.st_dev)))
+			continue;
+		m->used = 1;
+		fl = fcntl(fd, F_GETFL);
+		if (fl >= 0 && (fl & O_ACCMODE) != O_RDONLY &&
+		    S_ISREG(st.st_mode) && fsync(fd)) {
+			note("fsync of descriptor %d: %s", fd, strerror(errno));
+			rc = -1;
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
+/* msync our shared writable mappings of versionfs files. */
+static int flush_maps(void)
+{
+	char line[1024], perm[8];
+	unsigned long lo, hi, ino;
+	unsigned int maj, min;
+	struct vmount *m;
+	int rc = 0;
+	FILE *f;
+
+	if (!(f = fopen("/proc/self/maps", "re")))
+		return -1;
+	while (fgets(line, sizeof line, f)) {
+		if (sscanf(line, "%lx-%lx %7s %*x %x:%x %lu", &lo, &hi, perm,
+			   &maj, &min, &ino) != 6 || !ino ||
+		    !(m = mount_of(makedev(maj, min))))
+			continue;
+		m->used = 1;
+		if (perm[1] == 'w' && perm[3] == 's' &&
+		    msync((void *)lo, hi - lo, MS_SYNC)) {
+			note("msync of %lx-%lx: %s", lo, hi, strerror(errno));
+			rc = -1;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+/* Write text to path through a temporary file, fsynced, renamed. */
+static int write_file(const char *path, const char *text)
+{
+	char tmp[4300];
+	int fd, rc = -1;
+
+	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	if (write(fd, text, strlen(text)) == (ssize_t)strlen(text) &&
+	    !fsync(fd))
+		rc = 0;
+	if (close(fd))
+		rc = -1;
+	if (!rc && rename(tmp, path))
+		rc = -1;
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+/* The election file of mount m for this generation. */
+static void vote_path(char *buf, size_t len, const struct vmount *m,
+		      uint32_t gen)
+{
+	snprintf(buf, len, "%s/versionfs-%s-%" PRIu32 "-%u_%u",
+		 dmtcp_get_tmpdir(), dmtcp_get_computation_id_str(), gen,
+		 major(m->dev), minor(m->dev));
+}
+
+/* Take the checkpoints we won the election for. */
+static void elect_and_checkpoint(uint32_t gen)
+{
+	char path[1200], old[1200], out[64], err[512];
+	uint64_t id;
+	int fd;
+
+	for (int i = 0; i < nmounts; i++) {
+		struct vmount *m = &mounts[i];
+
+		if (!m->used)
+			continue;
+		vote_path(path, sizeof path, m, gen);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0)
+			continue;	/* another process of this node has it */
+		if (gen > 1) {
+			vote_path(old, sizeof old, m, gen - 1);
+			unlink(old);
+		}
+		if (vfs_checkpoint_path(m->path, tag, &id, err, sizeof err)) {
+			note("checkpoint of %s with tag %s failed: %s", m->path,
+			     tag, err);
+			snprintf(out, sizeof out, "fail\n");
+		} else {
+			snprintf(out, sizeof out, "ok %" PRIu64 "\n", id);
+		}
+		if (write(fd, out, strlen(out)) != (ssize_t)strlen(out))
+			note("cannot write %s: %s", path, strerror(errno));
+		close(fd);
+	}
+}
+
+/* After the second barrier: did every mount we use get its checkpoint? */
+static int collect(uint32_t gen)
+{
+	char path[1200], buf[64] = "";
+	int fd, ok = 1;
+	ssize_t n;
+
+	for (int i = 0; i < nmounts; i++) {
+		struct vmount *m = &mounts[i];
+
+		if (!m->used)
+			continue;
+		vote_path(path, sizeof path, m, gen);
+		n = -1;
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+			n = read(fd, buf, sizeof buf - 1);
+			close(fd);
+		}
+		buf[n > 0 ? n : 0] = 0;
+		if (sscanf(buf, "ok %" SCNu64, &m->id) == 1) {
+			m->ok = 1;
+		} else {
+			note("no checkpoint of %s for generation %" PRIu32
+			     "; a restart from this image will be refused",
+			     m->path, gen);
+			ok = 0;
+		}
+	}
+	return ok;
+}
+
+/* Our real pid: under DMTCP getpid(2), even as syscall(2), is virtual. */
+static long real_pid(void)
+{
+	pid_t v = getpid();
+
+	return dmtcp_virtual_to_real_pid ? (long)dmtcp_virtual_to_real_pid(v)
+					 : (long)v;
+}
+
+/* Our start time, field 22 of /proc/self/stat. */
+static unsigned long long start_time(void)
+{
+	char buf[1024], *p;
+	unsigned long long t = 0;
+	int fd;
+	ssize_t n;
+
+	if ((fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	if (!(p = strrchr(buf, ')')) ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u "
+		   "%*u %*d %*d %*d %*d %*d %*d %llu", &t) != 1)
+		return 0;
+	return t;
+}
+
+static void precheckpoint(void)
+{
+	const char *img = dmtcp_get_ckpt_filename();
+	uint32_t gen = dmtcp_get_generation();
+	int ok = 1;
+
+	if (getenv("VERSIONFS_DMTCP_DEBUG"))
+		note("precheckpoint: generation %u image %s", gen, img);
+	all_ok = 0;
+	record[0] = 0;
+	image[0] = 0;
+	if (img && *img) {
+		snprintf(image, sizeof image, "%s", img);
+		snprintf(record, sizeof record, "%s.versionfs", img);
+		if (write_file(record, "versionfs-cr-record 1\n"
+			       "# the versionfs checkpoint of this image did "
+			       "not complete; see versionfs-cr-hooks(7)\n"
+			       "state pending\n")) {
+			note("cannot write %s: %s", record, strerror(errno));
+			ok = 0;
+		}
+	} else {
+		note("DMTCP gives no checkpoint file name; no record");
+		ok = 0;
+	}
+	snprintf(tag, sizeof tag, "dmtcp-%s-%" PRIu32,
+		 dmtcp_get_computation_id_str(), gen);
+	load_mounts();
+	if (flush_fds() || flush_maps())
+		ok = 0;
+	dmtcp_global_barrier("versionfs:flushed");
+	if (ok)
+		elect_and_checkpoint(gen);
+	else
+		note("not taking part in the checkpoint of the files");
+	dmtcp_global_barrier("versionfs:checkpointed");
+	if (ok && collect(gen))
+		all_ok = 1;
+}
+
+static void resume(void)
+{
+	static char text[MAXM * 2200 + 512];	/* not on DMTCP's stack */
+	struct stat st;
+	size_t n = 0;
+
+	if (getenv("VERSIONFS_DMTCP_DEBUG"))
+		note("resume: all_ok %d record %s", all_ok, record);
+	if (!all_ok || !record[0])
+		return;
+	if (stat(image, &st)) {
+		note("cannot stat the image %s: %s; a restart from it will be "
+		     "refused", image, strerror(errno));
+		return;
+	}
+	n += snprintf(text + n, sizeof text - n,
+		      "versionfs-cr-record 1\n"
+		      "# written by the versionfs DMTCP plugin; see "
+		      "versionfs-cr-hooks(7)\n"
+		      "tag %s\n", tag);
+	for (int i = 0; i < nmounts && n < sizeof text; i++)
+		if (mounts[i].used)
+			n += snprintf(text + n, sizeof text - n,
+				      "mount %" PRIu64 " %s %s\n", mounts[i].id,
+				      mounts[i].point, mounts[i].src);
+	if (n < sizeof text)
+		n += snprintf(text + n, sizeof text - n,
+			      "pid %ld %llu\nimage %ju:%ju\nstate done\n",
+			      real_pid(), start_time(),
+			      (uintmax_t)st.st_dev, (uintmax_t)st.st_ino);
+	if (n >= sizeof text || write_file(record, text))
+		note("cannot write %s; a restart from this image will be "
+		     "refused", record);
+}
+
+static void versionfs_event_hook(DmtcpEvent_t event, DmtcpEventData_t *data)
+{
+	(void)data;
+	switch (event) {
+	case DMTCP_EVENT_PRECHECKPOINT:
+		precheckpoint();
+		break;
+	case DMTCP_EVENT_RESUME:
+		resume();
+		break;
+	default:
+		break;
+	}
+}
+
+DmtcpPluginDescriptor_t versionfs_plugin = {
+	DMTCP_PLUGIN_API_VERSION,
+	DMTCP_PACKAGE_VERSION,
+	"versionfs",
+	"versionfs",
+	"",
+	"checkpoint the versionfs mounts with the processes",
+	versionfs_event_hook
+};
+
+DMTCP_DECL_PLUGIN(versionfs_plugin);

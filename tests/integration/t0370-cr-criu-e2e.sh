@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# t0370-cr-criu-e2e — the real CRIU 4.2 (built from ../shared/vendor by
+# tests/vendor/criu.sh, cached) with the action script, end to end.  A
+# writer (tests/helpers/cr_writer: O_APPEND logs, in-place rewrites,
+# rename-over, temp files, a shared mapping) works in two versionfs mounts.
+# Each of 20 cycles: let it run, "criu dump --leave-running" (post-dump
+# checkpoints the mounts), let it keep writing, kill -9 it, "criu restore"
+# (pre-restore rolls the mounts back first).  The writer stops by itself
+# after a fixed number of operations; its files must then be byte-identical
+# to those of an uninterrupted run with the same seed.  A control runs the
+# same cycles on plain directories, without the hook, and must go wrong
+# (CRIU refuses a restore because a file's size changed, or the files end
+# up different): otherwise this test could not fail.
+#
+#   VFS_ROUNDS=N   cycles (default 20)      VFS_SEED=N   seed (random)
+# Skips (77) when CRIU cannot be built or 'criu check' fails here.
+# timeout: 900
+. "$(dirname "$0")/lib.sh"
+need_root
+here=$(cd "$(dirname "$0")" && pwd)
+HOOK=$here/../../cr-hooks/versionfs-criu-hook
+WRITER=$VFS_BUILD/tests/cr_writer
+[ -x "$WRITER" ] || fail "$WRITER missing (make tests-build)"
+t0=$(date +%s)
+criudir=$("$here/../vendor/criu.sh" 2>"$T/vendor.err") ||
+	skip "CRIU 4.2 not available: $(tr '\n' ' ' <"$T/vendor.err")"
+CRIU=$criudir/criu
+note "criu: $CRIU (ready after $(($(date +%s) - t0)) s)"
+rounds=${VFS_ROUNDS:-20}
+seed=${VFS_SEED:-$(($(date +%s) % 100000))}
+OPS=${VFS_CR_OPS:-6000}
+note "seed $seed (replay: VFS_SEED=$seed), $rounds cycles, $OPS operations"
+RANDOM=$seed
+
+unset CRTOOLS_SCRIPT_ACTION CRTOOLS_IMAGE_DIR CRTOOLS_INIT_PID \
+	VERSIONFS_CR_MOUNTS VERSIONFS_CR_DISCOVER VERSIONFS_CR_TIMEOUT
+export VERSIONFS_CTL=$VFSCTL VERSIONFS_CR_CONF=$T/no-such.conf
+
+_pids=()
+_e2e_cleanup() {
+	local p
+	for p in ${_pids[@]+"${_pids[@]}"}; do kill -9 "$p" 2>/dev/null; done
+	sleep 0.2
+}
+trap '_e2e_cleanup; _cleanup' EXIT
+
+pstate() { sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null; }
+alive() { [ -e "/proc/$1" ] && [ "$(pstate "$1")" != Z ]; }
+# the writer's own count of operations (goes back with a restore)
+ops() { od -An -tu8 -j8 -N8 "$1" 2>/dev/null | tr -d ' '; }
+
+# wait_ops STATUS N PID: until the writer has done N operations
+wait_ops() {
+	local i
+	for i in $(seq 1000); do
+		[ "$(ops "$1")" -ge "$2" ] 2>/dev/null && return 0
+		alive "$3" || fail "the writer $3 died at $(ops "$1") operations: $(cat "$T/writer.err")"
+		sleep 0.02
+	done
+	fail "the writer did only $(ops "$1") of $2 operations in 20 s"
+}
+
+wait_gone() {
+	local i
+	for i in $(seq 500); do
+		alive "$1" || return 0
+		sleep 0.02
+	done
+	fail "pid $1 did not die"
+}
+
+# cycles A B HOOK|none STATUS: the dump / run on / kill -9 / restore cycles.
+# Sets RESTORE_FAILED to the cycle whose restore CRIU refused (0: none).
+cycles() {
+	local a=$1 b=$2 hook=$3 st=$4 wp rp="" r n img opts=()
+	[ "$hook" = none ] || opts=(--action-script "$hook")
+	RESTORE_FAILED=0
+	setsid "$WRITER" --seed "$seed" --status "$st" --ops "$OPS" "$a" "$b" \
+		</dev/null >/dev/null 2>"$T/writer.err" &
+	wp=$!
+	_pids+=("$wp")
+	for ((r = 1; r <= rounds; r++)); do
+		n=$(($(ops "$st") + 20 + RANDOM % 100))
+		wait_ops "$st" "$n" "$wp"
+		img=$T/img.$hook_name.$r
+		mkdir -p "$img"
+		"$CRIU" dump -t "$wp" -D "$img" -o dump.log --leave-running \
+			${opts[@]+"${opts[@]}"} ||
+			fail "cycle $r: criu dump failed: $(grep -i -e error -e versionfs "$img/dump.log" | grep -v RLIMIT_NOFILE | tail -n 6)"
+		n=$(($(ops "$st") + 20 + RANDOM % 100))
+		wait_ops "$st" "$n" "$wp"
+		kill -9 "$wp"
+		# the writer's parent reaps it: this shell, or the criu restore
+		# that brought it back (not detached, so that its pid is free
+		# again at once; a zombie would make the next restore fail)
+		wait "${rp:-$wp}" 2>/dev/null
+		wait_gone "$wp"
+		"$CRIU" restore -D "$img" -o restore.log -v4 \
+			${opts[@]+"${opts[@]}"} </dev/null >/dev/null 2>&1 &
+		rp=$!
+		_pids+=("$rp")
+		for ((n = 0; n < 1000; n++)); do
+			alive "$rp" || break
+			alive "$wp" && grep -q 'Restore finished successfully' "$img/restore.log" && break
+			sleep 0.02
+		done
+		if ! alive "$rp" || ! alive "$wp"; then
+			RESTORE_FAILED=$r
+			RESTORE_WHY=$(grep -i -e error -e versionfs "$img/restore.log" | grep -v RLIMIT_NOFILE | head -n 6)
+			return 0
+		fi
+		[ "$(ops "$st")" -lt "$OPS" ] ||
+			fail "cycle $r: the writer reached $OPS operations before the last cycle; raise OPS"
+	done
+	note "$hook_name: $rounds cycles done at $(ops "$st") of $OPS operations"
+	for ((n = 0; n < 3000; n++)); do
+		alive "$wp" || break
+		sleep 0.02
+	done
+	alive "$wp" && fail "the writer did not finish its $OPS operations in 60 s"
+	wait "${rp:-$wp}" 2>/dev/null
+	[ "$(ops "$st")" = "$OPS" ] ||
+		fail "the writer ended at $(ops "$st") operations: $(cat "$T/writer.err")"
+}
+
+make_fs ext4 1G >/dev/null
+root=$T/ext4
+
+# the uninterrupted run
+mkdir -p "$root/ref/a" "$root/ref/b"
+start=$(date +%s)
+"$WRITER" --seed "$seed" --status "$T/st.ref" --ops "$OPS" \
+	"$root/ref/a" "$root/ref/b" || fail "reference run failed"
+note "reference run: $OPS operations in $(($(date +%s) - start)) s"
+
+# versionfs
+vfs_mount "$root/ba" "$root/a"
+vfs_mount "$root/bb" "$root/b"
+start=$(date +%s)
+hook_name=vfs
+cycles "$root/a" "$root/b" "$HOOK" "$T/st.vfs"
+[ "$RESTORE_FAILED" = 0 ] ||
+	fail "with versionfs, criu restore failed at cycle $RESTORE_FAILED: $RESTORE_WHY"
+# CRIU's link-remap files, if any, are its own business
+for d in a b; do
+	diff -r --no-dereference -x '*.cr_link' "$root/ref/$d" "$root/$d" >"$T/diff" 2>&1 ||
+		fail "with versionfs, after $rounds cycles $d differs from the uninterrupted run: $(head -n 20 "$T/diff")"
+done
+[ "$(ctl --json list "$root/a" | grep -c '"id"')" -ge 1 ] ||
+	fail "no checkpoint was taken"
+note "versionfs: $rounds/$rounds cycles, files identical to the uninterrupted run ($(($(date +%s) - start)) s)"
+
+# the control: the same cycles without versionfs must go wrong
+mkdir -p "$root/ca" "$root/cb"
+hook_name=ctl
+cycles "$root/ca" "$root/cb" none "$T/st.ctl"
+if [ "$RESTORE_FAILED" != 0 ]; then
+	note "control: criu restore refused at cycle $RESTORE_FAILED: $RESTORE_WHY"
+elif diff -r -q -x '*.cr_link' "$root/ref" "$root/c" >/dev/null 2>&1 &&
+	diff -r -q -x '*.cr_link' "$root/ref/a" "$root/ca" >/dev/null 2>&1 &&
+	diff -r -q -x '*.cr_link' "$root/ref/b" "$root/cb" >/dev/null 2>&1; then
+	fail "control: without versionfs the files came out right too: this test proves nothing"
+else
+	note "control: without versionfs CRIU restored $rounds times and the files differ: $(diff -r -q -x '*.cr_link' "$root/ref/a" "$root/ca" | head -n 3 | tr '\n' ' ')"
+fi
+note "ok ($(($(date +%s) - t0)) s)"
