@@ -1,6 +1,8 @@
 /*
- * ctl_live.c — live users of a mount, for versionfs-ctl rollback.  Rolling the files back under a
- * process that has them open or mapped changes them under it (a job still
+ * ctl_live.c — live users of a mount, for versionfs-ctl rollback.
+ *
+ * Rolling the files back under a process that has them open or mapped
+ * changes them under it (a job still
  * running, or the original of a process being restored), so rollback is
  * refused while a process other than us and our ancestors has a file of
  * the mount open or mapped.  Working directories do not count: a shell
