@@ -190,6 +190,11 @@ $(BUILD)/tests/%: tests/helpers/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(ATTR_LIBS) $(XXH_LIBS)
 
+# rep_forge rewrites checkpoint streams for t0700-replicate: libvfsrep.
+$(BUILD)/tests/rep_forge: tests/helpers/rep_forge.c $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(REP_LIB) $(STORE_LINK)
+
 # fsck_inject damages a store's index for t0410-fsck: libvfsbtree and LMDB.
 $(BUILD)/tests/fsck_inject: tests/helpers/fsck_inject.c $(BTREE_LIB)
 	@mkdir -p $(@D)

@@ -124,8 +124,10 @@ struct rcv {
 	struct pairset staged_meta, staged_content;
 	char **staged;			/* names staged, "XX/name" */
 	size_t nstaged, capstaged;
-	struct p_dirtime *dirtimes;
+	struct p_dirtime *dirtimes;	/* times set last */
 	size_t ndirtimes, capdirtimes;
+	struct { uint64_t ino; char *path; } *links;	/* base files */
+	size_t nlinks, caplinks;
 
 	int meta_fd;			/* last META's file, for XATTRs */
 	uint64_t meta_ino, meta_ver;	/* as on the wire */
@@ -353,11 +355,34 @@ static int base_finish(struct rcv *r)
 	return rc;
 }
 
+/* Base files by inode: a second REP_BASE of an inode is a hard link. */
+static int base_link_note(struct rcv *r, uint64_t ino, const char *path)
+{
+	char *p = strdup(path);
+
+	if (!p || vfs_grow((void **)&r->links, &r->caplinks, r->nlinks + 1,
+			   sizeof(*r->links))) {
+		free(p);
+		return -ENOMEM;
+	}
+	r->links[r->nlinks].ino = ino;
+	r->links[r->nlinks++].path = p;
+	return 0;
+}
+
+static const char *base_link_find(struct rcv *r, uint64_t ino)
+{
+	for (size_t i = 0; ino && i < r->nlinks; i++)
+		if (r->links[i].ino == ino)
+			return r->links[i].path;
+	return NULL;
+}
+
 static int base_start(struct rcv *r, const struct rep_base *b)
 {
 	char path[REP_PATH_MAX + 1], target[REP_PATH_MAX + 1];
 	mode_t perm = b->mode & 07777;
-	const char *name;
+	const char *name, *link = NULL;
 	struct stat st;
 	int pfd, fd = -1, rc = 0;
 
@@ -365,6 +390,8 @@ static int base_start(struct rcv *r, const struct rep_base *b)
 		return rc;
 	memcpy(path, b->path, b->pathlen);
 	path[b->pathlen] = 0;
+	if (S_ISREG(b->mode))
+		link = base_link_find(r, b->ino);
 	r->base = *b;
 	r->base.path = r->base.target = NULL;
 	r->base_on = true;
@@ -386,30 +413,29 @@ static int base_start(struct rcv *r, const struct rep_base *b)
 			goto fail;
 		if (fchown(fd, b->uid, b->gid) || fchmod(fd, perm))
 			goto fail;
-		{
-			struct p_dirtime *t;
-
-			if ((rc = vfs_grow((void **)&r->dirtimes,
-					   &r->capdirtimes, r->ndirtimes + 1,
-					   sizeof(*r->dirtimes))))
-				goto out;
-			t = &r->dirtimes[r->ndirtimes];
-			if (!(t->path = strdup(path))) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			t->ts[0] = (struct timespec){ b->atime_sec,
-						      b->atime_nsec };
-			t->ts[1] = (struct timespec){ b->mtime_sec,
-						      b->mtime_nsec };
-			r->ndirtimes++;
-		}
 		break;
 	case S_IFREG:
+		if (link) {		/* a hard link of the base layer */
+			const char *lname;
+			int lfd = open_parent(r, link, &lname);
+
+			if (lfd < 0) {
+				rc = lfd;
+				goto out;
+			}
+			rc = linkat(lfd, lname, pfd, name, 0) ? -errno : 0;
+			close(lfd);
+			if (rc)
+				RERR(r, "base-layer link %s: %s", path,
+				     strerror(-rc));
+			goto out;
+		}
 		fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL |
 			    O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0 || fchown(fd, b->uid, b->gid) || fchmod(fd, perm))
 			goto fail;
+		if (b->ino && (rc = base_link_note(r, b->ino, path)))
+			goto out;
 		break;
 	case S_IFLNK:
 		memcpy(target, b->target, b->targetlen);
@@ -426,6 +452,23 @@ static int base_start(struct rcv *r, const struct rep_base *b)
 			goto fail;
 		break;
 	}
+	/* times of all but regular files (whose data comes next) last:
+	   creating a directory's children changes its times */
+	if (!S_ISREG(b->mode)) {
+		struct p_dirtime *t;
+
+		if ((rc = vfs_grow((void **)&r->dirtimes, &r->capdirtimes,
+				   r->ndirtimes + 1, sizeof(*r->dirtimes))))
+			goto out;
+		t = &r->dirtimes[r->ndirtimes];
+		if (!(t->path = strdup(path))) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		t->ts[0] = (struct timespec){ b->atime_sec, b->atime_nsec };
+		t->ts[1] = (struct timespec){ b->mtime_sec, b->mtime_nsec };
+		r->ndirtimes++;
+	}
 	r->base_fd = fd;
 	fd = -1;
 	goto out;
@@ -441,7 +484,7 @@ out:
 
 static int set_dirtimes(struct rcv *r)
 {
-	/* deepest first does not matter: setting a time changes no parent */
+	/* setting a time changes no parent's times: any order will do */
 	for (size_t i = 0; i < r->ndirtimes; i++) {
 		const char *name;
 		int pfd = open_parent(r, r->dirtimes[i].path, &name);
@@ -1282,6 +1325,9 @@ out:
 		free(r.staged[i]);
 	for (size_t i = 0; i < r.ndirtimes; i++)
 		free(r.dirtimes[i].path);
+	for (size_t i = 0; i < r.nlinks; i++)
+		free(r.links[i].path);
+	free(r.links);
 	free(r.recs);
 	free(r.exts);
 	free(r.maps);

@@ -20,7 +20,9 @@
  * ended in C, and the content files of deleted epochs merged into C (the
  * pages C's maps take from them).  Cost O(what changed in C).  A page
  * written k times in the epoch is in C's map once and is sent once; a file
- * created and deleted within the epoch has no record and sends nothing.
+ * created and deleted within the epoch has no record and sends nothing,
+ * or, if the daemon had persisted it before the unlink, a record with a
+ * link count of 0 and an empty map: no data (unreachable() below).
  *
  * Full (no base): a walk of the namespace visible at C from the root,
  * each inode once (hard links), with the record in force at C, its
@@ -53,6 +55,8 @@ struct snd {
 	struct pairset seen;		/* full: inodes sent */
 	uint64_t *todo;			/* full: inodes to send */
 	size_t ntodo, captodo;
+	struct { uint64_t ino; char *path; } *links;	/* full: base links */
+	size_t nlinks, caplinks;
 	char *err;
 	size_t errlen;
 };
@@ -447,13 +451,79 @@ static int send_base_tree(struct snd *s, const char *rel)
 	return rc;
 }
 
+/* A REP_BASE for another path of base inode ino (no data: a link). */
+static int send_base_link(struct snd *s, const char *rel, uint64_t ino,
+			  const struct stat *st)
+{
+	struct rep_rec r = { .type = REP_BASE };
+
+	r.u.base.ino = ino;
+	r.u.base.mode = st->st_mode;
+	r.u.base.uid = st->st_uid;
+	r.u.base.gid = st->st_gid;
+	r.u.base.size = (uint64_t)st->st_size;
+	r.u.base.atime_sec = st->st_atim.tv_sec;
+	r.u.base.atime_nsec = (uint32_t)st->st_atim.tv_nsec;
+	r.u.base.mtime_sec = st->st_mtim.tv_sec;
+	r.u.base.mtime_nsec = (uint32_t)st->st_mtim.tv_nsec;
+	r.u.base.path = rel;
+	r.u.base.pathlen = (uint32_t)strlen(rel);
+	if (r.u.base.pathlen > REP_PATH_MAX)
+		return 0;
+	return rep_put(&s->w, &r);
+}
+
 /* ---- a full stream: the namespace at C ---- */
+
+/*
+ * A base-layer entry (born in epoch 0) whose path is not its inode's base
+ * path is a hard link in the base layer: its path is sent again, after
+ * every inode, as a REP_BASE of the same inode, which the receiver makes a
+ * link, so that link counts read from the base files agree.
+ */
+static int note_base_link(struct snd *s, const struct bt_dirent *d)
+{
+	struct bt_inode dr, fr;
+	char *path;
+	int rc;
+
+	if (d->birth != 0 || d->type != S_IFREG)
+		return 0;
+	if ((rc = bt_inode_get(s->txn, d->dir, 0, &dr)) ||
+	    (rc = bt_inode_get(s->txn, d->ino, 0, &fr)))
+		return rc == -ENOENT ? 0 : rc;
+	if (!dr.auxlen || !fr.auxlen)
+		return 0;
+	if (dr.auxlen == 1 && *(const char *)dr.aux == '.') {
+		if (asprintf(&path, "%.*s", (int)d->namelen, d->name) < 0)
+			return -ENOMEM;
+	} else if (asprintf(&path, "%.*s/%.*s", (int)dr.auxlen,
+			    (const char *)dr.aux, (int)d->namelen,
+			    d->name) < 0) {
+		return -ENOMEM;
+	}
+	if (strlen(path) == fr.auxlen && !memcmp(path, fr.aux, fr.auxlen)) {
+		free(path);
+		return 0;
+	}
+	if ((rc = vfs_grow((void **)&s->links, &s->caplinks, s->nlinks + 1,
+			   sizeof(*s->links)))) {
+		free(path);
+		return rc;
+	}
+	s->links[s->nlinks].ino = d->ino;
+	s->links[s->nlinks++].path = path;
+	return 0;
+}
 
 static int full_dirent(const struct bt_dirent *d, void *arg)
 {
 	struct snd *s = arg;
 	struct rep_rec r = { .type = REP_DIRENT };
 	int rc;
+
+	if ((rc = note_base_link(s, d)))
+		return rc;
 
 	r.u.dirent.dir = d->dir;
 	r.u.dirent.birth = d->birth;
@@ -540,10 +610,40 @@ static int send_full(struct snd *s)
 		if ((rc = full_inode(s, ino)))
 			return rc;
 	}
+	for (size_t i = 0; i < s->nlinks; i++) {
+		struct stat st;
+
+		/* a link only if both paths are still the same file */
+		if (fstatat(store_backing_fd(s->st), s->links[i].path, &st,
+			    AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
+			continue;
+		if ((rc = send_base_link(s, s->links[i].path,
+					 s->links[i].ino, &st)))
+			return rc;
+	}
 	return 0;
 }
 
 /* ---- an incremental stream: C's epoch log ---- */
+
+/*
+ * An inode no name reaches at C (link count 0: unlinked, perhaps still
+ * open): nothing can ever read its data again, so its map is sent empty
+ * and its pages not at all.  (Only a relink of an open unlinked file,
+ * which versionfs does not offer, could make them readable again.)
+ */
+static bool unreachable(const struct bt_inode *r)
+{
+	return (r->flags & BT_INO_ATTR) && r->attr.nlink == 0 &&
+	       r->type != S_IFDIR;
+}
+
+static int send_empty_map(struct snd *s, uint64_t ino, uint64_t ver)
+{
+	struct map_walk m = { s, ino, ver, 0, REP_EXT_FIRST };
+
+	return map_flush(&m);
+}
 
 static int incr_change(const struct store_change *ch, void *arg)
 {
@@ -556,9 +656,13 @@ static int incr_change(const struct store_change *ch, void *arg)
 	case STORE_CH_INODE:
 		if ((rc = send_inode(s, &ch->rec)))
 			return rc;
-		if ((ch->rec.flags & BT_INO_META) &&
+		/* no name reaches it: no metadata file either (fsck allows
+		   that at link count 0, and the daemon's may be stale) */
+		if ((ch->rec.flags & BT_INO_META) && !unreachable(&ch->rec) &&
 		    (rc = send_meta(s, &ch->rec)))
 			return rc;
+		if (ch->has_map && unreachable(&ch->rec))
+			return send_empty_map(s, ch->ino, s->c);
 		if (ch->has_map &&
 		    ((rc = send_map(s, ch->ino, s->c)) ||
 		     (rc = send_pages(s, ch->ino, s->c, PG_HOLDER, s->c))))
@@ -583,7 +687,8 @@ static int incr_change(const struct store_change *ch, void *arg)
 		if ((rc = rep_put(&s->w, &r)))
 			return rc;
 		rc = bt_inode_find(s->txn, ch->ino, s->c, &rec);
-		if (rc == -ENOENT || (!rc && !rec.data_ver))
+		if (rc == -ENOENT || (!rc && (!rec.data_ver ||
+					      unreachable(&rec))))
 			return 0;
 		if (rc)
 			return rc;
@@ -699,6 +804,9 @@ out:
 	if (stats)
 		*stats = s.w.st;
 	pset_free(&s.seen);
+	for (size_t i = 0; i < s.nlinks; i++)
+		free(s.links[i].path);
+	free(s.links);
 	free(s.todo);
 	free(s.pages);
 	free(s.ext);
