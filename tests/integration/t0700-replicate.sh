@@ -30,28 +30,18 @@ FORGE="$VFS_BUILD/tests/rep_forge"
 # primary when they are sent, and the live tree numbers its inodes apart
 # from the views), target, content hash, user xattrs.
 sig() {
-	local d=$1 skip=${2:-} p ino
-	(cd "$d" && find . -mindepth 1 -path ./.checkpoints -prune -o -print |
-		LC_ALL=C sort) | while IFS= read -r p; do
-		ino=$(stat -c %i "$d/$p")
-		case $p in "./$skip"*) [ -n "$skip" ] && ino=- ;; esac
-		[ "$skip" = ALL ] && ino=-
-		if [ -L "$d/$p" ]; then
-			printf '%s l %s %s %s -> %s\n' "$p" \
-				"$(stat -c '%a %u:%g %h' "$d/$p")" "$ino" \
-				"$(stat -c %Y "$d/$p")" "$(readlink "$d/$p")"
-		elif [ -d "$d/$p" ]; then
-			printf '%s d %s %s %s\n' "$p" \
-				"$(stat -c '%a %u:%g' "$d/$p")" "$ino" \
-				"$(stat -c %Y "$d/$p")"
-		else
-			printf '%s f %s %s %s %s\n' "$p" \
-				"$(stat -c '%a %u:%g %h %s %Y' "$d/$p")" "$ino" \
-				"$(md5sum < "$d/$p" | cut -c1-32)" \
-				"$(getfattr --absolute-names -d -m '^user\.' \
-				   "$d/$p" 2>/dev/null | grep -v '^#' | tr '\n' ' ')"
-		fi
-	done
+	local d=$1 skip=${2:-}
+	(cd "$d" && find . -mindepth 1 -path ./.checkpoints -prune -o \
+		\( -type f -printf '%p %i f %m %U:%G %n %s %T@\n' \) -o \
+		\( -type l -printf '%p %i l %m %U:%G %n %T@ -> %l\n' \) -o \
+		-printf '%p %i %y %m %U:%G %T@\n') |
+		awk -v s="$skip" '{ if (s == "ALL" || (s != "" &&
+			index($1, "./" s) == 1)) $2 = "-"; print }' |
+		LC_ALL=C sort
+	(cd "$d" && find . -path ./.checkpoints -prune -o -type f -print0 |
+		LC_ALL=C sort -z | xargs -0 -r md5sum)
+	(cd "$d" && find . -path ./.checkpoints -prune -o -type f -print0 |
+		LC_ALL=C sort -z | xargs -0 -r getfattr -d -m '^user\.' 2>/dev/null)
 }
 
 # fingerprint R: what a refused stream must not change: the store's files
