@@ -121,6 +121,7 @@ struct rcv {
 	struct pairset content_ok;	/* (ino, holder) DATA may write */
 	struct pairset recset;		/* (ino, ver') records */
 	struct pairset ver0;		/* inodes with a version-0 record */
+	struct pairset named;		/* inodes of entries born in C */
 	struct pairset staged_meta, staged_content;
 	char **staged;			/* names staged, "XX/name" */
 	size_t nstaged, capstaged;
@@ -872,6 +873,36 @@ static int check_plan(struct rcv *r, bt_txn *txn)
 		}
 	if (r->full)
 		return 0;
+	/*
+	 * An inode the replica has never seen must be born in C: named by
+	 * an entry born in C, or reachable by no name.  Anything else is an
+	 * inode the primary had before C but never sent: a base-layer file
+	 * imported after the first stream (see versionfs-recv(8), BUGS).
+	 */
+	for (size_t i = 0; i < r->ndents; i++)
+		if (r->dents[i].birth == r->C &&
+		    (rc = pset_add(&r->named, r->dents[i].ino, 1)) < 0)
+			return rc;
+	for (size_t i = 0; i < r->nrecs; i++) {
+		const struct bt_inode *p = &r->recs[i].rec;
+		struct bt_inode old;
+
+		if (pset_has(&r->named, p->ino, 1) ||
+		    ((p->flags & BT_INO_ATTR) && p->attr.nlink == 0 &&
+		     p->type != S_IFDIR))
+			continue;
+		rc = bt_inode_find(txn, p->ino, r->C - 1, &old);
+		if (rc == -ENOENT) {
+			RERR(r, "inode %llu is new to this replica but was "
+			     "not created in checkpoint %llu (a base-layer "
+			     "file imported after the first stream?)",
+			     (unsigned long long)p->ino,
+			     (unsigned long long)r->C);
+			return -EPROTO;
+		}
+		if (rc)
+			return rc;
+	}
 	for (size_t i = 0; i < r->ndents; i++) {
 		const struct p_dirent *d = &r->dents[i];
 
@@ -1338,6 +1369,7 @@ out:
 	pset_free(&r.content_ok);
 	pset_free(&r.recset);
 	pset_free(&r.ver0);
+	pset_free(&r.named);
 	pset_free(&r.staged_meta);
 	pset_free(&r.staged_content);
 	rep_reader_release(&rd);

@@ -325,6 +325,20 @@ run_fs() {
 	"$SEND" "$B" "${ids[0]}" | "$RECV" "$root/replica2" ||
 		fail "send from the backing directory"
 	fsck_clean "$root/replica2"
+
+	# a base directory imported after the first stream: refused, not
+	# silently diverging (versionfs-recv(8), BUGS)
+	mkdir -p "$root/c/cold"
+	echo old > "$root/c/cold/f"
+	vfs_mount "$root/c" "$root/cm"
+	echo new > "$root/cm/top"
+	ctl checkpoint "$root/cm" > /dev/null
+	"$SEND" "$root/cm" 1 | "$RECV" "$root/c-replica" || fail "send c 1"
+	echo changed >> "$root/cm/cold/f"
+	k=$(ctl checkpoint "$root/cm")
+	"$SEND" "$root/cm" "$k" --from 1 > "$T/late" || fail "send late"
+	vfs_umount "$root/cm"
+	refuse "late base import" "$T/late" "$root/c-replica"
 }
 
 for fs in ${T0700_FS:-ext4 xfs}; do run_fs "$fs"; done
