@@ -1,7 +1,7 @@
 /*
  * store.h — libvfsstore: the versionfs store, BACKING/.versionfs/, read and
  * written without FUSE.  The daemon, versionfs-clean, versionfs-fsck, the
- * cleaner and (to come) the replicator and the chunk store link it; none of
+ * cleaner, the replicator and (to come) the chunk store link it; none of
  * them needs the daemon's FUSE code to read a store.  versionfs(5) is the
  * format; this header is the library's manual.
  *
