@@ -9,6 +9,7 @@
 # inode numbers, symlink targets), the replica is fsck-clean, mounts and
 # rolls back; exact accounting (created-and-deleted file: no data; a page
 # rewritten k times: one page; an empty checkpoint: BEGIN and END only);
+# a checkpoint sent over a deleted and merged one;
 # bad input refused with the replica untouched (truncated, garbage,
 # oversized, another store, missing base, ".." and absolute names); kill
 # -9 of the receiver mid-stream leaves the previous checkpoint, fsck
@@ -155,6 +156,18 @@ run_fs() {
 		ids+=("$c")
 		prev=$c
 	done
+
+	# a deleted checkpoint merged into the next: the next one, sent from
+	# the one before both, carries the merged epoch's pages (CONTENT)
+	for ((k = 0; k < 25; k++)); do op "$M"; done
+	c=$(ctl checkpoint "$M")
+	for ((k = 0; k < 10; k++)); do op "$M"; done
+	i=$(ctl checkpoint "$M")
+	ctl delete "$M" "$c" > /dev/null || fail "delete $c"
+	"$VFS_BUILD/versionfs-clean" "$M" > /dev/null || fail "clean"
+	st=$(send_v "$T/s$fs.$i" "$M" "$i" --from "$prev")
+	note "checkpoint $i from $prev over deleted $c: $st"
+	recv_ok "$T/s$fs.$i" "$R"; ids+=("$i"); prev=$i
 
 	# accounting: an empty checkpoint ships BEGIN and END only
 	sync
