@@ -82,6 +82,9 @@ DAEMON_LIBOBJ := $(filter-out $(BUILD)/obj/versionfs/daemon/main.o,$(DAEMON_OBJ)
 CTL_SRC     := $(wildcard versionfs/tools/ctl/*.c)
 CLEAN_SRC   := $(wildcard versionfs/tools/clean/*.c)
 FSCK_SRC    := $(wildcard versionfs/tools/fsck/*.c)
+# replicator/: libvfsrep (checkpoint streams) and its commands.
+REP_SRC     := $(wildcard replicator/*.c)
+REP_LIB     := $(BUILD)/libvfsrep.a
 
 # replicator/transport: authenticated, encrypted pipes between nodes.
 TRANSPORT_SRC := $(wildcard replicator/transport/*.c)
@@ -89,9 +92,10 @@ TRANSPORT_LIB := $(BUILD)/libvfstransport.a
 CRYPTO_LIBS := $(shell $(PKG_CONFIG) --libs libcrypto 2>/dev/null)
 
 PROGS       := $(BUILD)/versionfs $(BUILD)/versionfs-ctl \
-               $(BUILD)/versionfs-clean $(BUILD)/versionfs-fsck
+               $(BUILD)/versionfs-clean $(BUILD)/versionfs-fsck \
+               $(BUILD)/versionfs-send $(BUILD)/versionfs-recv
 LIBS_OUT    := $(BTREE_LIB) $(CLIENT_LIB) $(CLIENT_SO) $(CLIENT_HDR) \
-               $(STORE_LIB) $(CLEANER_LIB) $(TRANSPORT_LIB)
+               $(STORE_LIB) $(CLEANER_LIB) $(TRANSPORT_LIB) $(REP_LIB)
 # What a program that reads a store links, in link order.
 STORE_LINK  = $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(LMDB_LIBS) \
               $(ATTR_LIBS) $(XXH_LIBS)
@@ -144,6 +148,9 @@ $(CLEANER_LIB): $(CLEANER_SRC:%.c=$(BUILD)/obj/%.o)
 $(TRANSPORT_LIB): $(TRANSPORT_SRC:%.c=$(BUILD)/obj/%.o)
 	rm -f $@ && $(AR) rcs $@ $^
 
+$(REP_LIB): $(REP_SRC:%.c=$(BUILD)/obj/%.o)
+	rm -f $@ && $(AR) rcs $@ $^
+
 $(BUILD)/versionfs: $(DAEMON_OBJ) $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJ) \
 	    $(CLEANER_LIB) $(STORE_LINK) $(FUSE_LIBS)
@@ -160,6 +167,10 @@ $(BUILD)/versionfs-fsck: $(FSCK_SRC:%.c=$(BUILD)/obj/%.o) $(STORE_LIB) $(CLIENT_
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ \
 	    $(FSCK_SRC:%.c=$(BUILD)/obj/%.o) $(STORE_LINK)
 
+# The replicator's commands: libvfsrep on the store library, no FUSE.
+$(BUILD)/versionfs-send $(BUILD)/versionfs-recv: $(BUILD)/versionfs-%: $(BUILD)/obj/replicator/tools/%.o $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(REP_LIB) $(STORE_LINK)
+
 # Unit suites: test_btree_* link libvfsbtree, test_store the store library,
 # test_daemon the daemon's objects (its pure parts: page sets, tags).
 $(BUILD)/tests/test_btree_%: tests/unit/test_btree_%.c $(BTREE_LIB)
@@ -171,6 +182,11 @@ $(BUILD)/tests/test_store: tests/unit/test_store.c $(CLEANER_LIB) $(STORE_LIB) $
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(CLEANER_LIB) $(STORE_LINK) $(CHECK_LIBS)
+
+$(BUILD)/tests/test_replicator: tests/unit/test_replicator.c $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
+	    $(REP_LIB) $(STORE_LINK) $(CHECK_LIBS)
 
 $(BUILD)/tests/test_daemon: tests/unit/test_daemon.c $(DAEMON_LIBOBJ) $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
 	@mkdir -p $(@D)
@@ -186,6 +202,11 @@ $(BUILD)/tests/test_transport: tests/unit/test_transport.c $(TRANSPORT_LIB)
 $(BUILD)/tests/%: tests/helpers/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(ATTR_LIBS) $(XXH_LIBS)
+
+# rep_forge rewrites checkpoint streams for t0700-replicate: libvfsrep.
+$(BUILD)/tests/rep_forge: tests/helpers/rep_forge.c $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(REP_LIB) $(STORE_LINK)
 
 # fsck_inject damages a store's index for t0410-fsck: libvfsbtree and LMDB.
 $(BUILD)/tests/fsck_inject: tests/helpers/fsck_inject.c $(BTREE_LIB)
@@ -259,6 +280,7 @@ install: all
 	    $(DESTDIR)$(mandir)/man8
 	for p in $(PROGS); do $(INSTALL) -m 755 $$p $(DESTDIR)$(bindir)/; done
 	$(INSTALL) -m 644 $(BTREE_LIB) $(DESTDIR)$(libdir)/
+	$(INSTALL) -m 644 $(REP_LIB) $(DESTDIR)$(libdir)/
 	$(INSTALL) -m 644 btree/btree.h $(DESTDIR)$(includedir)/versionfs/
 	if [ -f $(CLIENT_LIB) ]; then \
 	    $(INSTALL) -m 644 $(CLIENT_LIB) $(DESTDIR)$(libdir)/; \
@@ -282,7 +304,8 @@ uninstall:
 	    $(MAKE) -f cr-hooks/Makefile.inc DESTDIR=$(DESTDIR) bindir=$(bindir) \
 	        libexecdir=$(libexecdir) sysconfdir=$(sysconfdir) uninstall; fi
 	for p in $(notdir $(PROGS)); do rm -f $(DESTDIR)$(bindir)/$$p; done
-	rm -f $(DESTDIR)$(libdir)/libvfsbtree.a $(DESTDIR)$(libdir)/libversionfs.*
+	rm -f $(DESTDIR)$(libdir)/libvfsbtree.a $(DESTDIR)$(libdir)/libvfsrep.a \
+	    $(DESTDIR)$(libdir)/libversionfs.*
 	rm -rf $(DESTDIR)$(includedir)/versionfs $(DESTDIR)$(datadir)/versionfs
 	for m in $(notdir $(MANPAGES)); do \
 	    s=$${m##*.}; rm -f $(DESTDIR)$(mandir)/man$$s/$$m; done

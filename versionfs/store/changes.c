@@ -40,8 +40,10 @@ static int ch_entry(const struct bt_log *l, void *arg)
 		ch.ino = l->ino;
 		if ((rc = bt_inode_get(w->txn, l->ino, w->c, &ch.rec)))
 			return rc == -ENOENT ? BT_ECORRUPT : rc;
-		ch.has_map = (ch.rec.flags & BT_INO_DATA) &&
-			     ch.rec.data_ver == w->c;
+		/* data_ver alone says it: the cleaner's merge gives a record
+		   that only changed attributes the map of the version merged
+		   into it (data_ver = c) without setting BT_INO_DATA */
+		ch.has_map = ch.rec.data_ver == w->c;
 		break;
 	case BT_LOG_DIRENT:
 		ch.kind = STORE_CH_DIRENT;

@@ -275,7 +275,7 @@ static int fmt_check(struct vstore *v, const unsigned char *b, size_t n)
 	return rc;
 }
 
-int store_fmt_write(int store_fd)
+static int fmt_write(int store_fd, const unsigned char *id)
 {
 	unsigned char b[FMT_LEN] = { 0 };
 	struct timespec now = vfs_now();
@@ -286,7 +286,9 @@ int store_fmt_write(int store_fd)
 	b[8] = VFS_FORMAT;
 	for (int i = 0; i < 8; i++)
 		b[16 + i] = (unsigned char)(t >> (8 * i));
-	if (getrandom(b + 24, 16, 0) != 16)
+	if (id)
+		memcpy(b + 24, id, 16);
+	else if (getrandom(b + 24, 16, 0) != 16)
 		memcpy(b + 24, &t, 8);
 	sum = XXH64(b, 40, 0);
 	for (int i = 0; i < 8; i++)
@@ -303,6 +305,16 @@ int store_fmt_write(int store_fd)
 	if (!rc && fsync(store_fd))
 		rc = -errno;
 	return rc;
+}
+
+int store_fmt_write(int store_fd)
+{
+	return fmt_write(store_fd, NULL);
+}
+
+int store_fmt_write_id(int store_fd, const unsigned char id[16])
+{
+	return fmt_write(store_fd, id);
 }
 
 static int init_index(bt_txn *txn, void *arg)
@@ -338,7 +350,8 @@ static int mk_fanout(struct vstore *v)
 	return 0;
 }
 
-static int open_store(struct vstore *v, const char *backing, bool create_ok)
+static int open_store(struct vstore *v, const char *backing, bool create_ok,
+		      bool rdonly)
 {
 	unsigned char fmt[FMT_LEN + 1];
 	char path[80];
@@ -358,7 +371,9 @@ static int open_store(struct vstore *v, const char *backing, bool create_ok)
 	if (fstatfs(v->backing_fd, &sfs) == 0 && sfs.f_type == 0x65735546)
 		vfs_log(LOG_WARNING, "%s is itself on a FUSE file system",
 			backing);
-	if (mkdirat(v->backing_fd, VFS_STORE_DIR, 0711) == 0) {
+	if (rdonly) {
+		errno = EEXIST;		/* never create */
+	} else if (mkdirat(v->backing_fd, VFS_STORE_DIR, 0711) == 0) {
 		fresh = true;
 	} else if (errno != EEXIST) {
 		rc = -errno;
@@ -374,7 +389,7 @@ static int open_store(struct vstore *v, const char *backing, bool create_ok)
 			strerror(errno));
 		return rc;
 	}
-	if ((rc = store_lock(v)))
+	if (!rdonly && (rc = store_lock(v)))
 		return rc;
 	fd = openat(v->store_fd, "format", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
@@ -418,7 +433,7 @@ static int open_store(struct vstore *v, const char *backing, bool create_ok)
 		return rc;
 	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d/index", v->store_fd);
-	rc = bt_env_open(&v->env, path, 0, NULL);
+	rc = bt_env_open(&v->env, path, rdonly ? BT_ENV_RDONLY : 0, NULL);
 	if (rc) {
 		vfs_log(LOG_ERR, "%s/%s/index: %s", backing, VFS_STORE_DIR,
 			bt_last_error());
@@ -495,7 +510,8 @@ int store_open(const char *backing, unsigned flags, struct vstore **out)
 		vfs_log(LOG_ERR, "%s: %s", backing, strerror(ENOMEM));
 		return -ENOMEM;
 	}
-	rc = open_store(v, backing, flags & STORE_CREATE);
+	rc = open_store(v, backing, (flags & STORE_CREATE) &&
+			!(flags & STORE_RDONLY), flags & STORE_RDONLY);
 	if (rc) {
 		store_close(v);
 		return rc;

@@ -1,7 +1,7 @@
 /*
  * store.h — libvfsstore: the versionfs store, BACKING/.versionfs/, read and
  * written without FUSE.  The daemon, versionfs-clean, versionfs-fsck, the
- * cleaner and (to come) the replicator and the chunk store link it; none of
+ * cleaner, the replicator and (to come) the chunk store link it; none of
  * them needs the daemon's FUSE code to read a store.  versionfs(5) is the
  * format; this header is the library's manual.
  *
@@ -68,6 +68,8 @@ extern bool vfs_debug;
 struct vstore;
 
 #define STORE_CREATE	0x1	/* create the store if there is none */
+#define STORE_RDONLY	0x2	/* a reader beside the owner: no lock, the
+				   index opened read-only (see below) */
 
 /*
  * Open and lock the store of backing directory `backing` (an absolute
@@ -77,6 +79,14 @@ struct vstore;
  * With STORE_CREATE a missing store is created (crash-safe: a store
  * without a format file is an unfinished creation and is completed).
  * Errors are logged, naming the file at fault; on failure *out is NULL.
+ *
+ * With STORE_RDONLY the store is opened for reading only, beside whoever
+ * owns it (a mounted daemon, an offline tool): no lock is taken, nothing
+ * is created or recovered, and the index is opened read-only (LMDB's
+ * readers register in lock.mdb and never block its one writer, in this
+ * process or another).  Only what is durable and immutable may be read so:
+ * the records of existing checkpoints and their store files (the
+ * replicator's sender).  store_epoch()/store_parent() are a snapshot.
  */
 int store_open(const char *backing, unsigned flags, struct vstore **out);
 /* Close the index, release the lock, free st (NULL is fine). */
@@ -128,6 +138,9 @@ int store_fmt_write(int store_fd);
 int store_fmt_id(const unsigned char *b, size_t n, unsigned char id[16]);
 /* This store's id (read from its format file). */
 int store_id(const struct vstore *st, unsigned char id[16]);
+/* Replace the format file (through format.tmp, synced) by one with the
+   given store id: a replica takes the id of the store it copies. */
+int store_fmt_write_id(int store_fd, const unsigned char id[16]);
 
 /* ---- content files (content.c) ------------------------------------------- */
 

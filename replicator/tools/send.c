@@ -1,0 +1,164 @@
+/*
+ * send.c — versionfs-send(8): write the stream of a checkpoint to standard
+ * output.
+ *
+ *   versionfs-send [-v] BACKING|MOUNT C [--from P]
+ *
+ * The store is opened read-only beside its daemon (STORE_RDONLY: no lock;
+ * LMDB readers never block the writer, and a checkpoint's files are
+ * immutable once it is durable: stream.c says why that is safe).  Given a
+ * mount point, the backing directory comes from mountinfo; when versionfs
+ * is mounted over its own backing directory, the backing directory is only
+ * reachable under the mount, so the command moves to a private mount
+ * namespace and detaches the FUSE mount there (root only), which changes
+ * nothing for anyone else.
+ *
+ * Exit status: 0 the stream was written, 1 failure, 2 bad usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "replicator/replicator.h"
+#include "versionfs/proto/proto.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: versionfs-send [-v] BACKING|MOUNT CHECKPOINT [--from BASE]\n"
+"\n"
+"Write checkpoint CHECKPOINT (an id or a tag) of the versionfs store of\n"
+"BACKING, or of the store mounted on MOUNT, to standard output as a\n"
+"checkpoint stream (versionfs-stream(5)) for versionfs-recv(8).  Without\n"
+"--from the stream is full: the whole state at the checkpoint, for an\n"
+"empty replica.  With --from BASE it carries only what changed since BASE,\n"
+"which must be the checkpoint's parent and the replica's last checkpoint.\n"
+"\n"
+"  --from BASE   send incrementally from checkpoint BASE (id or tag)\n"
+"  -v            print the totals on standard error\n"
+"  -h, --help    this help\n"
+"\n"
+"Exit status: 0 success, 1 failure, 2 bad usage.\n");
+}
+
+/* The backing directory of path, a mount point or a backing directory. */
+static int backing_of(const char *path, char *out, size_t len)
+{
+	struct ctl_mount m;
+	char *rp = realpath(path, NULL);
+
+	if (!rp)
+		return -errno;
+	if (ctl_find_mount(0, rp, &m) == 0 &&
+	    !strcmp(m.type, "fuse.versionfs")) {
+		snprintf(out, len, "%s", m.source);
+		/* mounted over itself: step under the mount, privately */
+		if (!strcmp(m.source, m.point)) {
+			if (unshare(CLONE_NEWNS) ||
+			    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE,
+				  NULL) ||
+			    umount2(m.point, MNT_DETACH)) {
+				int rc = -errno;
+
+				fprintf(stderr, "versionfs-send: %s is mounted "
+					"over its backing directory; reading "
+					"under it needs root: %s\n", rp,
+					strerror(errno));
+				free(rp);
+				return rc;
+			}
+		}
+	} else {
+		snprintf(out, len, "%s", rp);
+	}
+	free(rp);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "from", required_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *from_s = NULL;
+	char backing[PATH_MAX], err[512];
+	struct vstore *st = NULL;
+	struct rep_stats stats;
+	struct rep_sink sink;
+	uint64_t c, from = 0;
+	bool verbose = false;
+	int o, rc;
+
+	while ((o = getopt_long(argc, argv, "+vh", opts, NULL)) != -1) {
+		switch (o) {
+		case 'f': from_s = optarg; break;
+		case 'v': verbose = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	/* --from may also follow the operands */
+	if (optind + 2 < argc && !from_s && argc - optind == 4 &&
+	    !strcmp(argv[optind + 2], "--from")) {
+		from_s = argv[optind + 3];
+		argc -= 2;
+	}
+	if (argc - optind != 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (isatty(STDOUT_FILENO)) {
+		fprintf(stderr, "versionfs-send: refusing to write a stream to "
+			"a terminal\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	vfs_log_init(true, false);
+	if ((rc = backing_of(argv[optind], backing, sizeof(backing)))) {
+		fprintf(stderr, "versionfs-send: %s: %s\n", argv[optind],
+			strerror(-rc));
+		return 1;
+	}
+	if ((rc = store_open(backing, STORE_RDONLY, &st)))
+		return 1;
+	if (rep_ckpt_resolve(st, argv[optind + 1], &c) ||
+	    (from_s && rep_ckpt_resolve(st, from_s, &from))) {
+		fprintf(stderr, "versionfs-send: no checkpoint %s in %s\n",
+			rep_ckpt_resolve(st, argv[optind + 1], &c) ?
+			argv[optind + 1] : from_s, backing);
+		store_close(st);
+		return 1;
+	}
+	if (from_s && from == 0) {
+		fprintf(stderr, "versionfs-send: --from needs a checkpoint\n");
+		store_close(st);
+		return 2;
+	}
+	rep_sink_fd(&sink, STDOUT_FILENO);
+	rc = rep_send(st, c, from, &sink, &stats, err, sizeof(err));
+	store_close(st);
+	if (rc) {
+		fprintf(stderr, "versionfs-send: checkpoint %llu of %s: %s\n",
+			(unsigned long long)c, backing, err);
+		return 1;
+	}
+	if (verbose)
+		fprintf(stderr, "versionfs-send: checkpoint %llu%s%s: frames "
+			"%llu bytes %llu pages %llu base_bytes %llu\n",
+			(unsigned long long)c, from ? " from " : " (full)",
+			from ? from_s : "", (unsigned long long)stats.frames,
+			(unsigned long long)stats.bytes,
+			(unsigned long long)stats.pages,
+			(unsigned long long)stats.base_bytes);
+	return 0;
+}
