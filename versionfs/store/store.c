@@ -338,7 +338,8 @@ static int mk_fanout(struct vstore *v)
 	return 0;
 }
 
-static int open_store(struct vstore *v, const char *backing, bool create_ok)
+static int open_store(struct vstore *v, const char *backing, bool create_ok,
+		      bool rdonly)
 {
 	unsigned char fmt[FMT_LEN + 1];
 	char path[80];
@@ -358,7 +359,9 @@ static int open_store(struct vstore *v, const char *backing, bool create_ok)
 	if (fstatfs(v->backing_fd, &sfs) == 0 && sfs.f_type == 0x65735546)
 		vfs_log(LOG_WARNING, "%s is itself on a FUSE file system",
 			backing);
-	if (mkdirat(v->backing_fd, VFS_STORE_DIR, 0711) == 0) {
+	if (rdonly) {
+		/* a reader takes nothing: no directory, no lock */
+	} else if (mkdirat(v->backing_fd, VFS_STORE_DIR, 0711) == 0) {
 		fresh = true;
 	} else if (errno != EEXIST) {
 		rc = -errno;
@@ -374,7 +377,7 @@ static int open_store(struct vstore *v, const char *backing, bool create_ok)
 			strerror(errno));
 		return rc;
 	}
-	if ((rc = store_lock(v)))
+	if (!rdonly && (rc = store_lock(v)))
 		return rc;
 	fd = openat(v->store_fd, "format", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
@@ -418,7 +421,7 @@ static int open_store(struct vstore *v, const char *backing, bool create_ok)
 		return rc;
 	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d/index", v->store_fd);
-	rc = bt_env_open(&v->env, path, 0, NULL);
+	rc = bt_env_open(&v->env, path, rdonly ? BT_ENV_RDONLY : 0, NULL);
 	if (rc) {
 		vfs_log(LOG_ERR, "%s/%s/index: %s", backing, VFS_STORE_DIR,
 			bt_last_error());
@@ -495,7 +498,8 @@ int store_open(const char *backing, unsigned flags, struct vstore **out)
 		vfs_log(LOG_ERR, "%s: %s", backing, strerror(ENOMEM));
 		return -ENOMEM;
 	}
-	rc = open_store(v, backing, flags & STORE_CREATE);
+	rc = open_store(v, backing, !(flags & STORE_RDONLY) &&
+			(flags & STORE_CREATE), flags & STORE_RDONLY);
 	if (rc) {
 		store_close(v);
 		return rc;

@@ -68,6 +68,9 @@ extern bool vfs_debug;
 struct vstore;
 
 #define STORE_CREATE	0x1	/* create the store if there is none */
+#define STORE_RDONLY	0x2	/* read only, no lock: readers of durable
+				   checkpoints (the chunk store's push),
+				   beside a daemon or another tool */
 
 /*
  * Open and lock the store of backing directory `backing` (an absolute
@@ -77,6 +80,10 @@ struct vstore;
  * With STORE_CREATE a missing store is created (crash-safe: a store
  * without a format file is an unfinished creation and is completed).
  * Errors are logged, naming the file at fault; on failure *out is NULL.
+ * With STORE_RDONLY nothing is created or locked and the index is opened
+ * read-only (LMDB readers run beside the daemon's writer); only what a
+ * durable checkpoint holds may be trusted then (its records, metadata and
+ * content files are immutable), not the open epoch.
  */
 int store_open(const char *backing, unsigned flags, struct vstore **out);
 /* Close the index, release the lock, free st (NULL is fine). */
