@@ -139,6 +139,13 @@ int cs_repo_open(const char *spec, unsigned flags, struct cs_repo **out,
 	}
 	if ((q = strchr(s, '?')))
 		*q++ = '\0';
+	/* the whole spec is checked before any benefactor is touched */
+	for (p = s + 4; *p; p++)
+		r->nb += *p == ',';
+	r->nb += s[4] != '\0';
+	if ((rc = parse_redund(r, q, why, whylen)))
+		goto fail;
+	r->nb = 0;
 	for (p = strtok_r(s + 4, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
 		struct cs_backend *b = NULL;
 
@@ -174,7 +181,7 @@ int cs_repo_open(const char *spec, unsigned flags, struct cs_repo **out,
 			    spec);
 		goto fail;
 	}
-	if ((rc = parse_redund(r, q, why, whylen)))
+	if ((rc = parse_redund(r, q, why, whylen)))	/* nb may be fewer */
 		goto fail;
 	if (!up) {
 		rc = cs_err(-ENOENT, why, whylen, "no benefactor of '%s' "
