@@ -189,9 +189,13 @@ int cs_repo_open(const char *spec, unsigned flags, struct cs_repo **out,
 		goto fail;
 	}
 	if ((flags & CS_OPEN_WRITE) && up < r->red.m + r->red.k) {
+		const char *w = r->warn.len ? (const char *)r->warn.p : "";
+		const char *nl = memchr(w, '\n', r->warn.len);
+		int wl = (int)(nl ? (size_t)(nl - w) : r->warn.len);
+
 		rc = cs_err(-EIO, why, whylen, "%u of %u benefactors answer, "
-			    "writing needs %u", up, r->nb,
-			    r->red.m + r->red.k);
+			    "writing needs %u (%.*s)", up, r->nb,
+			    r->red.m + r->red.k, wl, w);
 		goto fail;
 	}
 	free(s);
