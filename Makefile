@@ -225,6 +225,12 @@ $(BUILD)/bench/%: bench/%.c $(BTREE_LIB) $(CLIENT_LIB)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(CLIENT_LIB) $(BTREE_LIB) \
 	    $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
 
+# The chunk store's micro-benchmark links libvfschunk and its libraries.
+$(BUILD)/bench/chunkstore: bench/chunkstore.c $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(CHUNK_LIB) $(STORE_LINK) \
+	    $(CHUNK_LIBS)
+
 tests-build: all $(UNIT_BIN) $(TEST_HELPERS) $(BUILD)/bench/passthrough $(BUILD)/bench/mdtest
 
 # ---- tests -----------------------------------------------------------------

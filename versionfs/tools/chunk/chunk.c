@@ -10,6 +10,7 @@
  * (prune, gc) is phase 2 and will take a lock the appenders respect.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -458,6 +459,12 @@ static int do_check(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	/* Packs and fragments are buffers of a few MiB allocated per object:
+	   above glibc's mmap threshold each one is a fresh mapping whose
+	   page faults cost more than the encoding (measured 27 against 200
+	   MiB/s for replicas=2 on a VM); keep them on the heap. */
+	mallopt(M_MMAP_THRESHOLD, 64 << 20);
+	mallopt(M_TRIM_THRESHOLD, 256 << 20);
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

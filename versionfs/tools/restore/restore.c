@@ -8,6 +8,7 @@
  * A progress bar goes to stderr when it is a terminal.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -63,6 +64,12 @@ int main(int argc, char **argv)
 	size_t n = 0;
 	int o, rc, ret = 1;
 
+	/* Packs and fragments are buffers of a few MiB allocated per object:
+	   above glibc's mmap threshold each one is a fresh mapping whose
+	   page faults cost more than the encoding (measured 27 against 200
+	   MiB/s for replicas=2 on a VM); keep them on the heap. */
+	mallopt(M_MMAP_THRESHOLD, 64 << 20);
+	mallopt(M_TRIM_THRESHOLD, 256 << 20);
 	while ((o = getopt_long(argc, argv, "s:c:ph", opts, NULL)) != -1) {
 		switch (o) {
 		case 's': store = optarg; break;
