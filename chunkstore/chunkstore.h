@@ -143,6 +143,8 @@ struct cs_backend {
 	const struct cs_backend_ops *ops;
 	char *label;			/* "dir:/mnt/b1", for messages */
 	bool down;			/* failed an operation: skipped */
+	bool full;			/* out of space: not written to, still
+					   read */
 	int err;			/* the error that marked it down */
 };
 
@@ -228,8 +230,9 @@ int cs_blob_read(const void *pack, size_t len, const struct cs_blob *b,
 /*
  * The chunk index of the repository, loaded on first use from every
  * "index/" object, and from the header of every pack no index object
- * names (so the index is rebuilt from packs alone when index objects are
- * lost).  cs_chunk_put returns 1 when the chunk is already stored (dedup,
+ * names and whose m + k fragments are all good (so the index is rebuilt
+ * from packs alone when index objects are lost, while a pack a failed
+ * push left incomplete is ignored and its chunks are written again).  cs_chunk_put returns 1 when the chunk is already stored (dedup,
  * nothing written), 0 when it was added to the open pack; the open pack
  * is written when it passes CS_PACK_TARGET and by cs_chunk_flush, which
  * then writes one index object for the packs written since the last.

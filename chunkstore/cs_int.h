@@ -106,6 +106,8 @@ struct cs_repo {
 	unsigned char (*packs)[CS_ID_LEN];	/* pack ids */
 	size_t npacks, packs_cap;
 	uint64_t *pack_bytes;			/* per pack, its size */
+	bool *pack_weak;			/* per pack: in no index and
+						   missing fragments */
 	size_t pack_bytes_cap;
 	size_t indexed_from;			/* packs[] not yet in an index
 						   object start here */

@@ -263,8 +263,8 @@ int cs_frag_decode(const char *name, unsigned char *const *frags,
 			shard[idx] = frags[i] + CS_FRAG_HDR;
 	}
 	if (!hdr0)
-		return cs_fail(why, whylen, "no usable fragment (%u found%s%s)",
-			       n - 0, nbad ? ", last problem: " : "", fwhy);
+		return cs_fail(why, whylen, "no usable fragment (%u corrupt%s%s)",
+			       nbad, nbad ? ", last: " : "", fwhy);
 	for (i = 0; i < g.m + g.k; i++) {
 		if (shard[i])
 			good[ngood++] = i;

@@ -268,10 +268,14 @@ static int pack_add(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
 		if (!(b = realloc(r->pack_bytes, c * sizeof(uint64_t))))
 			return -ENOMEM;
 		r->pack_bytes = b;
+		if (!(b = realloc(r->pack_weak, c * sizeof(bool))))
+			return -ENOMEM;
+		r->pack_weak = b;
 		r->packs_cap = c;
 	}
 	memcpy(r->packs[r->npacks], id, CS_ID_LEN);
 	r->pack_bytes[r->npacks] = bytes;
+	r->pack_weak[r->npacks] = false;
 	*no = (uint32_t)r->npacks++;
 	*fresh = true;
 	r->st.packs++;
@@ -393,8 +397,24 @@ int cs_index_load(struct cs_repo *r, char *why, size_t whylen)
 		bool fresh;
 		void *buf;
 
+		unsigned good = 0;
+		struct cs_redund g = { 0 };
+		bool weak;
+
 		if (pack_known(r, names[i]))
 			continue;
+		/* A pack no index names is either one whose index object was
+		   lost, or the leftover of a push that failed before its
+		   index: trust it only when every fragment is there, so
+		   that a half-written pack is written again, whole, rather
+		   than deduplicated against. */
+		cs_obj_fragments(r, names[i], &good, &g, NULL, 0);
+		weak = !good || good < g.m + g.k;
+		if (weak)
+			cs_warn(r, "%s: in no index object and %u of %u "
+				"fragments good (an interrupted push?): read "
+				"from, not deduplicated against", names[i],
+				good, g.m + g.k);
 		rc = cs_obj_get(r, names[i], &buf, &len, owhy, sizeof(owhy));
 		if (!rc) {
 			cs_sha256(buf, len, id);
@@ -420,10 +440,12 @@ int cs_index_load(struct cs_repo *r, char *why, size_t whylen)
 			continue;
 		}
 		rc = pack_add(r, id, len, &no, &fresh);
+		if (!rc)
+			r->pack_weak[no] = weak;
 		for (size_t j = 0; !rc && j < nb; j++)
 			rc = tab_add(r, &blobs[j], no);
-		/* in no index object: the next flush records it */
-		if (!rc)
+		/* in no index object: the next flush records it, if whole */
+		if (!rc && !weak)
 			rc = pending_add(r, id, len, blobs, nb);
 		free(blobs);
 		if (rc)
@@ -479,6 +501,7 @@ static int pack_write(struct cs_repo *r, char *why, size_t whylen)
 		return rc;
 	if ((rc = pack_add(r, id, plen, &no, &fresh)))
 		return rc;
+	r->pack_weak[no] = false;	/* written whole just now */
 	/* the open pack's chunks now live in pack `no` */
 	for (size_t i = 0; i < r->nob; i++) {
 		struct cs_ient *e = tab_find(r, r->oblobs[i].id);
@@ -497,6 +520,7 @@ static int pack_write(struct cs_repo *r, char *why, size_t whylen)
 int cs_chunk_put(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
 		 const void *data, size_t len, char *why, size_t whylen)
 {
+	struct cs_ient *e;
 	struct cs_blob b;
 	size_t bound, c;
 	int rc;
@@ -507,7 +531,8 @@ int cs_chunk_put(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
 		return -EINVAL;
 	r->st.put_chunks++;
 	r->st.put_bytes += len;
-	if (tab_find(r, id))
+	if ((e = tab_find(r, id)) &&
+	    (e->pack == OPEN_PACK || !r->pack_weak[e->pack]))
 		return 1;
 	if (!r->zc && !(r->zc = ZSTD_createCCtx()))
 		return -ENOMEM;
@@ -538,8 +563,14 @@ int cs_chunk_put(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
 	}
 	r->open.len += b.clen;
 	r->oblobs[r->nob++] = b;
-	if ((rc = tab_add(r, &b, OPEN_PACK)))
+	if (e) {			/* was in an incomplete pack: move it */
+		e->pack = OPEN_PACK;
+		e->off = b.off;
+		e->clen = b.clen;
+		e->flags = b.flags;
+	} else if ((rc = tab_add(r, &b, OPEN_PACK))) {
 		return rc;
+	}
 	r->st.put_new++;
 	r->st.put_new_bytes += len;
 	if (r->open.len >= CS_PACK_TARGET && (rc = pack_write(r, why, whylen)))
@@ -680,6 +711,7 @@ void cs_repo_index_free(struct cs_repo *r)
 	free(r->tab);
 	free(r->packs);
 	free(r->pack_bytes);
+	free(r->pack_weak);
 	free(r->open.p);
 	free(r->oblobs);
 	free(r->cache);

@@ -257,7 +257,7 @@ int cs_obj_put(struct cs_repo *r, const char *name, const void *buf,
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 
-		if (b->down)
+		if (b->down || b->full)
 			continue;
 		if ((rc = b->ops->space(b, &space[i]))) {
 			mark_down(r, b, rc, "free space");
@@ -279,7 +279,16 @@ int cs_obj_put(struct cs_repo *r, const char *name, const void *buf,
 		if ((rc = b->ops->put(b, name, frags[done], flen))) {
 			snprintf(last, sizeof(last), "%s: %s", b->label,
 				 strerror(-rc));
-			mark_down(r, b, rc, "writing");
+			if (rc == -ENOSPC || rc == -EDQUOT) {
+				/* full, not broken: its fragments still read */
+				if (!b->full)
+					cs_warn(r, "%s: writing %s: %s; no more "
+						"writes to this benefactor",
+						b->label, name, strerror(-rc));
+				b->full = true;
+			} else {
+				mark_down(r, b, rc, "writing");
+			}
 			continue;
 		}
 		done++;

@@ -13,6 +13,10 @@
 #   - a corrupted fragment is detected (restore still works and names the
 #     benefactor; check --read-data fails); two corrupted fragments of an
 #     rs=2+1 pack make the restore fail with a clear error, never wrong bytes;
+#   - base-layer files in a directory versionfs never listed are pushed
+#     from the backing directory (hard links, symlinks, xattrs too);
+#   - a full benefactor: an rs=2+1 push is refused naming it and
+#     ENOSPC, restores still work, replicas=2 goes to the other two;
 #   - stats reports the dedup ratio; a push from the unmounted store works.
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
@@ -26,6 +30,15 @@ b2=$(make_fs ext4:b2 96M)
 b3=$(make_fs ext4:b3 96M)
 data=$(make_fs ext4:data 256M)
 B=$data/backing M=$T/mnt
+# a base layer: files already there before the first mount, in a
+# directory nobody lists before the first pushes (its entries are not in
+# the index yet: push reads them from the backing directory)
+mkdir -p "$B/old/sub"
+head -c 700000 /dev/urandom >"$B/old/data"
+echo base >"$B/old/sub/note"
+ln "$B/old/data" "$B/old/sub/data-link"
+ln -s ../data "$B/old/sub/sym"
+setfattr -n user.base -v yes "$B/old/sub/note"
 vfs_mount "$B" "$M"
 
 # tree_list DIR: every entry with type, mode, owner, size (files),
@@ -142,6 +155,36 @@ dr=$(sed -n 's/^dedup_ratio //p' "$T/stats")
 awk -v d="$dr" 'BEGIN { exit !(d > 3.0) }' ||
 	fail "four checkpoints of mostly the same data: dedup ratio $dr"
 
+note "a benefactor fills up"
+mkdir "$b3/filler"
+dd if=/dev/zero of="$b3/filler/big" bs=1M status=none 2>/dev/null
+sync	# delayed allocation reserved more than it used: fill that too
+for i in $(seq 200); do
+	head -c 4096 /dev/zero >"$b3/filler/$i" 2>/dev/null || break
+done
+sync
+head -c 300000 /dev/urandom >"$M/after-full"
+c5=$(ctl checkpoint "$M") || fail "checkpoint 5"
+if "$CHUNK" push "$B" --to "dir:$b1/rs,$b2/rs,$b3/rs?rs=2+1" --checkpoint "$c5" \
+	>/dev/null 2>"$T/err"; then
+	fail "rs=2+1 push succeeded with a full benefactor"
+fi
+grep -q "dir:$b3/rs.*No space left on device" "$T/err" ||
+	{ cat "$T/err"; fail "the full benefactor is not named"; }
+"$RESTORE" "dir:$b1/rs,$b2/rs,$b3/rs" --checkpoint "$c4" --plain "$T/r-full" \
+	>/dev/null || fail "restore while a benefactor is full"
+same_tree "$M/.checkpoints/$c4" "$T/r-full" "checkpoint $c4, benefactor full"
+"$CHUNK" push "$B" --to "dir:$b1/rep,$b2/rep,$b3/rep?replicas=2" --checkpoint "$c5" \
+	>/dev/null 2>"$T/err" || { cat "$T/err"; fail "replicas=2 push with one full benefactor of three"; }
+"$RESTORE" "dir:$b1/rep,$b2/rep,$b3/rep" --checkpoint "$c5" --plain "$T/r-full5" \
+	>/dev/null || fail "restore of checkpoint $c5"
+same_tree "$M/.checkpoints/$c5" "$T/r-full5" "checkpoint $c5, pushed beside a full benefactor"
+rm -rf "$b3/filler"
+"$CHUNK" push "$B" --to "dir:$b1/rs,$b2/rs,$b3/rs?rs=2+1" --checkpoint "$c5" \
+	>/dev/null || fail "push once space is back"
+"$CHUNK" check "dir:$b1/rs,$b2/rs,$b3/rs?rs=2+1" >/dev/null 2>&1 ||
+	fail "check after a refused push"
+
 note "one benefactor unmounted"
 umount "$b2" || fail "umount $b2"
 for mm in $modes; do
@@ -194,5 +237,5 @@ mkdir -p "$b1/off" "$b2/off" "$b3/off"
 "$CHUNK" init "$spec" || fail "off: init"
 "$CHUNK" push "$B" --to "$spec" >/dev/null || fail "push of the newest checkpoint, unmounted"
 "$RESTORE" "$spec" --plain "$T/r5" >/dev/null || fail "restore of the newest"
-same_tree "$T/r.rep.$c4" "$T/r5" "newest checkpoint, pushed unmounted"
+same_tree "$T/r-full5" "$T/r5" "newest checkpoint, pushed unmounted"
 echo "ok t0800-chunkstore"
