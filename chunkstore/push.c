@@ -658,7 +658,7 @@ static int cmp_name(const void *a, const void *b)
 }
 
 static int push_base_dir(struct push *p, const char *path, const char *brel,
-			 unsigned depth)
+			 bool root, unsigned depth)
 {
 	char full[4200], **names = NULL, *sub = NULL, *subrel = NULL;
 	size_t n = 0, cap = 0;
@@ -676,7 +676,7 @@ static int push_base_dir(struct push *p, const char *path, const char *brel,
 			      "%s: %s", path, brel, strerror(errno));
 	while ((errno = 0, e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-		    (!*brel && (!strcmp(e->d_name, VFS_STORE_DIR) ||
+		    (root && (!strcmp(e->d_name, VFS_STORE_DIR) ||
 				!strcmp(e->d_name, ".checkpoints"))))
 			continue;
 		if ((rc = vfs_grow((void **)&names, &cap, n + 1,
@@ -717,7 +717,8 @@ static int push_base_dir(struct push *p, const char *path, const char *brel,
 			if (pass == 0)
 				rc = push_base_entry(p, sub, full, &sb);
 			else if (S_ISDIR(sb.st_mode))
-				rc = push_base_dir(p, sub, subrel, depth + 1);
+				rc = push_base_dir(p, sub, subrel, false,
+						   depth + 1);
 			if (rc)
 				goto out;
 		}
@@ -772,7 +773,7 @@ static int push_tree(struct push *p, const char *path, uint64_t dir,
 				      "%s", path, strerror(-rc));
 		if (!(brel = strndup(base.aux ? base.aux : "", base.auxlen)))
 			return -ENOMEM;
-		rc = push_base_dir(p, path, brel, depth);
+		rc = push_base_dir(p, path, brel, dir == VFS_ROOT_INO, depth);
 		free(brel);
 		return rc;
 	}

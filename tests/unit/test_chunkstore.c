@@ -7,12 +7,15 @@
  * past k; packs, the chunk index and dedup through a repository over
  * temporary benefactor directories, with the index objects removed (rebuilt
  * from the packs) and benefactors gone; manifests round trip; truncated and
- * garbage packs, fragments and manifests refused with a reason.  Push and
- * restore of real checkpoints, FsCH's incremental chunks and loop-mounted
- * benefactors are in tests/integration/t0800-chunkstore.sh.
+ * garbage packs, fragments and manifests refused with a reason; FsCH push
+ * of a store built through the index API (opened read-only, no lock):
+ * one page changed reads and stores one 64 KiB chunk, nothing changed
+ * reads nothing, and the plain restore is byte-identical.  Real mounts and
+ * loop-mounted benefactors are in tests/integration/t0800-chunkstore.sh.
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,7 @@
 #include <unistd.h>
 
 #include "chunkstore/chunkstore.h"
+#include "versionfs/store/store.h"
 
 static uint64_t rnd(uint64_t *s)
 {
@@ -476,6 +480,141 @@ START_TEST(manifest_roundtrip)
 }
 END_TEST
 
+/* ---- push and restore of a store built through the index API ---- */
+
+#define NPG	40		/* file 2: 160 KiB, FsCH chunks 64+64+32 KiB */
+
+/*
+ * Checkpoint 1: file "f" (ino 2) with pages 0-39 written in epoch 1.
+ * Checkpoint 2: page 20 (in the second FsCH chunk) rewritten.
+ * Checkpoint 3: nothing changed.
+ */
+static int build_store(bt_txn *txn, void *arg)
+{
+	struct bt_inode root, f = { .ino = 2, .ver = 1, .type = S_IFREG,
+				    .flags = BT_INO_DATA | BT_INO_ATTR,
+				    .data_ver = 1, .size = NPG * VFS_PAGE };
+	struct bt_ckpt c = { .id = 1, .state = BT_CKPT_ACTIVE };
+	int rc;
+
+	(void)arg;
+	f.attr.mode = S_IFREG | 0640;
+	f.attr.nlink = 1;
+	f.attr.mtime_sec = 1000;
+	if ((rc = bt_inode_get(txn, 1, 0, &root)))
+		return rc;
+	root.flags |= BT_INO_LISTED;
+	if ((rc = bt_inode_put(txn, &root)) ||
+	    (rc = bt_inode_put(txn, &f)) ||
+	    (rc = bt_ext_set(txn, 2, 1, 0, NPG, 1)) ||
+	    (rc = bt_dir_add(txn, 1, "f", 1, 1, 2, S_IFREG)) ||
+	    (rc = bt_ckpt_put(txn, &c)))
+		return rc;
+	f.ver = f.data_ver = 2;
+	c.id = 2;
+	c.parent = 1;
+	if ((rc = bt_inode_put(txn, &f)) ||
+	    (rc = bt_ext_clone(txn, 2, 1, 2)) ||
+	    (rc = bt_ext_set(txn, 2, 2, 20, 1, 2)) ||
+	    (rc = bt_ckpt_put(txn, &c)))
+		return rc;
+	c.id = 3;
+	c.parent = 2;
+	if ((rc = bt_ckpt_put(txn, &c)) ||
+	    (rc = bt_kv_put_u64(txn, "epoch", 4)) ||
+	    (rc = bt_kv_put_u64(txn, "parent", 3)))
+		return rc;
+	return 0;
+}
+
+static void page_fill(unsigned char *buf, uint64_t pg, uint64_t ver)
+{
+	fill(buf, VFS_PAGE, pg * 131 + ver);
+}
+
+START_TEST(push_fsch)
+{
+	char backing[64] = "/tmp/cs-store.XXXXXX", spec[512], why[CS_WHY_LEN];
+	char path[256], cmd[256];
+	unsigned char pg[VFS_PAGE], *want = malloc(NPG * VFS_PAGE);
+	unsigned char *got = malloc(NPG * VFS_PAGE + 1);
+	struct cs_push_opts po = { .chunking = CS_FSCH };
+	struct cs_push_result res;
+	struct vstore *st;
+	struct cs_repo *r;
+	unsigned char sid[16];
+	char mname[128];
+	FILE *f;
+	int fd;
+
+	ck_assert_ptr_nonnull(mkdtemp(backing));
+	vfs_log_init(true, false);
+	ck_assert_int_eq(store_open(backing, STORE_CREATE, &st), 0);
+	ck_assert_int_eq(bt_txn_run(store_env(st), build_store, NULL), 0);
+	fd = store_open_content(st, 2, 1, O_RDWR | O_CREAT);
+	ck_assert_int_ge(fd, 0);
+	for (uint64_t i = 0; i < NPG; i++) {
+		page_fill(pg, i, 1);
+		ck_assert_int_eq(pwrite(fd, pg, VFS_PAGE, (off_t)(i * VFS_PAGE)),
+				 VFS_PAGE);
+	}
+	close(fd);
+	fd = store_open_content(st, 2, 2, O_RDWR | O_CREAT);
+	page_fill(pg, 20, 2);
+	ck_assert_int_eq(pwrite(fd, pg, VFS_PAGE, 20 * VFS_PAGE), VFS_PAGE);
+	close(fd);
+	ck_assert_int_eq(store_id(st, sid), 0);
+	store_close(st);
+	/* read-only, no lock: as beside a daemon */
+	ck_assert_int_eq(store_open(backing, STORE_RDONLY, &st), 0);
+
+	mk_benef();
+	spec_of(spec, sizeof(spec), "?rs=2+1");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_push(r, st, 1, &po, &res, why, sizeof(why)), 0);
+	ck_assert_uint_eq(res.new_chunks, 3);
+	ck_assert_uint_eq(res.read_bytes, NPG * VFS_PAGE);
+	/* one page changed: only its 64 KiB chunk is read and stored */
+	ck_assert_int_eq(cs_push(r, st, 2, &po, &res, why, sizeof(why)), 0);
+	ck_assert_uint_eq(res.read_bytes, 65536);
+	ck_assert_uint_eq(res.new_chunks, 1);
+	ck_assert_uint_eq(res.reused_bytes, NPG * VFS_PAGE - 65536);
+	/* nothing changed: nothing read */
+	ck_assert_int_eq(cs_push(r, st, 3, &po, &res, why, sizeof(why)), 0);
+	ck_assert_uint_eq(res.read_bytes, 0);
+	ck_assert_uint_eq(res.new_chunks, 0);
+	ck_assert_int_eq(cs_push(r, st, 2, &po, &res, why, sizeof(why)), 0);
+	ck_assert(res.already);
+	ck_assert_int_eq(cs_push(r, st, 9, &po, &res, why, sizeof(why)),
+			 -ENOENT);
+
+	/* checkpoint 2 restored: page 20 new, the rest from epoch 1 */
+	for (uint64_t i = 0; i < NPG; i++)
+		page_fill(want + i * VFS_PAGE, i, i == 20 ? 2 : 1);
+	cs_manifest_name(mname, sizeof(mname), sid, 2);
+	snprintf(path, sizeof(path), "%s/restored", tdir);
+	ck_assert_msg(cs_restore_plain(r, mname, path, NULL, why,
+				       sizeof(why)) == 0, "%s", why);
+	snprintf(path, sizeof(path), "%s/restored/f", tdir);
+	ck_assert_ptr_nonnull(f = fopen(path, "r"));
+	ck_assert_uint_eq(fread(got, 1, NPG * VFS_PAGE + 1, f), NPG * VFS_PAGE);
+	fclose(f);
+	ck_assert(!memcmp(got, want, NPG * VFS_PAGE));
+	/* not into a directory that holds something */
+	snprintf(path, sizeof(path), "%s/restored", tdir);
+	ck_assert_int_eq(cs_restore_plain(r, mname, path, NULL, why,
+					  sizeof(why)), -ENOTEMPTY);
+	cs_repo_close(r);
+	store_close(st);
+	rm_benef();
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", backing);
+	ck_assert_int_eq(system(cmd), 0);
+	free(want);
+	free(got);
+}
+END_TEST
+
 static Suite *chunk_suite(void)
 {
 	Suite *s = suite_create("chunkstore");
@@ -498,6 +637,10 @@ static Suite *chunk_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("manifest");
 	tcase_add_test(tc, manifest_roundtrip);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("push");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, push_fsch);
 	suite_add_tcase(s, tc);
 	return s;
 }
