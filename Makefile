@@ -52,10 +52,16 @@ LMDB_LIBS   := $(shell $(PKG_CONFIG) --libs lmdb 2>/dev/null)
 FUSE_LIBS   := $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null)
 ATTR_LIBS   := $(shell $(PKG_CONFIG) --libs libattr 2>/dev/null)
 XXH_LIBS    := $(shell $(PKG_CONFIG) --libs libxxhash 2>/dev/null)
+# The chunk store: OpenSSL's SHA-256, zstd, ISA-L's erasure codes (libisal
+# ships a .pc file on Debian 12; -lisal if pkg-config cannot find it).
+CHUNK_PKGS  := libcrypto libzstd
+CHUNK_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(CHUNK_PKGS) 2>/dev/null)
+CHUNK_LIBS  := $(shell $(PKG_CONFIG) --libs $(CHUNK_PKGS) 2>/dev/null) \
+               $(or $(shell $(PKG_CONFIG) --libs libisal 2>/dev/null),-lisal)
 CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS  := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
-ALL_CFLAGS  = $(BASEFLAGS) $(WARN) -I. $(PKG_CFLAGS) $(CFLAGS) -MMD -MP
+ALL_CFLAGS  = $(BASEFLAGS) $(WARN) -I. $(PKG_CFLAGS) $(CHUNK_CFLAGS) $(CFLAGS) -MMD -MP
 
 # ---- sources ---------------------------------------------------------------
 BTREE_SRC   := $(wildcard btree/*.c)
@@ -91,11 +97,19 @@ TRANSPORT_SRC := $(wildcard replicator/transport/*.c)
 TRANSPORT_LIB := $(BUILD)/libvfstransport.a
 CRYPTO_LIBS := $(shell $(PKG_CONFIG) --libs libcrypto 2>/dev/null)
 
+# libvfschunk (chunkstore/): above the store library, below its tools.
+CHUNK_SRC   := $(wildcard chunkstore/*.c)
+CHUNK_LIB   := $(BUILD)/libvfschunk.a
+CHUNKTOOL_SRC := $(wildcard versionfs/tools/chunk/*.c)
+RESTORE_SRC := $(wildcard versionfs/tools/restore/*.c)
+
 PROGS       := $(BUILD)/versionfs $(BUILD)/versionfs-ctl \
                $(BUILD)/versionfs-clean $(BUILD)/versionfs-fsck \
-               $(BUILD)/versionfs-send $(BUILD)/versionfs-recv
+               $(BUILD)/versionfs-send $(BUILD)/versionfs-recv \
+               $(BUILD)/versionfs-chunk $(BUILD)/versionfs-restore
 LIBS_OUT    := $(BTREE_LIB) $(CLIENT_LIB) $(CLIENT_SO) $(CLIENT_HDR) \
-               $(STORE_LIB) $(CLEANER_LIB) $(TRANSPORT_LIB) $(REP_LIB)
+               $(STORE_LIB) $(CLEANER_LIB) $(TRANSPORT_LIB) $(REP_LIB) \
+               $(CHUNK_LIB)
 # What a program that reads a store links, in link order.
 STORE_LINK  = $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(LMDB_LIBS) \
               $(ATTR_LIBS) $(XXH_LIBS)
@@ -151,6 +165,9 @@ $(TRANSPORT_LIB): $(TRANSPORT_SRC:%.c=$(BUILD)/obj/%.o)
 $(REP_LIB): $(REP_SRC:%.c=$(BUILD)/obj/%.o)
 	rm -f $@ && $(AR) rcs $@ $^
 
+$(CHUNK_LIB): $(CHUNK_SRC:%.c=$(BUILD)/obj/%.o)
+	rm -f $@ && $(AR) rcs $@ $^
+
 $(BUILD)/versionfs: $(DAEMON_OBJ) $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJ) \
 	    $(CLEANER_LIB) $(STORE_LINK) $(FUSE_LIBS)
@@ -170,6 +187,16 @@ $(BUILD)/versionfs-fsck: $(FSCK_SRC:%.c=$(BUILD)/obj/%.o) $(STORE_LIB) $(CLIENT_
 # The replicator's commands: libvfsrep on the store library, no FUSE.
 $(BUILD)/versionfs-send $(BUILD)/versionfs-recv: $(BUILD)/versionfs-%: $(BUILD)/obj/replicator/tools/%.o $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(REP_LIB) $(STORE_LINK)
+
+$(BUILD)/versionfs-chunk: $(CHUNKTOOL_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ \
+	    $(CHUNKTOOL_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(STORE_LINK) \
+	    $(CHUNK_LIBS)
+
+$(BUILD)/versionfs-restore: $(RESTORE_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ \
+	    $(RESTORE_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(STORE_LINK) \
+	    $(CHUNK_LIBS)
 
 # Unit suites: test_btree_* link libvfsbtree, test_store the store library,
 # test_daemon the daemon's objects (its pure parts: page sets, tags).
@@ -198,6 +225,11 @@ $(BUILD)/tests/test_transport: tests/unit/test_transport.c $(TRANSPORT_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(TRANSPORT_LIB) $(CRYPTO_LIBS) $(CHECK_LIBS)
+
+$(BUILD)/tests/test_chunkstore: tests/unit/test_chunkstore.c $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
+	    $(CHUNK_LIB) $(STORE_LINK) $(CHUNK_LIBS) $(CHECK_LIBS)
 
 $(BUILD)/tests/%: tests/helpers/%.c
 	@mkdir -p $(@D)
@@ -228,6 +260,12 @@ $(BUILD)/bench/%: bench/%.c $(BTREE_LIB) $(CLIENT_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(CLIENT_LIB) $(BTREE_LIB) \
 	    $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
+
+# The chunk store's micro-benchmark links libvfschunk and its libraries.
+$(BUILD)/bench/chunkstore: bench/chunkstore.c $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(CHUNK_LIB) $(STORE_LINK) \
+	    $(CHUNK_LIBS)
 
 tests-build: all $(UNIT_BIN) $(TEST_HELPERS) $(BUILD)/bench/passthrough $(BUILD)/bench/mdtest
 
@@ -281,6 +319,8 @@ install: all
 	for p in $(PROGS); do $(INSTALL) -m 755 $$p $(DESTDIR)$(bindir)/; done
 	$(INSTALL) -m 644 $(BTREE_LIB) $(DESTDIR)$(libdir)/
 	$(INSTALL) -m 644 $(REP_LIB) $(DESTDIR)$(libdir)/
+
+	$(INSTALL) -m 644 $(CHUNK_LIB) $(DESTDIR)$(libdir)/
 	$(INSTALL) -m 644 btree/btree.h $(DESTDIR)$(includedir)/versionfs/
 	if [ -f $(CLIENT_LIB) ]; then \
 	    $(INSTALL) -m 644 $(CLIENT_LIB) $(DESTDIR)$(libdir)/; \
@@ -305,6 +345,8 @@ uninstall:
 	        libexecdir=$(libexecdir) sysconfdir=$(sysconfdir) uninstall; fi
 	for p in $(notdir $(PROGS)); do rm -f $(DESTDIR)$(bindir)/$$p; done
 	rm -f $(DESTDIR)$(libdir)/libvfsbtree.a $(DESTDIR)$(libdir)/libvfsrep.a \
+
+	rm -f $(DESTDIR)$(libdir)/libvfsbtree.a $(DESTDIR)$(libdir)/libvfschunk.a \
 	    $(DESTDIR)$(libdir)/libversionfs.*
 	rm -rf $(DESTDIR)$(includedir)/versionfs $(DESTDIR)$(datadir)/versionfs
 	for m in $(notdir $(MANPAGES)); do \

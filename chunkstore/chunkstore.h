@@ -1,0 +1,365 @@
+/*
+ * chunkstore.h — libvfschunk: the chunk store.  Checkpoints of a versionfs
+ * store cut into chunks named by their SHA-256, deduplicated, compressed
+ * with zstd, aggregated into packs, and striped with redundancy over
+ * benefactor directories; one manifest per checkpoint rebuilds it
+ * anywhere.  versionfs-chunkstore(5) is the format, this header the
+ * library's manual; versionfs-chunk(8) and versionfs-restore(8) are its
+ * commands.
+ *
+ * LAYERS, lowest first (each may call only those before it):
+ *
+ *   hash, chunking    cs_sha256, cs_cdc_cut, cs_fsch_cut        chunk.c
+ *   fragments         an object -> N fragments (replicas, XOR   frag.c
+ *                     parity, Reed-Solomon through ISA-L), each
+ *                     with a checked header; and back from any
+ *                     M of them
+ *   backends          put/get/exists/list/delete of named       backend.c
+ *                     objects on one benefactor (dir:)
+ *   repository        a SPEC: benefactors + redundancy; whole   repo.c
+ *                     objects in, whole objects out
+ *   packs, index      chunks in packs, the chunk -> pack index   pack.c
+ *   manifests         a checkpoint's tree and chunk lists       manifest.c
+ *   push, restore     a versionfs store <-> the chunk store     push.c,
+ *                                                               restore.c
+ *
+ * ERRORS.  Functions return 0 (or a documented non-negative value) or a
+ * negative errno; CS_ECORRUPT for damaged stored data.  Nothing here
+ * prints: where a caller needs to say more than errno, a `why` buffer
+ * names the object, the benefactor and the field at fault, and
+ * cs_repo_warnings() hands back what a read skipped (a benefactor that is
+ * missing, a fragment that is corrupt).
+ *
+ * THREADS.  A struct cs_repo is used by one thread at a time.
+ */
+#ifndef VFS_CHUNKSTORE_H
+#define VFS_CHUNKSTORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "btree/btree.h"
+
+#define CS_ECORRUPT	BT_ECORRUPT	/* -EUCLEAN: stored data is damaged */
+#define CS_ID_LEN	32		/* SHA-256 */
+#define CS_HEX_LEN	65		/* 64 hex digits and a NUL */
+#define CS_WHY_LEN	256
+
+/* ---- hashing and chunking (chunk.c) -------------------------------------- */
+
+/* SHA-256 of p[0..n) (OpenSSL's EVP, SHA-NI where the CPU has it). */
+void cs_sha256(const void *p, size_t n, unsigned char out[CS_ID_LEN]);
+/* Lower-case hex of an id, NUL-terminated. */
+void cs_id_hex(const unsigned char id[CS_ID_LEN], char hex[CS_HEX_LEN]);
+/* Parse 64 hex digits: 0 or -EINVAL. */
+int cs_id_parse(const char *hex, unsigned char id[CS_ID_LEN]);
+
+enum cs_chunking { CS_FSCH = 1, CS_CDC = 2 };
+
+/* FsCH: chunks of CS_FSCH_SIZE bytes at offsets that are multiples of it. */
+#define CS_FSCH_SIZE	(64u << 10)
+/* FastCDC: no chunk below MIN (except a file's last), none above MAX,
+   normalized around AVG (level 2: a harder mask before AVG, an easier one
+   after). */
+#define CS_CDC_MIN	(16u << 10)
+#define CS_CDC_AVG	(64u << 10)
+#define CS_CDC_MAX	(256u << 10)
+
+/*
+ * FastCDC (Xia et al., USENIX ATC 2016, with normalized chunking): the
+ * length of the first chunk of p[0..n), where p[n] is the end of the data
+ * or of what the caller has buffered (then n >= CS_CDC_MAX is needed for
+ * the cut to be final).  A cut depends only on the bytes since the
+ * previous cut, so an insertion moves the cuts near it and no others.
+ */
+size_t cs_cdc_cut(const unsigned char *p, size_t n);
+
+/* ---- fragments (frag.c) --------------------------------------------------- */
+
+enum cs_scheme { CS_REPLICA = 1, CS_XOR = 2, CS_RS = 3 };
+
+/*
+ * Redundancy of an object: N = m + k fragments of which any m rebuild it.
+ * replicas=r is {CS_REPLICA, 1, r - 1} (each fragment is the whole object);
+ * parity is {CS_XOR, n - 1, 1} over n benefactors; rs=M+K is {CS_RS, M, K}.
+ */
+struct cs_redund {
+	int scheme;			/* enum cs_scheme */
+	unsigned m, k;			/* m >= 1, m + k <= CS_MAX_FRAGS */
+};
+#define CS_MAX_FRAGS	32
+#define CS_FRAG_HDR	96		/* bytes of a fragment's header */
+
+/*
+ * Cut object obj[0..len), named `name`, into r->m + r->k fragments, each
+ * CS_FRAG_HDR + payload bytes, in frags[i] (malloc'ed; *fraglen is the
+ * common size).  -EINVAL for a bad scheme, -ENOMEM.
+ */
+int cs_frag_encode(const struct cs_redund *r, const char *name,
+		   const void *obj, size_t len, unsigned char **frags,
+		   size_t *fraglen);
+/*
+ * Check one fragment: magic, version, geometry, that it belongs to
+ * `name`, and its checksum.  0 and its index in *idx (and its geometry in
+ * *r), or CS_ECORRUPT with the field at fault in why.
+ */
+int cs_frag_check(const char *name, const unsigned char *f, size_t len,
+		  unsigned *idx, struct cs_redund *r, char *why, size_t whylen);
+/*
+ * Rebuild the object from fragments: frags[i], lens[i] for i < n (NULL:
+ * lost), at most CS_MAX_FRAGS.  Each is checked; a corrupt one counts as
+ * lost.  Needs any m good fragments of one geometry.  *obj is malloc'ed
+ * and its SHA-256 checked against the headers'.  CS_ECORRUPT (or -EIO,
+ * too few fragments) with the reason in why.
+ */
+int cs_frag_decode(const char *name, unsigned char *const *frags,
+		   const size_t *lens, unsigned n, void **obj, size_t *len,
+		   char *why, size_t whylen);
+
+/* ---- backends (backend.c) -------------------------------------------------- */
+
+/*
+ * One benefactor: a flat space of named objects.  Names are "kind/rest"
+ * (kind one of "pack", "index", "manifest"), [a-z0-9/._-] only.  put is
+ * atomic and durable when it returns (dir: a temporary file, fsync,
+ * rename, fsync of the directory); get of a missing object is -ENOENT.
+ * A Ceph RADOS backend would implement the same five operations.
+ */
+struct cs_backend;
+struct cs_backend_ops {
+	int (*put)(struct cs_backend *b, const char *name, const void *buf,
+		   size_t len);
+	int (*get)(struct cs_backend *b, const char *name, void **buf,
+		   size_t *len);
+	int (*exists)(struct cs_backend *b, const char *name);	/* 1/0 */
+	int (*list)(struct cs_backend *b, const char *kind,
+		    int (*cb)(const char *name, void *arg), void *arg);
+	int (*del)(struct cs_backend *b, const char *name);
+	int (*space)(struct cs_backend *b, uint64_t *avail);	/* bytes */
+	void (*close)(struct cs_backend *b);
+};
+struct cs_backend {
+	const struct cs_backend_ops *ops;
+	char *label;			/* "dir:/mnt/b1", for messages */
+	bool down;			/* failed an operation: skipped */
+	bool full;			/* out of space: not written to, still
+					   read */
+	int err;			/* the error that marked it down */
+};
+
+/* A dir: backend over directory `path`, which must hold the marker
+   ".vfschunk" (-ENOMEDIUM if not: an unmounted benefactor shows an empty
+   mount point); with init the marker and the kind subdirectories are
+   created first.  -errno if it cannot be used, CS_ECORRUPT for a bad
+   marker. */
+int cs_dir_open(const char *path, bool init, struct cs_backend **out);
+
+/* ---- the repository (repo.c) ------------------------------------------------- */
+
+struct cs_repo;
+
+/*
+ * Open SPEC "dir:/b1,/b2,...[?replicas=R | ?parity | ?rs=M+K]" (default
+ * replicas=1 over one benefactor, else replicas=2).  A benefactor that
+ * cannot be opened is marked down and named in the warnings; it is an
+ * error only when fewer than m + k answer for writing (CS_OPEN_WRITE) or
+ * none answers.  why gets the reason of a failure.
+ */
+#define CS_OPEN_WRITE	0x1
+#define CS_OPEN_INIT	0x2	/* create the benefactors' markers */
+int cs_repo_open(const char *spec, unsigned flags, struct cs_repo **out,
+		 char *why, size_t whylen);
+void cs_repo_close(struct cs_repo *r);
+/* The redundancy objects are written with, and the benefactors. */
+const struct cs_redund *cs_repo_redund(const struct cs_repo *r);
+unsigned cs_repo_nbenef(const struct cs_repo *r);
+struct cs_backend *cs_repo_benef(const struct cs_repo *r, unsigned i);
+/* Messages about skipped benefactors and fragments since the last call
+   (one per line, "" if none); the string lives until the next call. */
+const char *cs_repo_warnings(struct cs_repo *r);
+
+/* Write whole object `name`: its fragments over the benefactors with the
+   most space that answer, each durable before return.  -EIO (why) if
+   fewer than m + k benefactors take one. */
+int cs_obj_put(struct cs_repo *r, const char *name, const void *buf,
+	       size_t len, char *why, size_t whylen);
+/* Read object `name` from any m good fragments (malloc'ed *buf). */
+int cs_obj_get(struct cs_repo *r, const char *name, void **buf, size_t *len,
+	       char *why, size_t whylen);
+/* 1 if some benefactor holds a fragment of `name`, else 0. */
+int cs_obj_exists(struct cs_repo *r, const char *name);
+/* Every object name of `kind` any benefactor holds, sorted, once each.
+   *names is an array of malloc'ed strings; cs_names_free frees it. */
+int cs_obj_list(struct cs_repo *r, const char *kind, char ***names,
+		size_t *n);
+void cs_names_free(char **names, size_t n);
+/*
+ * Fragments of `name`: how many of its m + k exist and pass their
+ * checks (*good), and the geometry they claim.  With why, the first
+ * problem found (a missing or corrupt fragment, naming the benefactor).
+ */
+int cs_obj_fragments(struct cs_repo *r, const char *name, unsigned *good,
+		     struct cs_redund *geom, char *why, size_t whylen);
+
+/* ---- packs and the chunk index (pack.c) ------------------------------------ */
+
+#define CS_PACK_TARGET	(4u << 20)	/* a pack is closed past this */
+
+/* One blob of a pack: where chunk `id` is and how it is stored. */
+struct cs_blob {
+	unsigned char id[CS_ID_LEN];
+	uint64_t off;			/* in the pack */
+	uint32_t clen;			/* stored bytes */
+	uint32_t ulen;			/* chunk bytes */
+	uint32_t flags;			/* CS_BLOB_* */
+};
+#define CS_BLOB_ZSTD	0x1		/* stored zstd-compressed */
+
+/*
+ * Parse a pack's header (at its end): magic, version, counts, checksum,
+ * blobs in order inside the blob area.  *blobs malloc'ed.  CS_ECORRUPT
+ * with why.
+ */
+int cs_pack_parse(const void *pack, size_t len, struct cs_blob **blobs,
+		  size_t *n, char *why, size_t whylen);
+/* Decode blob b of a pack into out (b->ulen bytes), checking its id. */
+int cs_blob_read(const void *pack, size_t len, const struct cs_blob *b,
+		 void *out, char *why, size_t whylen);
+
+/*
+ * The chunk index of the repository, loaded on first use from every
+ * "index/" object, and from the header of every pack no index object
+ * names and whose m + k fragments are all good (so the index is rebuilt
+ * from packs alone when index objects are lost, while a pack a failed
+ * push left incomplete is ignored and its chunks are written again).  cs_chunk_put returns 1 when the chunk is already stored (dedup,
+ * nothing written), 0 when it was added to the open pack; the open pack
+ * is written when it passes CS_PACK_TARGET and by cs_chunk_flush, which
+ * then writes one index object for the packs written since the last.
+ */
+int cs_index_load(struct cs_repo *r, char *why, size_t whylen);
+int cs_chunk_has(struct cs_repo *r, const unsigned char id[CS_ID_LEN]);
+int cs_chunk_put(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
+		 const void *data, size_t len, char *why, size_t whylen);
+int cs_chunk_flush(struct cs_repo *r, char *why, size_t whylen);
+/* Read chunk id (len bytes) into out; the last pack read is cached. */
+int cs_chunk_get(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
+		 void *out, size_t len, char *why, size_t whylen);
+
+struct cs_stats {
+	uint64_t packs, pack_bytes;	/* packs and their size (one copy) */
+	uint64_t chunks, chunk_bytes;	/* distinct chunks, plain bytes */
+	uint64_t stored_bytes;		/* fragments on benefactors */
+	uint64_t manifests;
+	uint64_t logical_bytes;		/* sum over manifests of file sizes */
+	/* of this session's cs_chunk_put: */
+	uint64_t put_chunks, put_new, put_bytes, put_new_bytes;
+	uint64_t packs_written;
+};
+void cs_repo_stats(struct cs_repo *r, struct cs_stats *s);
+/* Each pack of the index (for check): its name and blob count. */
+int cs_pack_foreach(struct cs_repo *r,
+		    int (*cb)(const char *pack, size_t nblobs, void *arg),
+		    void *arg);
+
+/* ---- manifests (manifest.c) ------------------------------------------------- */
+
+/* One chunk of a file: bytes [off, off + len) are chunk id. */
+struct cs_ref {
+	unsigned char id[CS_ID_LEN];
+	uint64_t off;
+	uint32_t len;
+};
+
+/* One inode as a checkpoint holds it, at one path (a hard link is a
+   second entry of the same vino; restore links it to the first). */
+struct cs_file {
+	const char *path;		/* relative, "" for the root */
+	uint64_t vino;
+	uint64_t data_ver;		/* version whose map holds the data */
+	uint32_t mode, uid, gid, nlink;
+	uint64_t rdev, size;
+	int64_t atime, mtime, ctime;	/* seconds */
+	uint32_t atime_ns, mtime_ns, ctime_ns;
+	const char *target;		/* symlink, NUL-terminated, or NULL */
+	const void *xattrs;		/* (name NUL, u32 le len, value)* */
+	size_t xattrs_len;
+	const struct cs_ref *refs;
+	size_t nrefs;
+};
+
+/* What a manifest is of. */
+struct cs_mhead {
+	unsigned char store_id[16];
+	uint64_t ckpt, parent;		/* parent: the store's checkpoint
+					   this one descends from */
+	uint64_t time_ns;
+	uint32_t chunking;		/* enum cs_chunking */
+	char tag[BT_TAG_MAX + 1];
+};
+
+/* A manifest being built: begin, one add per entry (parents before
+   children), end; buf/len then hold the encoded bytes. */
+struct cs_mbuild {
+	unsigned char *buf;
+	size_t len, cap;
+	uint64_t count;
+};
+int cs_manifest_begin(struct cs_mbuild *mb, const struct cs_mhead *h);
+int cs_manifest_add(struct cs_mbuild *mb, const struct cs_file *f);
+int cs_manifest_end(struct cs_mbuild *mb);
+void cs_manifest_free(struct cs_mbuild *mb);
+/*
+ * Check a whole manifest (records, bounds, count, SHA-256 trailer) and
+ * call cb for each entry in order; pointers live until cb returns.
+ * CS_ECORRUPT with why.  A non-zero cb return stops and is returned.
+ */
+int cs_manifest_parse(const void *buf, size_t len, struct cs_mhead *h,
+		      int (*cb)(const struct cs_file *f, void *arg), void *arg,
+		      char *why, size_t whylen);
+/* "manifest/<store id hex>-<ckpt as 16 hex>" into buf (>= 64 bytes). */
+void cs_manifest_name(char *buf, size_t len, const unsigned char sid[16],
+		      uint64_t ckpt);
+
+/* ---- push and restore (push.c, restore.c) ---------------------------------- */
+
+struct vstore;
+
+struct cs_push_opts {
+	int chunking;			/* enum cs_chunking */
+	void (*progress)(uint64_t done, uint64_t total, void *arg);
+	void *arg;
+};
+struct cs_push_result {
+	uint64_t files, logical_bytes;
+	uint64_t read_bytes;		/* bytes read and hashed */
+	uint64_t reused_bytes;		/* taken from the parent's manifest */
+	uint64_t chunks, new_chunks, new_bytes;
+	bool already;			/* the manifest existed: nothing done */
+};
+/*
+ * Push checkpoint `ckpt` of store st (opened STORE_RDONLY is enough):
+ * chunks first, then packs and their index, durable, then the manifest
+ * last, so that a crash leaves the checkpoint complete or absent.  When
+ * the manifest of the checkpoint's parent is in the repository, files
+ * whose data did not change are taken from it without reading, and in
+ * FsCH mode so are the chunks whose pages all predate the parent.
+ */
+int cs_push(struct cs_repo *r, struct vstore *st, uint64_t ckpt,
+	    const struct cs_push_opts *o, struct cs_push_result *res,
+	    char *why, size_t whylen);
+
+/*
+ * Restore the checkpoint of manifest `name` as a plain tree into
+ * directory dir (which must be empty or absent): files, directories,
+ * symlinks, hard links, devices, FIFOs, modes, owners, times, xattrs.
+ * Each chunk is checked against its id.
+ */
+struct cs_restore_opts {
+	void (*progress)(uint64_t done, uint64_t total, void *arg);
+	void *arg;
+};
+int cs_restore_plain(struct cs_repo *r, const char *name, const char *dir,
+		     const struct cs_restore_opts *o, char *why, size_t whylen);
+
+#endif /* VFS_CHUNKSTORE_H */

@@ -1,0 +1,151 @@
+/*
+ * cs_int.h — what the files of chunkstore/ share and nobody else sees:
+ * little-endian accessors, the error helper, the repository's layout.
+ */
+#ifndef VFS_CS_INT_H
+#define VFS_CS_INT_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "chunkstore/chunkstore.h"
+
+static inline void le32_put(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline void le64_put(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint32_t le32_get(const unsigned char *p)
+{
+	uint32_t v = 0;
+
+	for (int i = 3; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static inline uint64_t le64_get(const unsigned char *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* Write the reason into why (may be NULL) and return CS_ECORRUPT. */
+__attribute__((format(printf, 3, 4)))
+static inline int cs_fail(char *why, size_t whylen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && whylen) {
+		va_start(ap, fmt);
+		vsnprintf(why, whylen, fmt, ap);
+		va_end(ap);
+	}
+	return CS_ECORRUPT;
+}
+
+/* Same, with a given error code. */
+__attribute__((format(printf, 4, 5)))
+static inline int cs_err(int rc, char *why, size_t whylen, const char *fmt,
+			 ...)
+{
+	va_list ap;
+
+	if (why && whylen) {
+		va_start(ap, fmt);
+		vsnprintf(why, whylen, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+/* A growing byte buffer. */
+struct cs_buf {
+	unsigned char *p;
+	size_t len, cap;
+};
+int cs_buf_need(struct cs_buf *b, size_t more);
+int cs_buf_add(struct cs_buf *b, const void *p, size_t n);
+
+#endif /* VFS_CS_INT_H */
+
+/* ---- the repository (repo.c, pack.c) ---- */
+
+/* One chunk of the index: in pack `pack` (an index into packs[]). */
+struct cs_ient {
+	unsigned char id[CS_ID_LEN];
+	uint32_t pack;			/* UINT32_MAX: empty slot */
+	uint32_t clen, ulen, flags;
+	uint64_t off;
+};
+
+struct cs_repo {
+	struct cs_backend *b[CS_MAX_FRAGS];	/* the benefactors */
+	unsigned nb;
+	struct cs_redund red;
+	struct cs_buf warn;			/* pending warnings */
+	char *warn_out;				/* what the last call returned */
+
+	/* the chunk index (pack.c) */
+	bool loaded;
+	struct cs_ient *tab;			/* open addressing */
+	size_t tab_n, tab_cap;			/* cap a power of two */
+	unsigned char (*packs)[CS_ID_LEN];	/* pack ids */
+	size_t npacks, packs_cap;
+	uint64_t *pack_bytes;			/* per pack, its size */
+	bool *pack_weak;			/* per pack: in no index and
+						   missing fragments */
+	size_t pack_bytes_cap;
+	size_t indexed_from;			/* packs[] not yet in an index
+						   object start here */
+	/* the pack being filled */
+	struct cs_buf open;
+	struct cs_blob *oblobs;
+	size_t nob, ob_cap;
+	/* the last pack read */
+	unsigned char cache_id[CS_ID_LEN];
+	unsigned char *cache;
+	size_t cache_len;
+	bool cached;
+	struct cs_buf pending;			/* index sections of packs
+						   written since the last
+						   index object */
+	uint32_t pending_packs;
+	void *zc, *zd;				/* zstd contexts */
+	struct cs_stats st;
+};
+
+void cs_warn(struct cs_repo *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void cs_pack_name(char *buf, size_t len, const unsigned char id[CS_ID_LEN]);
+void cs_repo_index_free(struct cs_repo *r);
+
+/* Make room for `need` elements in *v of capacity *cap: 0 or -ENOMEM. */
+static inline int vfs_grow_cs(void **v, size_t *cap, size_t need, size_t elem)
+{
+	size_t c = *cap ? *cap : 64;
+	void *nv;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need)
+		c *= 2;
+	if (!(nv = realloc(*v, c * elem)))
+		return -ENOMEM;
+	*v = nv;
+	*cap = c;
+	return 0;
+}

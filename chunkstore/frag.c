@@ -1,0 +1,345 @@
+/*
+ * frag.c — an object cut into fragments with redundancy, and rebuilt from
+ * any m of them.
+ *
+ * Schemes (DESIGN.md §5; the seeds' replication vs parity vs IDA):
+ *   replicas=r   r fragments, each the whole object: r x the space, any one
+ *                rebuilds it, reads need no arithmetic.
+ *   parity       m data shards and their XOR: (m+1)/m the space, survives
+ *                one lost benefactor (RAID-5 over benefactors).
+ *   rs=M+K       M data shards, K Reed-Solomon coding shards computed by
+ *                ISA-L over GF(2^8) with a Cauchy matrix (every M x M
+ *                submatrix of [I; C] is invertible, which a Vandermonde
+ *                matrix does not promise for every M, K): (M+K)/M the space,
+ *                survives any K lost.
+ * Shards are ceil(len / m) bytes; the object is zero-padded to m shards.
+ *
+ * Every fragment starts with a 96-byte header (little-endian):
+ *   0  magic "VFSCFRAG"          8  u32 version (1)
+ *   12 u8 scheme, m, k, index    16 u64 object length
+ *   24 u64 payload length        32 SHA-256 of the whole object
+ *   64 16 bytes of SHA-256 of the object's name (a fragment is of the
+ *      object it is found under, not a stray copy)
+ *   80 u64 reserved (0)          88 u64 checksum
+ * checksum = XXH64(header[0..88), seed = XXH64(payload, seed 0)): a flipped
+ * bit anywhere in a fragment is caught before its bytes are used, and the
+ * fragment is treated as lost.  The object's SHA-256 is checked again after
+ * a rebuild, so that fragments of two different writes of one name (which
+ * append-only names never have) could not be mixed unnoticed.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <isa-l/erasure_code.h>
+#include <xxhash.h>
+
+#include "chunkstore/chunkstore.h"
+#include "chunkstore/cs_int.h"
+
+#define FRAG_MAGIC	"VFSCFRAG"
+#define FRAG_VERSION	1
+
+struct frag_hdr {
+	char magic[8];
+	uint32_t version;
+	uint8_t scheme, m, k, idx;
+	uint64_t objlen;
+	uint64_t paylen;
+	unsigned char objsum[CS_ID_LEN];
+	unsigned char namesum[16];
+	uint64_t reserved;
+	uint64_t checksum;
+};
+_Static_assert(sizeof(struct frag_hdr) == CS_FRAG_HDR, "fragment header");
+
+static int geom_ok(const struct cs_redund *r)
+{
+	if (r->m < 1 || r->m + r->k > CS_MAX_FRAGS)
+		return 0;
+	switch (r->scheme) {
+	case CS_REPLICA: return r->m == 1;
+	case CS_XOR: return r->k == 1 && r->m >= 1;
+	case CS_RS: return r->k >= 1;
+	}
+	return 0;
+}
+
+static uint64_t frag_sum(const unsigned char *f, size_t paylen)
+{
+	return XXH64(f, offsetof(struct frag_hdr, checksum),
+		     XXH64(f + CS_FRAG_HDR, paylen, 0));
+}
+
+static void put_hdr(unsigned char *f, const struct cs_redund *r, unsigned idx,
+		    uint64_t objlen, uint64_t paylen,
+		    const unsigned char objsum[CS_ID_LEN],
+		    const unsigned char namesum[CS_ID_LEN])
+{
+	memset(f, 0, CS_FRAG_HDR);
+	memcpy(f, FRAG_MAGIC, 8);
+	le32_put(f + 8, FRAG_VERSION);
+	f[12] = (uint8_t)r->scheme;
+	f[13] = (uint8_t)r->m;
+	f[14] = (uint8_t)r->k;
+	f[15] = (uint8_t)idx;
+	le64_put(f + 16, objlen);
+	le64_put(f + 24, paylen);
+	memcpy(f + 32, objsum, CS_ID_LEN);
+	memcpy(f + 64, namesum, 16);
+	le64_put(f + 88, frag_sum(f, paylen));
+}
+
+/* dst ^= src, eight bytes at a time (the compiler vectorises it). */
+static void xor_into(unsigned char *restrict dst,
+		     const unsigned char *restrict src, size_t n)
+{
+	size_t j = 0;
+
+	for (; j + 8 <= n; j += 8) {
+		uint64_t a, b;
+
+		memcpy(&a, dst + j, 8);
+		memcpy(&b, src + j, 8);
+		a ^= b;
+		memcpy(dst + j, &a, 8);
+	}
+	for (; j < n; j++)
+		dst[j] ^= src[j];
+}
+
+/* The Cauchy matrix [I; C] of M + K rows, M columns. */
+static void rs_matrix(unsigned m, unsigned k, unsigned char *a)
+{
+	gf_gen_cauchy1_matrix(a, (int)(m + k), (int)m);
+}
+
+int cs_frag_encode(const struct cs_redund *r, const char *name,
+		   const void *obj, size_t len, unsigned char **frags,
+		   size_t *fraglen)
+{
+	unsigned n = r->m + r->k, i;
+	unsigned char objsum[CS_ID_LEN], namesum[CS_ID_LEN];
+	unsigned char *data[CS_MAX_FRAGS], *a = NULL, *tbls = NULL;
+	size_t shard;
+	int rc = -ENOMEM;
+
+	if (!geom_ok(r))
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		frags[i] = NULL;
+	shard = r->scheme == CS_REPLICA ? len : (len + r->m - 1) / r->m;
+	if (shard == 0 && r->scheme != CS_REPLICA)
+		shard = 1;
+	cs_sha256(obj, len, objsum);
+	cs_sha256(name, strlen(name), namesum);
+	for (i = 0; i < n; i++) {
+		if (!(frags[i] = calloc(1, CS_FRAG_HDR + shard)))
+			goto fail;
+		data[i] = frags[i] + CS_FRAG_HDR;
+	}
+	if (r->scheme == CS_REPLICA) {
+		for (i = 0; i < n; i++)
+			memcpy(data[i], obj, len);
+	} else {
+		for (i = 0; i < r->m; i++) {
+			size_t off = (size_t)i * shard;
+
+			if (off < len)
+				memcpy(data[i], (const char *)obj + off,
+				       len - off < shard ? len - off : shard);
+		}
+		if (r->scheme == CS_XOR) {
+			for (i = 0; i < r->m; i++)
+				xor_into(data[r->m], data[i], shard);
+		} else {
+			if (!(a = malloc((size_t)n * r->m)) ||
+			    !(tbls = malloc(32u * r->m * r->k)))
+				goto fail;
+			rs_matrix(r->m, r->k, a);
+			ec_init_tables((int)r->m, (int)r->k, a + r->m * r->m,
+				       tbls);
+			ec_encode_data((int)shard, (int)r->m, (int)r->k, tbls,
+				       data, data + r->m);
+		}
+	}
+	for (i = 0; i < n; i++)
+		put_hdr(frags[i], r, i, len, shard, objsum, namesum);
+	*fraglen = CS_FRAG_HDR + shard;
+	rc = 0;
+fail:
+	free(a);
+	free(tbls);
+	if (rc)
+		for (i = 0; i < n; i++) {
+			free(frags[i]);
+			frags[i] = NULL;
+		}
+	return rc;
+}
+
+int cs_frag_check(const char *name, const unsigned char *f, size_t len,
+		  unsigned *idx, struct cs_redund *r, char *why, size_t whylen)
+{
+	unsigned char namesum[CS_ID_LEN];
+	uint64_t objlen, paylen, want;
+	struct cs_redund g;
+
+	if (len < CS_FRAG_HDR)
+		return cs_fail(why, whylen, "fragment of %zu bytes, shorter "
+			       "than its header", len);
+	if (memcmp(f, FRAG_MAGIC, 8))
+		return cs_fail(why, whylen, "bad fragment magic");
+	if (le32_get(f + 8) != FRAG_VERSION)
+		return cs_fail(why, whylen, "fragment version %u unknown",
+			       le32_get(f + 8));
+	g.scheme = f[12];
+	g.m = f[13];
+	g.k = f[14];
+	objlen = le64_get(f + 16);
+	paylen = le64_get(f + 24);
+	if (!geom_ok(&g) || f[15] >= g.m + g.k)
+		return cs_fail(why, whylen, "bad fragment geometry "
+			       "(scheme %d, %u+%u, index %u)", g.scheme, g.m,
+			       g.k, f[15]);
+	want = g.scheme == CS_REPLICA ? objlen : (objlen + g.m - 1) / g.m;
+	if (want == 0 && g.scheme != CS_REPLICA)
+		want = 1;
+	if (paylen != want || paylen != len - CS_FRAG_HDR)
+		return cs_fail(why, whylen, "fragment length %zu, header says "
+			       "%llu (object %llu)", len - CS_FRAG_HDR,
+			       (unsigned long long)paylen,
+			       (unsigned long long)objlen);
+	cs_sha256(name, strlen(name), namesum);
+	if (memcmp(f + 64, namesum, 16))
+		return cs_fail(why, whylen, "fragment of another object");
+	if (le64_get(f + 88) != frag_sum(f, paylen))
+		return cs_fail(why, whylen, "fragment checksum mismatch");
+	*idx = f[15];
+	if (r)
+		*r = g;
+	return 0;
+}
+
+int cs_frag_decode(const char *name, unsigned char *const *frags,
+		   const size_t *lens, unsigned n, void **obj, size_t *len,
+		   char *why, size_t whylen)
+{
+	unsigned char *shard[CS_MAX_FRAGS] = { 0 }, *hdr0 = NULL;
+	unsigned char *a = NULL, *b = NULL, *d = NULL, *c = NULL, *tbls = NULL;
+	unsigned char *out = NULL, sum[CS_ID_LEN];
+	unsigned char *src[CS_MAX_FRAGS], *dst[CS_MAX_FRAGS];
+	unsigned good[CS_MAX_FRAGS], miss[CS_MAX_FRAGS];
+	unsigned ngood = 0, nmiss = 0, i, idx, nbad = 0;
+	struct cs_redund g = { 0 }, gi;
+	uint64_t objlen = 0, plen = 0;
+	char fwhy[CS_WHY_LEN] = "";
+	int rc;
+
+	*obj = NULL;
+	*len = 0;
+	for (i = 0; i < n && i < CS_MAX_FRAGS; i++) {
+		if (!frags[i])
+			continue;
+		if (cs_frag_check(name, frags[i], lens[i], &idx, &gi, fwhy,
+				  sizeof(fwhy))) {
+			nbad++;
+			continue;
+		}
+		if (!hdr0) {
+			hdr0 = frags[i];
+			g = gi;
+			objlen = le64_get(hdr0 + 16);
+			plen = le64_get(hdr0 + 24);
+		} else if (gi.scheme != g.scheme || gi.m != g.m ||
+			   gi.k != g.k || memcmp(frags[i] + 16, hdr0 + 16, 48)) {
+			nbad++;
+			snprintf(fwhy, sizeof(fwhy), "fragments of two "
+				 "different writes");
+			continue;
+		}
+		if (!shard[idx])
+			shard[idx] = frags[i] + CS_FRAG_HDR;
+	}
+	if (!hdr0)
+		return cs_fail(why, whylen, "no usable fragment (%u corrupt%s%s)",
+			       nbad, nbad ? ", last: " : "", fwhy);
+	for (i = 0; i < g.m + g.k; i++) {
+		if (shard[i])
+			good[ngood++] = i;
+		else if (i < g.m)
+			miss[nmiss++] = i;
+	}
+	if (ngood < g.m) {
+		rc = cs_fail(why, whylen, "%u of %u fragments usable, %u needed",
+			     ngood, g.m + g.k, g.m);
+		return rc == CS_ECORRUPT ? -EIO : rc;
+	}
+	rc = -ENOMEM;
+	if (!(out = malloc(g.scheme == CS_REPLICA ? (objlen ? objlen : 1) :
+			   (size_t)g.m * plen)))
+		goto fail;
+	if (g.scheme == CS_REPLICA) {
+		memcpy(out, shard[good[0]], objlen);
+	} else {
+		if (nmiss && g.scheme == CS_XOR) {
+			/* one data shard lost: the XOR of all the others */
+			unsigned char *x = out + (size_t)miss[0] * plen;
+
+			memset(x, 0, plen);
+			for (i = 0; i <= g.m; i++)
+				if (shard[i])
+					xor_into(x, shard[i], plen);
+			shard[miss[0]] = x;
+		} else if (nmiss) {
+			unsigned nm = g.m + g.k;
+
+			if (!(a = malloc((size_t)nm * g.m)) ||
+			    !(b = malloc((size_t)g.m * g.m)) ||
+			    !(d = malloc((size_t)g.m * g.m)) ||
+			    !(c = malloc((size_t)nmiss * g.m)) ||
+			    !(tbls = malloc(32u * g.m * nmiss)))
+				goto fail;
+			rs_matrix(g.m, g.k, a);
+			for (i = 0; i < g.m; i++) {
+				memcpy(b + i * g.m, a + good[i] * g.m, g.m);
+				src[i] = shard[good[i]];
+			}
+			if (gf_invert_matrix(b, d, (int)g.m) < 0) {
+				rc = cs_fail(why, whylen, "singular decode "
+					     "matrix");
+				goto fail;
+			}
+			for (i = 0; i < nmiss; i++) {
+				memcpy(c + i * g.m, d + miss[i] * g.m, g.m);
+				dst[i] = out + (size_t)miss[i] * plen;
+			}
+			ec_init_tables((int)g.m, (int)nmiss, c, tbls);
+			ec_encode_data((int)plen, (int)g.m, (int)nmiss, tbls,
+				       src, dst);
+			for (i = 0; i < nmiss; i++)
+				shard[miss[i]] = dst[i];
+		}
+		for (i = 0; i < g.m; i++)
+			if (out + (size_t)i * plen != shard[i])
+				memcpy(out + (size_t)i * plen, shard[i], plen);
+	}
+	cs_sha256(out, objlen, sum);
+	if (memcmp(sum, hdr0 + 32, CS_ID_LEN)) {
+		rc = cs_fail(why, whylen, "rebuilt object fails its SHA-256");
+		goto fail;
+	}
+	*obj = out;
+	*len = objlen;
+	out = NULL;
+	rc = 0;
+fail:
+	free(out);
+	free(a);
+	free(b);
+	free(c);
+	free(d);
+	free(tbls);
+	return rc;
+}

@@ -1,0 +1,487 @@
+/*
+ * repo.c — a chunk store SPEC opened: its benefactors and its redundancy,
+ * and whole objects stored over them.
+ *
+ * An object of m + k fragments puts each fragment on a different
+ * benefactor, under the object's own name: a benefactor holds at most one
+ * fragment of an object, and the fragment's header says which.  The
+ * benefactors are chosen, at each write, among those that answer, by free
+ * space (most first), so a full or missing benefactor is passed over and
+ * the stripe goes elsewhere.  A read asks the benefactors in turn, checks
+ * each fragment it gets (a corrupt one is reported and counted as lost)
+ * and stops as soon as it holds m good ones: replicas read one copy.
+ *
+ * A benefactor that fails an operation (other than "no such object") is
+ * marked down for the rest of the session and named in the warnings
+ * (cs_repo_warnings): it is skipped, never waited on again.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunkstore/chunkstore.h"
+#include "chunkstore/cs_int.h"
+
+int cs_buf_need(struct cs_buf *b, size_t more)
+{
+	size_t c = b->cap ? b->cap : 4096;
+	unsigned char *p;
+
+	if (b->len + more <= b->cap)
+		return 0;
+	while (c < b->len + more)
+		c *= 2;
+	if (!(p = realloc(b->p, c)))
+		return -ENOMEM;
+	b->p = p;
+	b->cap = c;
+	return 0;
+}
+
+int cs_buf_add(struct cs_buf *b, const void *p, size_t n)
+{
+	int rc = cs_buf_need(b, n);
+
+	if (!rc && n) {
+		memcpy(b->p + b->len, p, n);
+		b->len += n;
+	}
+	return rc;
+}
+
+void cs_warn(struct cs_repo *r, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(line) - 2)
+		n = sizeof(line) - 2;
+	line[n++] = '\n';
+	cs_buf_add(&r->warn, line, (size_t)n);
+}
+
+const char *cs_repo_warnings(struct cs_repo *r)
+{
+	free(r->warn_out);
+	r->warn_out = NULL;
+	if (cs_buf_add(&r->warn, "", 1))
+		return "";
+	r->warn_out = (char *)r->warn.p;
+	r->warn = (struct cs_buf){ 0 };
+	return r->warn_out;
+}
+
+static void mark_down(struct cs_repo *r, struct cs_backend *b, int err,
+		      const char *what)
+{
+	if (!b->down)
+		cs_warn(r, "%s: %s: %s; skipping this benefactor", b->label,
+			what, strerror(-err));
+	b->down = true;
+	b->err = err;
+}
+
+static int parse_redund(struct cs_repo *r, const char *q, char *why,
+			size_t whylen)
+{
+	unsigned a, b;
+	char extra;
+
+	if (!q || !*q) {
+		r->red = (struct cs_redund){ CS_REPLICA, 1, r->nb > 1 ? 1 : 0 };
+	} else if (sscanf(q, "replicas=%u%c", &a, &extra) == 1) {
+		if (a < 1 || a > r->nb)
+			return cs_err(-EINVAL, why, whylen, "replicas=%u needs "
+				      "1 to %u benefactors", a, r->nb);
+		r->red = (struct cs_redund){ CS_REPLICA, 1, a - 1 };
+	} else if (!strcmp(q, "parity")) {
+		if (r->nb < 2)
+			return cs_err(-EINVAL, why, whylen, "parity needs at "
+				      "least 2 benefactors");
+		r->red = (struct cs_redund){ CS_XOR, r->nb - 1, 1 };
+	} else if (sscanf(q, "rs=%u+%u%c", &a, &b, &extra) == 2) {
+		if (a < 1 || b < 1 || a + b > r->nb)
+			return cs_err(-EINVAL, why, whylen, "rs=%u+%u needs %u "
+				      "benefactors, the spec names %u", a, b,
+				      a + b, r->nb);
+		r->red = (struct cs_redund){ CS_RS, a, b };
+	} else {
+		return cs_err(-EINVAL, why, whylen, "unknown redundancy '%s' "
+			      "(replicas=R, parity or rs=M+K)", q);
+	}
+	return 0;
+}
+
+int cs_repo_open(const char *spec, unsigned flags, struct cs_repo **out,
+		 char *why, size_t whylen)
+{
+	struct cs_repo *r = calloc(1, sizeof(*r));
+	char *s = NULL, *q, *p, *save = NULL;
+	unsigned up = 0;
+	int rc;
+
+	*out = NULL;
+	if (!r || !(s = strdup(spec))) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	if (strncmp(s, "dir:", 4)) {
+		rc = cs_err(-EINVAL, why, whylen, "'%s': only dir: chunk "
+			    "stores are known (dir:/b1,/b2?rs=2+1)", spec);
+		goto fail;
+	}
+	if ((q = strchr(s, '?')))
+		*q++ = '\0';
+	/* the whole spec is checked before any benefactor is touched */
+	for (p = s + 4; *p; p++)
+		r->nb += *p == ',';
+	r->nb += s[4] != '\0';
+	if ((rc = parse_redund(r, q, why, whylen)))
+		goto fail;
+	r->nb = 0;
+	for (p = strtok_r(s + 4, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+		struct cs_backend *b = NULL;
+
+		if (r->nb == CS_MAX_FRAGS) {
+			rc = cs_err(-EINVAL, why, whylen, "more than %d "
+				    "benefactors", CS_MAX_FRAGS);
+			goto fail;
+		}
+		rc = cs_dir_open(p, (flags & CS_OPEN_INIT) != 0, &b);
+		if (rc) {
+			/* a placeholder that is down, for the messages */
+			if (!(b = calloc(1, sizeof(*b))) ||
+			    asprintf(&b->label, "dir:%s", p) < 0) {
+				free(b);
+				rc = -ENOMEM;
+				goto fail;
+			}
+			b->down = true;
+			b->err = rc;
+			cs_warn(r, "dir:%s: %s; skipping this benefactor", p,
+				rc == -ENOMEDIUM ? "not a benefactor of a chunk "
+				"store (no .vfschunk: not mounted, or never "
+				"initialised with versionfs-chunk init)" :
+				rc == CS_ECORRUPT ? "bad .vfschunk marker" :
+				strerror(-rc));
+		} else {
+			up++;
+		}
+		r->b[r->nb++] = b;
+	}
+	if (!r->nb) {
+		rc = cs_err(-EINVAL, why, whylen, "'%s' names no benefactor",
+			    spec);
+		goto fail;
+	}
+	if ((rc = parse_redund(r, q, why, whylen)))	/* nb may be fewer */
+		goto fail;
+	if (!up) {
+		rc = cs_err(-ENOENT, why, whylen, "no benefactor of '%s' "
+			    "answers", spec);
+		goto fail;
+	}
+	if ((flags & CS_OPEN_WRITE) && up < r->red.m + r->red.k) {
+		const char *w = r->warn.len ? (const char *)r->warn.p : "";
+		const char *nl = memchr(w, '\n', r->warn.len);
+		int wl = (int)(nl ? (size_t)(nl - w) : r->warn.len);
+
+		rc = cs_err(-EIO, why, whylen, "%u of %u benefactors answer, "
+			    "writing needs %u (%.*s)", up, r->nb,
+			    r->red.m + r->red.k, wl, w);
+		goto fail;
+	}
+	free(s);
+	*out = r;
+	return 0;
+fail:
+	free(s);
+	cs_repo_close(r);
+	return rc;
+}
+
+void cs_repo_close(struct cs_repo *r)
+{
+	if (!r)
+		return;
+	for (unsigned i = 0; i < r->nb; i++) {
+		if (r->b[i] && r->b[i]->ops)
+			r->b[i]->ops->close(r->b[i]);
+		else if (r->b[i]) {
+			free(r->b[i]->label);
+			free(r->b[i]);
+		}
+	}
+	cs_repo_index_free(r);
+	free(r->warn.p);
+	free(r->warn_out);
+	free(r);
+}
+
+const struct cs_redund *cs_repo_redund(const struct cs_repo *r)
+{
+	return &r->red;
+}
+
+unsigned cs_repo_nbenef(const struct cs_repo *r)
+{
+	return r->nb;
+}
+
+struct cs_backend *cs_repo_benef(const struct cs_repo *r, unsigned i)
+{
+	return i < r->nb ? r->b[i] : NULL;
+}
+
+int cs_obj_put(struct cs_repo *r, const char *name, const void *buf,
+	       size_t len, char *why, size_t whylen)
+{
+	unsigned n = r->red.m + r->red.k, order[CS_MAX_FRAGS], no = 0, done = 0;
+	uint64_t space[CS_MAX_FRAGS] = { 0 };
+	unsigned char *frags[CS_MAX_FRAGS];
+	char last[CS_WHY_LEN] = "no benefactor answers";
+	size_t flen;
+	int rc;
+
+	if ((rc = cs_frag_encode(&r->red, name, buf, len, frags, &flen)))
+		return cs_err(rc, why, whylen, "%s: encoding: %s", name,
+			      strerror(-rc));
+	/* the benefactors that answer, most free space first */
+	for (unsigned i = 0; i < r->nb; i++) {
+		struct cs_backend *b = r->b[i];
+
+		if (b->down || b->full)
+			continue;
+		if ((rc = b->ops->space(b, &space[i]))) {
+			mark_down(r, b, rc, "free space");
+			continue;
+		}
+		order[no++] = i;
+	}
+	for (unsigned i = 1; i < no; i++)
+		for (unsigned j = i; j > 0 && space[order[j]] >
+		     space[order[j - 1]]; j--) {
+			unsigned t = order[j];
+
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+	for (unsigned i = 0; i < no && done < n; i++) {
+		struct cs_backend *b = r->b[order[i]];
+
+		if ((rc = b->ops->put(b, name, frags[done], flen))) {
+			snprintf(last, sizeof(last), "%s: %s", b->label,
+				 strerror(-rc));
+			if (rc == -ENOSPC || rc == -EDQUOT) {
+				/* full, not broken: its fragments still read */
+				if (!b->full)
+					cs_warn(r, "%s: writing %s: %s; no more "
+						"writes to this benefactor",
+						b->label, name, strerror(-rc));
+				b->full = true;
+			} else {
+				mark_down(r, b, rc, "writing");
+			}
+			continue;
+		}
+		done++;
+	}
+	for (unsigned i = 0; i < n; i++)
+		free(frags[i]);
+	if (done < n)
+		return cs_err(-EIO, why, whylen, "%s: only %u of %u fragments "
+			      "written (%s)", name, done, n, last);
+	return 0;
+}
+
+int cs_obj_get(struct cs_repo *r, const char *name, void **buf, size_t *len,
+	       char *why, size_t whylen)
+{
+	unsigned char *frags[CS_MAX_FRAGS] = { 0 };
+	size_t lens[CS_MAX_FRAGS] = { 0 };
+	char fwhy[CS_WHY_LEN];
+	unsigned good = 0, found = 0, need = CS_MAX_FRAGS, idx;
+	struct cs_redund g;
+	int rc;
+
+	for (unsigned i = 0; i < r->nb && good < need; i++) {
+		struct cs_backend *b = r->b[i];
+		void *f;
+		size_t fl;
+
+		if (b->down)
+			continue;
+		rc = b->ops->get(b, name, &f, &fl);
+		if (rc == -ENOENT)
+			continue;
+		if (rc) {
+			mark_down(r, b, rc, name);
+			continue;
+		}
+		found++;
+		if (cs_frag_check(name, f, fl, &idx, &g, fwhy, sizeof(fwhy))) {
+			cs_warn(r, "%s: %s: %s; treated as lost", b->label,
+				name, fwhy);
+			free(f);
+			continue;
+		}
+		if (frags[idx]) {		/* a second copy of one index */
+			free(f);
+			continue;
+		}
+		frags[idx] = f;
+		lens[idx] = fl;
+		good++;
+		need = g.m;
+	}
+	if (!found) {
+		rc = cs_err(-ENOENT, why, whylen, "%s: not found on any "
+			    "benefactor that answers", name);
+		goto out;
+	}
+	rc = cs_frag_decode(name, frags, lens, CS_MAX_FRAGS, buf, len, fwhy,
+			    sizeof(fwhy));
+	if (rc)
+		cs_err(rc, why, whylen, "%s: %s", name, fwhy);
+out:
+	for (unsigned i = 0; i < CS_MAX_FRAGS; i++)
+		free(frags[i]);
+	return rc;
+}
+
+int cs_obj_exists(struct cs_repo *r, const char *name)
+{
+	for (unsigned i = 0; i < r->nb; i++) {
+		struct cs_backend *b = r->b[i];
+		int rc;
+
+		if (b->down)
+			continue;
+		rc = b->ops->exists(b, name);
+		if (rc == 1)
+			return 1;
+		if (rc < 0)
+			mark_down(r, b, rc, name);
+	}
+	return 0;
+}
+
+struct list_acc {
+	char **v;
+	size_t n, cap;
+};
+
+static int list_one(const char *name, void *arg)
+{
+	struct list_acc *a = arg;
+	char *s;
+
+	if (a->n == a->cap) {
+		size_t c = a->cap ? 2 * a->cap : 64;
+		char **nv = realloc(a->v, c * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		a->v = nv;
+		a->cap = c;
+	}
+	if (!(s = strdup(name)))
+		return -ENOMEM;
+	a->v[a->n++] = s;
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int cs_obj_list(struct cs_repo *r, const char *kind, char ***names,
+		size_t *n)
+{
+	struct list_acc a = { 0 };
+	size_t j = 0;
+	int rc;
+
+	for (unsigned i = 0; i < r->nb; i++) {
+		struct cs_backend *b = r->b[i];
+
+		if (b->down)
+			continue;
+		rc = b->ops->list(b, kind, list_one, &a);
+		if (rc == -ENOMEM) {
+			cs_names_free(a.v, a.n);
+			return rc;
+		}
+		if (rc)
+			mark_down(r, b, rc, "listing");
+	}
+	if (a.n)
+		qsort(a.v, a.n, sizeof(*a.v), cmp_str);
+	for (size_t i = 0; i < a.n; i++) {
+		if (j && !strcmp(a.v[j - 1], a.v[i]))
+			free(a.v[i]);
+		else
+			a.v[j++] = a.v[i];
+	}
+	*names = a.v;
+	*n = j;
+	return 0;
+}
+
+void cs_names_free(char **names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+int cs_obj_fragments(struct cs_repo *r, const char *name, unsigned *good,
+		     struct cs_redund *geom, char *why, size_t whylen)
+{
+	bool seen[CS_MAX_FRAGS] = { false };
+	char fwhy[CS_WHY_LEN];
+	struct cs_redund g = { 0 };
+	unsigned idx;
+	int rc;
+
+	*good = 0;
+	if (why && whylen)
+		why[0] = '\0';
+	for (unsigned i = 0; i < r->nb; i++) {
+		struct cs_backend *b = r->b[i];
+		void *f;
+		size_t fl;
+
+		if (b->down)
+			continue;
+		rc = b->ops->get(b, name, &f, &fl);
+		if (rc == -ENOENT)
+			continue;
+		if (rc) {
+			mark_down(r, b, rc, name);
+			continue;
+		}
+		rc = cs_frag_check(name, f, fl, &idx, &g, fwhy, sizeof(fwhy));
+		free(f);
+		if (rc) {
+			if (why && !why[0])
+				snprintf(why, whylen, "%s: %s: %s", b->label,
+					 name, fwhy);
+			continue;
+		}
+		if (!seen[idx]) {
+			seen[idx] = true;
+			(*good)++;
+			*geom = g;
+		}
+	}
+	return 0;
+}

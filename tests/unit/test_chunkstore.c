@@ -1,0 +1,657 @@
+/*
+ * test_chunkstore.c — unit suite of libvfschunk (chunkstore/): FastCDC cut
+ * points (sizes within bounds, stable under an insertion: only the chunks
+ * around it change); fragments of every scheme (replicas, XOR parity,
+ * Reed-Solomon through ISA-L) rebuilt with every set of up to k fragments
+ * erased, with corrupted fragments (detected, treated as lost) and refused
+ * past k; packs, the chunk index and dedup through a repository over
+ * temporary benefactor directories, with the index objects removed (rebuilt
+ * from the packs) and benefactors gone; manifests round trip; truncated and
+ * garbage packs, fragments and manifests refused with a reason; FsCH push
+ * of a store built through the index API (opened read-only, no lock):
+ * one page changed reads and stores one 64 KiB chunk, nothing changed
+ * reads nothing, and the plain restore is byte-identical.  Real mounts and
+ * loop-mounted benefactors are in tests/integration/t0800-chunkstore.sh.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "chunkstore/chunkstore.h"
+#include "versionfs/store/store.h"
+
+static uint64_t rnd(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static void fill(unsigned char *p, size_t n, uint64_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (unsigned char)rnd(&seed);
+}
+
+/* ---- FastCDC ---- */
+
+/* Cut a whole buffer: cut offsets into cuts[], returns their number. */
+static size_t cut_all(const unsigned char *p, size_t n, size_t *cuts,
+		      size_t max)
+{
+	size_t off = 0, k = 0;
+
+	while (off < n && k < max) {
+		size_t c = cs_cdc_cut(p + off, n - off);
+
+		ck_assert_uint_gt(c, 0);
+		off += c;
+		cuts[k++] = off;
+	}
+	return k;
+}
+
+START_TEST(cdc_bounds)
+{
+	size_t n = 8u << 20, cuts[1024], k, prev = 0;
+	unsigned char *p = malloc(n);
+
+	fill(p, n, 1);
+	k = cut_all(p, n, cuts, 1024);
+	ck_assert_uint_eq(cuts[k - 1], n);
+	for (size_t i = 0; i < k; i++) {
+		size_t len = cuts[i] - prev;
+
+		ck_assert_uint_le(len, CS_CDC_MAX);
+		if (i + 1 < k)
+			ck_assert_uint_ge(len, CS_CDC_MIN);
+		prev = cuts[i];
+	}
+	/* normalized chunking keeps the mean near AVG */
+	ck_assert_uint_ge(n / k, CS_CDC_AVG / 2);
+	ck_assert_uint_le(n / k, CS_CDC_AVG * 2);
+	/* small inputs are one chunk */
+	ck_assert_uint_eq(cs_cdc_cut(p, 100), 100);
+	ck_assert_uint_eq(cs_cdc_cut(p, CS_CDC_MIN), CS_CDC_MIN);
+	free(p);
+}
+END_TEST
+
+START_TEST(cdc_insertion)
+{
+	size_t n = 4u << 20, ins = 1000003, add = 77, a[512], b[512], ka, kb;
+	size_t same_after = 0, before = 0;
+	unsigned char *p = malloc(n), *q = malloc(n + add);
+
+	fill(p, n, 7);
+	memcpy(q, p, ins);
+	fill(q + ins, add, 99);
+	memcpy(q + ins + add, p + ins, n - ins);
+	ka = cut_all(p, n, a, 512);
+	kb = cut_all(q, n + add, b, 512);
+	/* cuts before the insertion's chunk are identical */
+	for (size_t i = 0; i < ka && a[i] < ins; i++) {
+		ck_assert_uint_eq(a[i], b[i]);
+		before++;
+	}
+	ck_assert_uint_gt(before, 5);
+	/* past the insertion the cuts are the old ones shifted by `add` */
+	for (size_t i = 0; i < ka; i++) {
+		if (a[i] < ins + CS_CDC_MAX)
+			continue;
+		for (size_t j = 0; j < kb; j++)
+			if (b[j] == a[i] + add) {
+				same_after++;
+				break;
+			}
+	}
+	/* all but the chunks next to the insertion resynchronise */
+	size_t after = 0;
+
+	for (size_t i = 0; i < ka; i++)
+		after += a[i] >= ins + CS_CDC_MAX;
+	ck_assert_uint_ge(same_after, after);
+	ck_assert_uint_gt(after, 20);
+	free(p);
+	free(q);
+}
+END_TEST
+
+/* ---- fragments ---- */
+
+static void frag_roundtrip(int scheme, unsigned m, unsigned k, size_t len)
+{
+	struct cs_redund r = { scheme, m, k };
+	unsigned n = m + k;
+	unsigned char *frags[CS_MAX_FRAGS], *use[CS_MAX_FRAGS];
+	unsigned char *obj = malloc(len + 1);
+	size_t fl, lens[CS_MAX_FRAGS];
+	char why[CS_WHY_LEN];
+	void *out;
+	size_t olen;
+
+	fill(obj, len, len * 31 + m);
+	ck_assert_int_eq(cs_frag_encode(&r, "pack/x", obj, len, frags, &fl), 0);
+	/* every erasure pattern of up to k fragments */
+	for (unsigned mask = 0; mask < (1u << n); mask++) {
+		unsigned lost = (unsigned)__builtin_popcount(mask);
+
+		for (unsigned i = 0; i < n; i++) {
+			use[i] = mask & (1u << i) ? NULL : frags[i];
+			lens[i] = fl;
+		}
+		int rc = cs_frag_decode("pack/x", use, lens, n, &out, &olen,
+					why, sizeof(why));
+
+		if (lost <= k) {
+			ck_assert_msg(rc == 0, "%d %u+%u len %zu mask %x: %s",
+				      scheme, m, k, len, mask, why);
+			ck_assert_uint_eq(olen, len);
+			ck_assert(!len || !memcmp(out, obj, len));
+			free(out);
+		} else {
+			ck_assert_int_ne(rc, 0);
+		}
+	}
+	/* corrupted fragments count as lost: one bit flipped in each of k */
+	/* (an empty payload: a header byte instead) */
+	for (unsigned i = 0; i < k; i++)
+		frags[i][fl > CS_FRAG_HDR ? CS_FRAG_HDR + (fl - CS_FRAG_HDR) / 2
+					  : 20] ^= 0x10;
+	{
+		for (unsigned i = 0; i < n; i++) {
+			use[i] = frags[i];
+			lens[i] = fl;
+		}
+		ck_assert_int_eq(cs_frag_decode("pack/x", use, lens, n, &out,
+						&olen, why, sizeof(why)), 0);
+		ck_assert(!len || !memcmp(out, obj, len));
+		free(out);
+		/* one more corrupt fragment: refused, not wrong bytes */
+		frags[k][fl > CS_FRAG_HDR ? CS_FRAG_HDR : 20] ^= 1;
+		ck_assert_int_ne(cs_frag_decode("pack/x", use, lens, n, &out,
+						&olen, why, sizeof(why)), 0);
+		ck_assert(why[0]);
+	}
+	for (unsigned i = 0; i < n; i++)
+		free(frags[i]);
+	free(obj);
+}
+
+START_TEST(frag_schemes)
+{
+	static const size_t lens[] = { 0, 1, 1000, 65537, (1u << 20) + 7 };
+
+	for (size_t i = 0; i < sizeof(lens) / sizeof(*lens); i++) {
+		frag_roundtrip(CS_REPLICA, 1, 2, lens[i]);
+		frag_roundtrip(CS_XOR, 3, 1, lens[i]);
+		frag_roundtrip(CS_RS, 2, 1, lens[i]);
+		frag_roundtrip(CS_RS, 4, 2, lens[i]);
+		frag_roundtrip(CS_RS, 6, 3, lens[i]);
+	}
+}
+END_TEST
+
+START_TEST(frag_bad)
+{
+	struct cs_redund r = { CS_RS, 2, 1 };
+	unsigned char *frags[3], *f;
+	size_t fl;
+	unsigned idx;
+	char why[CS_WHY_LEN];
+
+	ck_assert_int_eq(cs_frag_encode(&r, "pack/a", "hello world", 11,
+					frags, &fl), 0);
+	f = frags[1];
+	ck_assert_int_eq(cs_frag_check("pack/a", f, fl, &idx, NULL, why,
+				       sizeof(why)), 0);
+	ck_assert_uint_eq(idx, 1);
+	/* under another name: a stray fragment */
+	ck_assert_int_eq(cs_frag_check("pack/b", f, fl, &idx, NULL, why,
+				       sizeof(why)), CS_ECORRUPT);
+	ck_assert_ptr_nonnull(strstr(why, "another object"));
+	/* truncated at every length */
+	for (size_t l = 0; l < fl; l++)
+		ck_assert_int_eq(cs_frag_check("pack/a", f, l, &idx, NULL, why,
+					       sizeof(why)), CS_ECORRUPT);
+	/* bad magic */
+	f[0] ^= 1;
+	ck_assert_int_eq(cs_frag_check("pack/a", f, fl, &idx, NULL, why,
+				       sizeof(why)), CS_ECORRUPT);
+	ck_assert_ptr_nonnull(strstr(why, "magic"));
+	for (int i = 0; i < 3; i++)
+		free(frags[i]);
+	r = (struct cs_redund){ CS_RS, 0, 1 };
+	ck_assert_int_eq(cs_frag_encode(&r, "pack/a", "x", 1, frags, &fl),
+			 -EINVAL);
+}
+END_TEST
+
+/* ---- repository, packs, index ---- */
+
+static char tdir[64];
+
+static void mk_benef(void)
+{
+	char p[128];
+
+	strcpy(tdir, "/tmp/cs-unit.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tdir));
+	for (int i = 1; i <= 4; i++) {
+		snprintf(p, sizeof(p), "%s/b%d", tdir, i);
+		ck_assert_int_eq(mkdir(p, 0755), 0);
+	}
+}
+
+static void rm_benef(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static void spec_of(char *buf, size_t len, const char *q)
+{
+	snprintf(buf, len, "dir:%s/b1,%s/b2,%s/b3,%s/b4%s", tdir, tdir, tdir,
+		 tdir, q);
+}
+
+#define NCH 40
+
+START_TEST(pack_roundtrip)
+{
+	static const char *const qs[] = { "?replicas=2", "?parity",
+					  "?rs=2+2" };
+	unsigned char *data = malloc(NCH * 100000), id[NCH][CS_ID_LEN];
+	unsigned char *out = malloc(100000);
+	char spec[512], why[CS_WHY_LEN], cmd[256];
+	struct cs_repo *r;
+	struct cs_stats st;
+
+	for (size_t qi = 0; qi < 3; qi++) {
+		mk_benef();
+		spec_of(spec, sizeof(spec), qs[qi]);
+		ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT |
+					      CS_OPEN_WRITE, &r, why,
+					      sizeof(why)), 0);
+		for (int i = 0; i < NCH; i++) {
+			unsigned char *c = data + i * 100000;
+
+			if (i % 2)
+				fill(c, 100000, (uint64_t)i);
+			else	/* compressible */
+				for (int j = 0; j < 100000; j++)
+					c[j] = (unsigned char)(j / 1000 + i);
+			cs_sha256(c, 100000, id[i]);
+			ck_assert_int_eq(cs_chunk_put(r, id[i], c, 100000, why,
+						      sizeof(why)), 0);
+		}
+		/* dedup: the same chunk again writes nothing */
+		ck_assert_int_eq(cs_chunk_put(r, id[3], data + 3 * 100000,
+					      100000, why, sizeof(why)), 1);
+		ck_assert_int_eq(cs_chunk_flush(r, why, sizeof(why)), 0);
+		cs_repo_stats(r, &st);
+		ck_assert_uint_eq(st.put_new, NCH);
+		ck_assert_uint_ge(st.packs_written, 1);
+		ck_assert_uint_lt(st.pack_bytes, (uint64_t)NCH * 100000);
+		cs_repo_close(r);
+
+		/* a new session finds every chunk through the index */
+		ck_assert_int_eq(cs_repo_open(spec, 0, &r, why, sizeof(why)), 0);
+		for (int i = 0; i < NCH; i++) {
+			ck_assert_int_eq(cs_chunk_get(r, id[i], out, 100000,
+						      why, sizeof(why)), 0);
+			ck_assert(!memcmp(out, data + i * 100000, 100000));
+		}
+		ck_assert_int_eq(cs_chunk_get(r, id[0], out, 99, why,
+					      sizeof(why)), CS_ECORRUPT);
+		cs_repo_close(r);
+
+		/* index objects gone: rebuilt from the packs' headers */
+		snprintf(cmd, sizeof(cmd), "rm -f %s/b*/index/*", tdir);
+		ck_assert_int_eq(system(cmd), 0);
+		ck_assert_int_eq(cs_repo_open(spec, 0, &r, why, sizeof(why)), 0);
+		for (int i = 0; i < NCH; i++)
+			ck_assert_int_eq(cs_chunk_get(r, id[i], out, 100000,
+						      why, sizeof(why)), 0);
+		ck_assert_uint_eq(cs_chunk_has(r, id[5]), 1);
+		cs_repo_close(r);
+
+		/* one benefactor gone (its marker too: "not mounted") */
+		snprintf(cmd, sizeof(cmd), "rm -rf %s/b2 && mkdir %s/b2", tdir,
+			 tdir);
+		ck_assert_int_eq(system(cmd), 0);
+		ck_assert_int_eq(cs_repo_open(spec, 0, &r, why, sizeof(why)), 0);
+		ck_assert_ptr_nonnull(strstr(cs_repo_warnings(r), "/b2"));
+		for (int i = 0; i < NCH; i++) {
+			ck_assert_int_eq(cs_chunk_get(r, id[i], out, 100000,
+						      why, sizeof(why)), 0);
+			ck_assert(!memcmp(out, data + i * 100000, 100000));
+		}
+		cs_repo_close(r);
+		rm_benef();
+	}
+	free(data);
+	free(out);
+}
+END_TEST
+
+START_TEST(repo_spec)
+{
+	char spec[512], why[CS_WHY_LEN];
+	struct cs_repo *r;
+
+	mk_benef();
+	spec_of(spec, sizeof(spec), "?rs=4+1");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT, &r, why,
+				      sizeof(why)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "rs=4+1"));
+	spec_of(spec, sizeof(spec), "?mirror");
+	ck_assert_int_eq(cs_repo_open(spec, 0, &r, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_int_eq(cs_repo_open("s3://x", 0, &r, why, sizeof(why)),
+			 -EINVAL);
+	/* nothing initialised: no benefactor answers */
+	spec_of(spec, sizeof(spec), "?rs=2+1");
+	ck_assert_int_eq(cs_repo_open(spec, 0, &r, why, sizeof(why)),
+			 -ENOENT);
+	rm_benef();
+}
+END_TEST
+
+START_TEST(pack_garbage)
+{
+	unsigned char buf[4096];
+	struct cs_blob *b;
+	size_t n;
+	char why[CS_WHY_LEN];
+
+	fill(buf, sizeof(buf), 5);
+	for (size_t l = 0; l < sizeof(buf); l += 97) {
+		why[0] = '\0';
+		ck_assert_int_eq(cs_pack_parse(buf, l, &b, &n, why,
+					       sizeof(why)), CS_ECORRUPT);
+		ck_assert(why[0]);
+	}
+	memcpy(buf + sizeof(buf) - 32, "VFSCPACK", 8);
+	ck_assert_int_eq(cs_pack_parse(buf, sizeof(buf), &b, &n, why,
+				       sizeof(why)), CS_ECORRUPT);
+}
+END_TEST
+
+/* ---- manifests ---- */
+
+struct mcheck {
+	int n;
+};
+
+static int mcheck_one(const struct cs_file *f, void *arg)
+{
+	struct mcheck *c = arg;
+
+	switch (c->n++) {
+	case 0:
+		ck_assert_str_eq(f->path, "");
+		ck_assert(S_ISDIR(f->mode));
+		break;
+	case 1:
+		ck_assert_str_eq(f->path, "a");
+		ck_assert_uint_eq(f->size, 70000);
+		ck_assert_uint_eq(f->nrefs, 2);
+		ck_assert_uint_eq(f->refs[1].off, 65536);
+		ck_assert_uint_eq(f->refs[1].len, 70000 - 65536);
+		ck_assert_uint_eq(f->refs[1].id[0], 2);
+		ck_assert_uint_eq(f->xattrs_len, 12);
+		ck_assert_int_eq(f->mtime, -5);
+		ck_assert_uint_eq(f->mtime_ns, 999999999);
+		break;
+	case 2:
+		ck_assert_str_eq(f->path, "a/l");
+		ck_assert_str_eq(f->target, "../x");
+		break;
+	}
+	return 0;
+}
+
+static void build(struct cs_mbuild *mb, const char *p2)
+{
+	struct cs_mhead h = { .ckpt = 7, .parent = 6, .chunking = CS_FSCH };
+	struct cs_ref refs[2] = { { { 1 }, 0, 65536 },
+				  { { 2 }, 65536, 70000 - 65536 } };
+	struct cs_file f = { .path = "", .mode = S_IFDIR | 0755, .vino = 1 };
+
+	strcpy(h.tag, "step1");
+	ck_assert_int_eq(cs_manifest_begin(mb, &h), 0);
+	ck_assert_int_eq(cs_manifest_add(mb, &f), 0);
+	f = (struct cs_file){ .path = "a", .mode = S_IFREG | 0644,
+			      .vino = 2, .size = 70000, .refs = refs,
+			      .nrefs = 2, .mtime = -5,
+			      .mtime_ns = 999999999,
+			      .xattrs = "user.k\0\1\0\0\0v", .xattrs_len = 12 };
+	ck_assert_int_eq(cs_manifest_add(mb, &f), 0);
+	f = (struct cs_file){ .path = p2, .mode = S_IFLNK | 0777, .vino = 3,
+			      .target = "../x" };
+	ck_assert_int_eq(cs_manifest_add(mb, &f), 0);
+	ck_assert_int_eq(cs_manifest_end(mb), 0);
+}
+
+START_TEST(manifest_roundtrip)
+{
+	struct cs_mbuild mb;
+	struct cs_mhead h;
+	struct mcheck c = { 0 };
+	char why[CS_WHY_LEN];
+
+	build(&mb, "a/l");
+	ck_assert_int_eq(cs_manifest_parse(mb.buf, mb.len, &h, mcheck_one, &c,
+					   why, sizeof(why)), 0);
+	ck_assert_int_eq(c.n, 3);
+	ck_assert_uint_eq(h.ckpt, 7);
+	ck_assert_uint_eq(h.parent, 6);
+	ck_assert_str_eq(h.tag, "step1");
+	/* every truncation is refused */
+	for (size_t l = 0; l < mb.len; l++)
+		ck_assert_int_eq(cs_manifest_parse(mb.buf, l, &h, NULL, NULL,
+						   why, sizeof(why)),
+				 CS_ECORRUPT);
+	/* every single flipped byte is refused */
+	for (size_t i = 0; i < mb.len; i++) {
+		mb.buf[i] ^= 0x40;
+		ck_assert_int_eq(cs_manifest_parse(mb.buf, mb.len, &h, NULL,
+						   NULL, why, sizeof(why)),
+				 CS_ECORRUPT);
+		mb.buf[i] ^= 0x40;
+	}
+	cs_manifest_free(&mb);
+	/* a path that leaves the tree, even with a valid checksum */
+	build(&mb, "a/../../etc");
+	ck_assert_int_eq(cs_manifest_parse(mb.buf, mb.len, &h, NULL, NULL, why,
+					   sizeof(why)), CS_ECORRUPT);
+	ck_assert_ptr_nonnull(strstr(why, "bad path"));
+	cs_manifest_free(&mb);
+}
+END_TEST
+
+/* ---- push and restore of a store built through the index API ---- */
+
+#define NPG	40		/* file 2: 160 KiB, FsCH chunks 64+64+32 KiB */
+
+/*
+ * Checkpoint 1: file "f" (ino 2) with pages 0-39 written in epoch 1.
+ * Checkpoint 2: page 20 (in the second FsCH chunk) rewritten.
+ * Checkpoint 3: nothing changed.
+ */
+static int build_store(bt_txn *txn, void *arg)
+{
+	struct bt_inode root, f = { .ino = 2, .ver = 1, .type = S_IFREG,
+				    .flags = BT_INO_DATA | BT_INO_ATTR,
+				    .data_ver = 1, .size = NPG * VFS_PAGE };
+	struct bt_ckpt c = { .id = 1, .state = BT_CKPT_ACTIVE };
+	int rc;
+
+	(void)arg;
+	f.attr.mode = S_IFREG | 0640;
+	f.attr.nlink = 1;
+	f.attr.mtime_sec = 1000;
+	if ((rc = bt_inode_get(txn, 1, 0, &root)))
+		return rc;
+	root.flags |= BT_INO_LISTED;
+	if ((rc = bt_inode_put(txn, &root)) ||
+	    (rc = bt_inode_put(txn, &f)) ||
+	    (rc = bt_ext_set(txn, 2, 1, 0, NPG, 1)) ||
+	    (rc = bt_dir_add(txn, 1, "f", 1, 1, 2, S_IFREG)) ||
+	    (rc = bt_ckpt_put(txn, &c)))
+		return rc;
+	f.ver = f.data_ver = 2;
+	c.id = 2;
+	c.parent = 1;
+	if ((rc = bt_inode_put(txn, &f)) ||
+	    (rc = bt_ext_clone(txn, 2, 1, 2)) ||
+	    (rc = bt_ext_set(txn, 2, 2, 20, 1, 2)) ||
+	    (rc = bt_ckpt_put(txn, &c)))
+		return rc;
+	c.id = 3;
+	c.parent = 2;
+	if ((rc = bt_ckpt_put(txn, &c)) ||
+	    (rc = bt_kv_put_u64(txn, "epoch", 4)) ||
+	    (rc = bt_kv_put_u64(txn, "parent", 3)))
+		return rc;
+	return 0;
+}
+
+static void page_fill(unsigned char *buf, uint64_t pg, uint64_t ver)
+{
+	fill(buf, VFS_PAGE, pg * 131 + ver);
+}
+
+START_TEST(push_fsch)
+{
+	char backing[64] = "/tmp/cs-store.XXXXXX", spec[512], why[CS_WHY_LEN];
+	char path[256], cmd[256];
+	unsigned char pg[VFS_PAGE], *want = malloc(NPG * VFS_PAGE);
+	unsigned char *got = malloc(NPG * VFS_PAGE + 1);
+	struct cs_push_opts po = { .chunking = CS_FSCH };
+	struct cs_push_result res;
+	struct vstore *st;
+	struct cs_repo *r;
+	unsigned char sid[16];
+	char mname[128];
+	FILE *f;
+	int fd;
+
+	ck_assert_ptr_nonnull(mkdtemp(backing));
+	vfs_log_init(true, false);
+	ck_assert_int_eq(store_open(backing, STORE_CREATE, &st), 0);
+	ck_assert_int_eq(bt_txn_run(store_env(st), build_store, NULL), 0);
+	fd = store_open_content(st, 2, 1, O_RDWR | O_CREAT);
+	ck_assert_int_ge(fd, 0);
+	for (uint64_t i = 0; i < NPG; i++) {
+		page_fill(pg, i, 1);
+		ck_assert_int_eq(pwrite(fd, pg, VFS_PAGE, (off_t)(i * VFS_PAGE)),
+				 VFS_PAGE);
+	}
+	close(fd);
+	fd = store_open_content(st, 2, 2, O_RDWR | O_CREAT);
+	page_fill(pg, 20, 2);
+	ck_assert_int_eq(pwrite(fd, pg, VFS_PAGE, 20 * VFS_PAGE), VFS_PAGE);
+	close(fd);
+	ck_assert_int_eq(store_id(st, sid), 0);
+	store_close(st);
+	/* read-only, no lock: as beside a daemon */
+	ck_assert_int_eq(store_open(backing, STORE_RDONLY, &st), 0);
+
+	mk_benef();
+	spec_of(spec, sizeof(spec), "?rs=2+1");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_push(r, st, 1, &po, &res, why, sizeof(why)), 0);
+	ck_assert_uint_eq(res.new_chunks, 3);
+	ck_assert_uint_eq(res.read_bytes, NPG * VFS_PAGE);
+	/* one page changed: only its 64 KiB chunk is read and stored */
+	ck_assert_int_eq(cs_push(r, st, 2, &po, &res, why, sizeof(why)), 0);
+	ck_assert_uint_eq(res.read_bytes, 65536);
+	ck_assert_uint_eq(res.new_chunks, 1);
+	ck_assert_uint_eq(res.reused_bytes, NPG * VFS_PAGE - 65536);
+	/* nothing changed: nothing read */
+	ck_assert_int_eq(cs_push(r, st, 3, &po, &res, why, sizeof(why)), 0);
+	ck_assert_uint_eq(res.read_bytes, 0);
+	ck_assert_uint_eq(res.new_chunks, 0);
+	ck_assert_int_eq(cs_push(r, st, 2, &po, &res, why, sizeof(why)), 0);
+	ck_assert(res.already);
+	ck_assert_int_eq(cs_push(r, st, 9, &po, &res, why, sizeof(why)),
+			 -ENOENT);
+
+	/* checkpoint 2 restored: page 20 new, the rest from epoch 1 */
+	for (uint64_t i = 0; i < NPG; i++)
+		page_fill(want + i * VFS_PAGE, i, i == 20 ? 2 : 1);
+	cs_manifest_name(mname, sizeof(mname), sid, 2);
+	snprintf(path, sizeof(path), "%s/restored", tdir);
+	ck_assert_msg(cs_restore_plain(r, mname, path, NULL, why,
+				       sizeof(why)) == 0, "%s", why);
+	snprintf(path, sizeof(path), "%s/restored/f", tdir);
+	ck_assert_ptr_nonnull(f = fopen(path, "r"));
+	ck_assert_uint_eq(fread(got, 1, NPG * VFS_PAGE + 1, f), NPG * VFS_PAGE);
+	fclose(f);
+	ck_assert(!memcmp(got, want, NPG * VFS_PAGE));
+	/* not into a directory that holds something */
+	snprintf(path, sizeof(path), "%s/restored", tdir);
+	ck_assert_int_eq(cs_restore_plain(r, mname, path, NULL, why,
+					  sizeof(why)), -ENOTEMPTY);
+	cs_repo_close(r);
+	store_close(st);
+	rm_benef();
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", backing);
+	ck_assert_int_eq(system(cmd), 0);
+	free(want);
+	free(got);
+}
+END_TEST
+
+static Suite *chunk_suite(void)
+{
+	Suite *s = suite_create("chunkstore");
+	TCase *tc;
+
+	tc = tcase_create("cdc");
+	tcase_add_test(tc, cdc_bounds);
+	tcase_add_test(tc, cdc_insertion);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("fragments");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, frag_schemes);
+	tcase_add_test(tc, frag_bad);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("repository");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, pack_roundtrip);
+	tcase_add_test(tc, repo_spec);
+	tcase_add_test(tc, pack_garbage);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("manifest");
+	tcase_add_test(tc, manifest_roundtrip);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("push");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, push_fsch);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(chunk_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,490 @@
+/*
+ * versionfs-chunk — the chunk store's commands: init, push, list, stats,
+ * check (versionfs-chunk(8)).  Everything is done by libvfschunk
+ * (chunkstore/chunkstore.h); this file parses options, prints, and turns
+ * errors into "versionfs-chunk: push: ..." lines and exit codes.
+ *
+ * push opens the versionfs store read-only and without its lock
+ * (STORE_RDONLY), so it runs beside a mounted daemon; only the append-only
+ * commands are here (init, push), beside the read-only ones: deleting
+ * (prune, gc) is phase 2 and will take a lock the appenders respect.
+ */
+#include <errno.h>
+#include <malloc.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "chunkstore/chunkstore.h"
+#include "versionfs/store/store.h"
+
+static const char *cmd = "";
+
+static void warnings(struct cs_repo *r)
+{
+	const char *w = cs_repo_warnings(r);
+
+	for (const char *l = w; *l;) {
+		const char *e = strchr(l, '\n');
+		int n = e ? (int)(e - l) : (int)strlen(l);
+
+		fprintf(stderr, "versionfs-chunk: %s: warning: %.*s\n", cmd, n,
+			l);
+		l += n + (e ? 1 : 0);
+	}
+}
+
+static int fail(struct cs_repo *r, int rc, const char *why)
+{
+	if (r)
+		warnings(r);
+	fprintf(stderr, "versionfs-chunk: %s: %s\n", cmd,
+		why && *why ? why : strerror(-rc));
+	return 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: versionfs-chunk init SPEC\n"
+"       versionfs-chunk push BACKING --to SPEC [--checkpoint C | --tag T]\n"
+"                            [--chunking fsch|cdc]\n"
+"       versionfs-chunk list SPEC\n"
+"       versionfs-chunk stats SPEC\n"
+"       versionfs-chunk check SPEC [--read-data]\n"
+"SPEC: dir:/b1,/b2,...[?replicas=R | ?parity | ?rs=M+K]\n");
+}
+
+static int do_init(int argc, char **argv)
+{
+	char why[CS_WHY_LEN] = "";
+	struct cs_repo *r;
+	int rc;
+
+	if (argc != 2) {
+		usage(stderr);
+		return 2;
+	}
+	rc = cs_repo_open(argv[1], CS_OPEN_INIT | CS_OPEN_WRITE, &r, why,
+			  sizeof(why));
+	if (rc)
+		return fail(NULL, rc, why);
+	warnings(r);
+	cs_repo_close(r);
+	return 0;
+}
+
+static double secs(const struct timespec *a, const struct timespec *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) +
+	       (double)(b->tv_nsec - a->tv_nsec) / 1e9;
+}
+
+static int do_push(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "to", required_argument, NULL, 't' },
+		{ "checkpoint", required_argument, NULL, 'c' },
+		{ "tag", required_argument, NULL, 'g' },
+		{ "chunking", required_argument, NULL, 'k' },
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *spec = NULL, *tag = NULL;
+	char why[CS_WHY_LEN] = "", *end, backing[PATH_MAX];
+	struct cs_push_opts po = { .chunking = CS_FSCH };
+	struct cs_push_result res;
+	struct cs_repo *r = NULL;
+	struct vstore *st = NULL;
+	struct timespec t0, t1;
+	struct cs_stats cst;
+	uint64_t c = 0;
+	int o, rc;
+
+	while ((o = getopt_long(argc, argv, "t:c:g:k:", opts, NULL)) != -1) {
+		switch (o) {
+		case 't': spec = optarg; break;
+		case 'g': tag = optarg; break;
+		case 'c':
+			c = strtoull(optarg, &end, 10);
+			if (*end || !c) {
+				fprintf(stderr, "versionfs-chunk: push: bad "
+					"checkpoint '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'k':
+			if (!strcmp(optarg, "fsch"))
+				po.chunking = CS_FSCH;
+			else if (!strcmp(optarg, "cdc"))
+				po.chunking = CS_CDC;
+			else {
+				fprintf(stderr, "versionfs-chunk: push: "
+					"--chunking is fsch or cdc\n");
+				return 2;
+			}
+			break;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc - 1 || !spec) {
+		usage(stderr);
+		return 2;
+	}
+	if (!realpath(argv[optind], backing)) {
+		fprintf(stderr, "versionfs-chunk: push: %s: %s\n",
+			argv[optind], strerror(errno));
+		return 1;
+	}
+	vfs_log_init(true, false);
+	if ((rc = store_open(backing, STORE_RDONLY, &st)))
+		return 1;	/* store_open said why */
+	if (!c || tag) {
+		bt_txn *txn;
+		struct bt_ckpt ck;
+
+		rc = bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn);
+		if (!rc) {
+			rc = tag ? bt_ckpt_by_tag(txn, tag, &ck)
+				 : bt_ckpt_last(txn, &ck);
+			bt_txn_abort(txn);
+		}
+		if (rc) {
+			fprintf(stderr, "versionfs-chunk: push: %s: %s\n",
+				backing, tag ? "no checkpoint has this tag" :
+				"no checkpoint yet");
+			store_close(st);
+			return 1;
+		}
+		c = ck.id;
+	}
+	if ((rc = cs_repo_open(spec, CS_OPEN_WRITE, &r, why, sizeof(why)))) {
+		store_close(st);
+		return fail(NULL, rc, why);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = cs_push(r, st, c, &po, &res, why, sizeof(why));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	store_close(st);
+	if (rc) {
+		rc = fail(r, rc, why);
+		cs_repo_close(r);
+		return rc;
+	}
+	warnings(r);
+	cs_repo_stats(r, &cst);
+	if (res.already)
+		printf("checkpoint %" PRIu64 ": already in the chunk store\n",
+		       c);
+	else
+		printf("checkpoint %" PRIu64 ": files %" PRIu64 " bytes %"
+		       PRIu64 " read %" PRIu64 " reused %" PRIu64 " chunks %"
+		       PRIu64 " new_chunks %" PRIu64 " new_bytes %" PRIu64
+		       " packs %" PRIu64 " seconds %.3f\n", c, res.files,
+		       res.logical_bytes, res.read_bytes, res.reused_bytes,
+		       res.chunks, res.new_chunks, res.new_bytes,
+		       cst.packs_written, secs(&t0, &t1));
+	cs_repo_close(r);
+	return 0;
+}
+
+struct mlist {
+	uint64_t logical;
+	uint64_t refs;
+	uint64_t missing;
+	const char *name;
+	struct cs_repo *r;
+};
+
+static int man_one(const struct cs_file *f, void *arg)
+{
+	struct mlist *m = arg;
+
+	if (S_ISREG(f->mode))
+		m->logical += f->size;
+	for (size_t i = 0; i < f->nrefs; i++) {
+		m->refs++;
+		if (!cs_chunk_has(m->r, f->refs[i].id)) {
+			if (!m->missing)
+				fprintf(stderr, "versionfs-chunk: %s: %s: /%s: "
+					"chunk at %" PRIu64 " is in no pack\n",
+					cmd, m->name, f->path,
+					f->refs[i].off);
+			m->missing++;
+		}
+	}
+	return 0;
+}
+
+static int do_list(int argc, char **argv)
+{
+	char why[CS_WHY_LEN] = "", **names;
+	struct cs_repo *r;
+	size_t n;
+	int rc, bad = 0;
+
+	if (argc != 2) {
+		usage(stderr);
+		return 2;
+	}
+	if ((rc = cs_repo_open(argv[1], 0, &r, why, sizeof(why))))
+		return fail(NULL, rc, why);
+	if ((rc = cs_obj_list(r, "manifest", &names, &n))) {
+		rc = fail(r, rc, "listing manifests");
+		cs_repo_close(r);
+		return rc;
+	}
+	printf("%-32s %10s %20s  %s\n", "STORE", "CHECKPOINT", "TIME", "TAG");
+	for (size_t i = 0; i < n; i++) {
+		struct cs_mhead h;
+		void *buf;
+		size_t len;
+		char hex[CS_HEX_LEN], tbuf[32];
+		unsigned char sid[CS_ID_LEN] = { 0 };
+		time_t t;
+
+		if ((rc = cs_obj_get(r, names[i], &buf, &len, why, sizeof(why))) ||
+		    (rc = cs_manifest_parse(buf, len, &h, NULL, NULL, why,
+					    sizeof(why)))) {
+			if (!rc)
+				free(buf);
+			fprintf(stderr, "versionfs-chunk: list: %s\n", why);
+			bad = 1;
+			continue;
+		}
+		free(buf);
+		memcpy(sid, h.store_id, 16);
+		cs_id_hex(sid, hex);
+		t = (time_t)(h.time_ns / 1000000000u);
+		strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S",
+			 localtime(&t));
+		printf("%-32.32s %10" PRIu64 " %20s  %s\n", hex, h.ckpt, tbuf,
+		       h.tag);
+	}
+	warnings(r);
+	cs_names_free(names, n);
+	cs_repo_close(r);
+	return bad;
+}
+
+static int do_stats(int argc, char **argv)
+{
+	char why[CS_WHY_LEN] = "", **names;
+	struct cs_repo *r;
+	struct cs_stats s;
+	struct mlist m = { 0 };
+	const struct cs_redund *red;
+	size_t n;
+	int rc;
+
+	if (argc != 2) {
+		usage(stderr);
+		return 2;
+	}
+	cmd = "stats";
+	if ((rc = cs_repo_open(argv[1], 0, &r, why, sizeof(why))))
+		return fail(NULL, rc, why);
+	if ((rc = cs_index_load(r, why, sizeof(why))) ||
+	    (rc = cs_obj_list(r, "manifest", &names, &n))) {
+		rc = fail(r, rc, why);
+		cs_repo_close(r);
+		return rc;
+	}
+	m.r = r;
+	for (size_t i = 0; i < n; i++) {
+		struct cs_mhead h;
+		void *buf;
+		size_t len;
+
+		m.name = names[i];
+		if ((rc = cs_obj_get(r, names[i], &buf, &len, why,
+				     sizeof(why))))
+			continue;
+		cs_manifest_parse(buf, len, &h, man_one, &m, why, sizeof(why));
+		free(buf);
+	}
+	cs_repo_stats(r, &s);
+	red = cs_repo_redund(r);
+	printf("manifests %zu\n", n);
+	printf("logical_bytes %" PRIu64 "\n", m.logical);
+	printf("chunks %" PRIu64 "\n", s.chunks);
+	printf("chunk_bytes %" PRIu64 "\n", s.chunk_bytes);
+	printf("packs %" PRIu64 "\n", s.packs);
+	printf("pack_bytes %" PRIu64 "\n", s.pack_bytes);
+	printf("dedup_ratio %.3f\n", s.chunk_bytes ?
+	       (double)m.logical / (double)s.chunk_bytes : 0.0);
+	printf("compression_ratio %.3f\n", s.pack_bytes ?
+	       (double)s.chunk_bytes / (double)s.pack_bytes : 0.0);
+	printf("redundancy %s %u+%u (x%.3f)\n",
+	       red->scheme == CS_REPLICA ? "replicas" :
+	       red->scheme == CS_XOR ? "parity" : "rs", red->m, red->k,
+	       (double)(red->m + red->k) / red->m);
+	warnings(r);
+	cs_names_free(names, n);
+	cs_repo_close(r);
+	return 0;
+}
+
+struct chk {
+	struct cs_repo *r;
+	bool read_data;
+	unsigned bad, degraded;
+};
+
+static int check_pack(const char *pack, size_t nblobs, void *arg)
+{
+	struct chk *c = arg;
+	const struct cs_redund *red = cs_repo_redund(c->r);
+	char why[CS_WHY_LEN] = "";
+	struct cs_redund g = *red;
+	unsigned good;
+
+	cs_obj_fragments(c->r, pack, &good, &g, why, sizeof(why));
+	if (why[0])
+		fprintf(stderr, "versionfs-chunk: check: %s\n", why);
+	if (good < g.m) {
+		fprintf(stderr, "versionfs-chunk: check: %s: %u good "
+			"fragments, %u needed: LOST\n", pack, good, g.m);
+		c->bad++;
+		return 0;
+	}
+	if (good < g.m + g.k) {
+		fprintf(stderr, "versionfs-chunk: check: %s: %u of %u "
+			"fragments good: degraded\n", pack, good, g.m + g.k);
+		c->degraded++;
+	}
+	if (c->read_data) {
+		struct cs_blob *blobs;
+		void *buf;
+		size_t len, n;
+		unsigned char *out = NULL;
+
+		if (cs_obj_get(c->r, pack, &buf, &len, why, sizeof(why)) ||
+		    (cs_pack_parse(buf, len, &blobs, &n, why, sizeof(why)) &&
+		     (free(buf), 1))) {
+			fprintf(stderr, "versionfs-chunk: check: %s: %s\n",
+				pack, why);
+			c->bad++;
+			return 0;
+		}
+		for (size_t i = 0; i < n; i++) {
+			unsigned char *no = realloc(out, blobs[i].ulen + 1);
+
+			if (!no)
+				break;
+			out = no;
+			if (cs_blob_read(buf, len, &blobs[i], out, why,
+					 sizeof(why))) {
+				fprintf(stderr, "versionfs-chunk: check: %s: "
+					"%s\n", pack, why);
+				c->bad++;
+			}
+		}
+		if (n != nblobs)
+			fprintf(stderr, "versionfs-chunk: check: %s: %zu blobs, "
+				"the index says %zu\n", pack, n, nblobs);
+		free(out);
+		free(blobs);
+		free(buf);
+	}
+	return 0;
+}
+
+static int do_check(int argc, char **argv)
+{
+	char why[CS_WHY_LEN] = "", **names;
+	struct chk c = { 0 };
+	struct mlist m = { 0 };
+	struct cs_repo *r;
+	size_t n;
+	int rc;
+
+	if (argc == 3 && !strcmp(argv[2], "--read-data"))
+		c.read_data = true;
+	else if (argc != 2) {
+		usage(stderr);
+		return 2;
+	}
+	if ((rc = cs_repo_open(argv[1], 0, &r, why, sizeof(why))))
+		return fail(NULL, rc, why);
+	c.r = r;
+	m.r = r;
+	if ((rc = cs_index_load(r, why, sizeof(why))) ||
+	    (rc = cs_obj_list(r, "manifest", &names, &n))) {
+		rc = fail(r, rc, why);
+		cs_repo_close(r);
+		return rc;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct cs_mhead h;
+		unsigned good;
+		struct cs_redund g = *cs_repo_redund(r);
+		void *buf;
+		size_t len;
+
+		m.name = names[i];
+		m.missing = 0;
+		cs_obj_fragments(r, names[i], &good, &g, why, sizeof(why));
+		if (good < g.m + g.k)
+			fprintf(stderr, "versionfs-chunk: check: %s: %u of %u "
+				"fragments good%s%s\n", names[i], good,
+				g.m + g.k, why[0] ? ": " : "", why);
+		if (good < g.m + g.k)
+			c.degraded++;
+		if ((rc = cs_obj_get(r, names[i], &buf, &len, why,
+				     sizeof(why))) ||
+		    (rc = cs_manifest_parse(buf, len, &h, man_one, &m, why,
+					    sizeof(why)) && (free(buf), 1))) {
+			fprintf(stderr, "versionfs-chunk: check: %s\n", why);
+			c.bad++;
+			continue;
+		}
+		free(buf);
+		if (m.missing)
+			c.bad++;
+	}
+	cs_pack_foreach(r, check_pack, &c);
+	warnings(r);
+	printf("manifests %zu packs checked, %u damaged, %u degraded\n", n,
+	       c.bad, c.degraded);
+	cs_names_free(names, n);
+	cs_repo_close(r);
+	return c.bad || c.degraded ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	/* Packs and fragments are buffers of a few MiB allocated per object:
+	   above glibc's mmap threshold each one is a fresh mapping whose
+	   page faults cost more than the encoding (measured 27 against 200
+	   MiB/s for replicas=2 on a VM); keep them on the heap. */
+	mallopt(M_MMAP_THRESHOLD, 64 << 20);
+	mallopt(M_TRIM_THRESHOLD, 256 << 20);
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	cmd = argv[1];
+	if (!strcmp(cmd, "init"))
+		return do_init(argc - 1, argv + 1);
+	if (!strcmp(cmd, "push"))
+		return do_push(argc - 1, argv + 1);
+	if (!strcmp(cmd, "list"))
+		return do_list(argc - 1, argv + 1);
+	if (!strcmp(cmd, "stats"))
+		return do_stats(argc - 1, argv + 1);
+	if (!strcmp(cmd, "check"))
+		return do_check(argc - 1, argv + 1);
+	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
+		usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "versionfs-chunk: unknown command '%s'\n", cmd);
+	usage(stderr);
+	return 2;
+}
