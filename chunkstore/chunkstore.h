@@ -137,6 +137,12 @@ struct cs_backend_ops {
 		    int (*cb)(const char *name, void *arg), void *arg);
 	int (*del)(struct cs_backend *b, const char *name);
 	int (*space)(struct cs_backend *b, uint64_t *avail);	/* bytes */
+	/* Optional (NULL: every put is durable when it returns).  A backend
+	   with flush may return from put once the write is queued; flush
+	   waits until every put so far is durable and returns the first
+	   error among them.  Callers flush before writing anything that
+	   refers to the objects. */
+	int (*flush)(struct cs_backend *b);
 	void (*close)(struct cs_backend *b);
 };
 struct cs_backend {
@@ -154,6 +160,12 @@ struct cs_backend {
    created first.  -errno if it cannot be used, CS_ECORRUPT for a bad
    marker. */
 int cs_dir_open(const char *path, bool init, struct cs_backend **out);
+
+/* A rados: backend (rados.c, built when librados is present): spec is
+   what follows "rados:", "POOL[@CONF][,user=NAME][,namespace=NS]".
+   Redundancy is the pool's.  -ENOTSUP where librados was not built in. */
+int cs_rados_open(const char *spec, struct cs_backend **out, char *why,
+		  size_t whylen);
 
 /* ---- the repository (repo.c) ------------------------------------------------- */
 
