@@ -57,11 +57,14 @@ XXH_LIBS    := $(shell $(PKG_CONFIG) --libs libxxhash 2>/dev/null)
 CHUNK_PKGS  := libcrypto libzstd
 CHUNK_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(CHUNK_PKGS) 2>/dev/null)
 CHUNK_LIBS  := $(shell $(PKG_CONFIG) --libs $(CHUNK_PKGS) 2>/dev/null) \
+               $(if $(wildcard /usr/include/rados/librados.h),-lrados) \
                $(or $(shell $(PKG_CONFIG) --libs libisal 2>/dev/null),-lisal)
 CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS  := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
-ALL_CFLAGS  = $(BASEFLAGS) $(WARN) -I. $(PKG_CFLAGS) $(CHUNK_CFLAGS) $(CFLAGS) -MMD -MP
+ALL_CFLAGS  = $(BASEFLAGS) $(WARN) -I. $(PKG_CFLAGS) $(CHUNK_CFLAGS) \
+              $(if $(wildcard /usr/include/rados/librados.h),-DVFS_HAVE_RADOS) \
+              $(CFLAGS) -MMD -MP
 
 # ---- sources ---------------------------------------------------------------
 BTREE_SRC   := $(wildcard btree/*.c)
@@ -98,7 +101,10 @@ TRANSPORT_LIB := $(BUILD)/libvfstransport.a
 CRYPTO_LIBS := $(shell $(PKG_CONFIG) --libs libcrypto 2>/dev/null)
 
 # libvfschunk (chunkstore/): above the store library, below its tools.
-CHUNK_SRC   := $(wildcard chunkstore/*.c)
+# rados.c (the rados: backend) is built when librados is installed
+# (Debian 12 ships no rados.pc: the header decides).
+HAVE_RADOS  := $(wildcard /usr/include/rados/librados.h)
+CHUNK_SRC   := $(filter-out $(if $(HAVE_RADOS),,chunkstore/rados.c),$(wildcard chunkstore/*.c))
 CHUNK_LIB   := $(BUILD)/libvfschunk.a
 CHUNKTOOL_SRC := $(wildcard versionfs/tools/chunk/*.c)
 RESTORE_SRC := $(wildcard versionfs/tools/restore/*.c)

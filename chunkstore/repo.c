@@ -132,9 +132,29 @@ int cs_repo_open(const char *spec, unsigned flags, struct cs_repo **out,
 		rc = -ENOMEM;
 		goto fail;
 	}
+	if (!strncmp(s, "rados:", 6)) {
+		/* one backend; the pool's replication or erasure coding is
+		   the redundancy (versionfs-chunk(8)) */
+		struct cs_backend *b = NULL;
+
+		if (strchr(s, '?')) {
+			rc = cs_err(-EINVAL, why, whylen, "'%s': a rados: chunk "
+				    "store has its pool's redundancy; no ?options",
+				    spec);
+			goto fail;
+		}
+		if ((rc = cs_rados_open(s + 6, &b, why, whylen)))
+			goto fail;
+		r->b[r->nb++] = b;
+		if ((rc = parse_redund(r, NULL, why, whylen)))
+			goto fail;
+		free(s);
+		*out = r;
+		return 0;
+	}
 	if (strncmp(s, "dir:", 4)) {
-		rc = cs_err(-EINVAL, why, whylen, "'%s': only dir: chunk "
-			    "stores are known (dir:/b1,/b2?rs=2+1)", spec);
+		rc = cs_err(-EINVAL, why, whylen, "'%s': not a chunk store "
+			    "(dir:/b1,/b2?rs=2+1 or rados:POOL)", spec);
 		goto fail;
 	}
 	if ((q = strchr(s, '?')))
@@ -207,6 +227,16 @@ fail:
 	return rc;
 }
 
+#ifndef VFS_HAVE_RADOS
+int cs_rados_open(const char *spec, struct cs_backend **out, char *why,
+		  size_t whylen)
+{
+	*out = NULL;
+	return cs_err(-ENOTSUP, why, whylen, "rados:%s: this versionfs was "
+		      "built without librados (Debian: librados-dev)", spec);
+}
+#endif
+
 void cs_repo_close(struct cs_repo *r)
 {
 	if (!r)
@@ -240,6 +270,40 @@ struct cs_backend *cs_repo_benef(const struct cs_repo *r, unsigned i)
 	return i < r->nb ? r->b[i] : NULL;
 }
 
+/*
+ * Wait until every object put so far is durable, on backends that queue
+ * their writes (rados:); a failed queued write marks its backend down.
+ */
+static int repo_flush(struct cs_repo *r, char *why, size_t whylen)
+{
+	int first = 0;
+
+	for (unsigned i = 0; i < r->nb; i++) {
+		struct cs_backend *b = r->b[i];
+		int rc;
+
+		if (!b || b->down || !b->ops || !b->ops->flush)
+			continue;
+		if ((rc = b->ops->flush(b))) {
+			if (!first)
+				first = cs_err(-EIO, why, whylen, "%s: a queued "
+					       "write failed: %s", b->label,
+					       rc == -ENOSPC ? "cluster full or "
+					       "unreachable (timed out)" :
+					       strerror(-rc));
+			mark_down(r, b, rc, "writing");
+		}
+	}
+	return first;
+}
+
+/* Objects that refer to others (an index names packs, a manifest chunks):
+   everything before them is durable first, and they are when put returns. */
+static bool refers(const char *name)
+{
+	return !strncmp(name, "index/", 6) || !strncmp(name, "manifest/", 9);
+}
+
 int cs_obj_put(struct cs_repo *r, const char *name, const void *buf,
 	       size_t len, char *why, size_t whylen)
 {
@@ -250,6 +314,8 @@ int cs_obj_put(struct cs_repo *r, const char *name, const void *buf,
 	size_t flen;
 	int rc;
 
+	if (refers(name) && (rc = repo_flush(r, why, whylen)))
+		return rc;
 	if ((rc = cs_frag_encode(&r->red, name, buf, len, frags, &flen)))
 		return cs_err(rc, why, whylen, "%s: encoding: %s", name,
 			      strerror(-rc));
@@ -298,7 +364,7 @@ int cs_obj_put(struct cs_repo *r, const char *name, const void *buf,
 	if (done < n)
 		return cs_err(-EIO, why, whylen, "%s: only %u of %u fragments "
 			      "written (%s)", name, done, n, last);
-	return 0;
+	return refers(name) ? repo_flush(r, why, whylen) : 0;
 }
 
 int cs_obj_get(struct cs_repo *r, const char *name, void **buf, size_t *len,

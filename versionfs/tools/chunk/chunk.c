@@ -58,7 +58,8 @@ static void usage(FILE *f)
 "       versionfs-chunk list SPEC\n"
 "       versionfs-chunk stats SPEC\n"
 "       versionfs-chunk check SPEC [--read-data]\n"
-"SPEC: dir:/b1,/b2,...[?replicas=R | ?parity | ?rs=M+K]\n");
+"SPEC: dir:/b1,/b2,...[?replicas=R | ?parity | ?rs=M+K]\n"
+"      rados:POOL[@CONF][,user=NAME][,namespace=NS]  (the pool's redundancy)\n");
 }
 
 static int do_init(int argc, char **argv)
