@@ -19,9 +19,10 @@
  * for progress instead of sleeping, and stores its own count of operations,
  * kept in its memory, in the second 64-bit word: that one goes back with
  * the process when a C/R tool restores it.  It never exits, unless --ops N
- * is given: then it exits 0 after N operations (the end-to-end tests
- * compare the files with an uninterrupted run of N operations; everything
- * it does, sleeps included, follows from the seed).  The test stops it with
+ * is given or the test writes a non-zero N into the third word: then it
+ * exits 0 after N operations (the end-to-end tests compare the files with
+ * an uninterrupted run of N operations; everything it does, sleeps
+ * included, follows from the seed).  The test stops it with
  * SIGSTOP, resumes it and kills it with SIGKILL.  Any failed system call is
  * reported on stderr and ends it with status 1.
  *
@@ -351,7 +352,9 @@ int main(int argc, char **argv)
 		}
 		__atomic_add_fetch(counter, 1, __ATOMIC_SEQ_CST);
 		__atomic_store_n(counter + 1, ++done, __ATOMIC_SEQ_CST);
-		if (max_ops && done >= max_ops)
+		if ((max_ops && done >= max_ops) ||
+		    (counter[2] && done >= __atomic_load_n(counter + 2,
+							  __ATOMIC_SEQ_CST)))
 			return 0;
 		ts.tv_sec = 0;
 		ts.tv_nsec = (long)rnd(400) * 1000;
