@@ -16,7 +16,7 @@
 #
 #   VFS_ROUNDS=N   cycles (default 20)      VFS_SEED=N   seed (random)
 # Skips (77) when CRIU cannot be built or 'criu check' fails here.
-# timeout: 900
+# timeout: 1200
 . "$(dirname "$0")/lib.sh"
 need_root
 here=$(cd "$(dirname "$0")" && pwd)

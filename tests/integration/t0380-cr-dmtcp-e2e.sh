@@ -21,7 +21,7 @@
 #
 #   VFS_ROUNDS=N   cycles (default 20)      VFS_SEED=N   seed (random)
 # Skips (77) when DMTCP or the plugin cannot be built.
-# timeout: 900
+# timeout: 1500
 . "$(dirname "$0")/lib.sh"
 need_root
 here=$(cd "$(dirname "$0")" && pwd)
