@@ -565,6 +565,108 @@ vcr_group_pids() {
 	done
 }
 
+# vcr_exclude_self: drop from VCR_PIDS this shell, its ancestors and its
+# descendants.  A wrapper run from inside the group or session it
+# checkpoints (a job script running "versionfs-cr_checkpoint -g") would
+# otherwise stop, or wait for, itself.
+vcr_exclude_self() {
+	local f s p ppid q
+	local -A parent=() skip=()
+	local -a kept=()
+	for f in /proc/[0-9]*/stat; do
+		IFS= read -r s 2>/dev/null <"$f" || continue
+		s=${s##*) }
+		read -r _ ppid _ <<<"$s"
+		p=${f#/proc/}
+		parent[${p%/stat}]=$ppid
+	done
+	p=$$
+	while [ -n "$p" ] && [ "$p" -gt 0 ]; do
+		skip[$p]=1
+		p=${parent[$p]:-}
+	done
+	for q in "${!parent[@]}"; do
+		p=$q
+		while [ -n "$p" ] && [ "$p" -gt 1 ]; do
+			if [ "$p" = $$ ]; then
+				skip[$q]=1
+				break
+			fi
+			p=${parent[$p]:-}
+		done
+	done
+	for p in ${VCR_PIDS[@]+"${VCR_PIDS[@]}"}; do
+		[ -n "${skip[$p]:-}" ] || kept+=("$p")
+	done
+	VCR_PIDS=(${kept[@]+"${kept[@]}"})
+}
+
+# vcr_freeze PID...: freeze, with the cgroup v2 freezer, each cgroup that
+# holds only these processes and has no child cgroups (a job step's
+# cgroup), so that no SIGCONT (from a shell, from slurmstepd) resumes them
+# while their files are checkpointed.  Processes are never moved between
+# cgroups (that would break the site's accounting and limits).  Sets
+# VCR_FROZEN (the frozen cgroup directories).  Without cgroup v2, or with
+# shared cgroups, nothing is frozen; vcr_still_stopped then tells after
+# the checkpoint whether a process was resumed meanwhile.
+vcr_freeze() {
+	local p cg d q ok i
+	local -A want=() cgs=()
+	VCR_FROZEN=()
+	[ -e /sys/fs/cgroup/cgroup.controllers ] || return 0
+	for p in "$@"; do
+		want[$p]=1
+		cg=$(sed -n 's/^0:://p' "/proc/$p/cgroup" 2>/dev/null) || continue
+		[ -z "$cg" ] || [ "$cg" = / ] || cgs[$cg]=1
+	done
+	for cg in "${!cgs[@]}"; do
+		d=/sys/fs/cgroup$cg
+		[ -w "$d/cgroup.freeze" ] || continue
+		ok=1
+		while IFS= read -r q; do
+			[ -n "${want[$q]:-}" ] || ok=0
+		done <"$d/cgroup.procs"
+		if [ -n "$(find "$d" -mindepth 1 -maxdepth 1 -type d 2>/dev/null)" ]; then
+			ok=0
+		fi
+		[ "$ok" = 1 ] || continue
+		echo 1 >"$d/cgroup.freeze" 2>/dev/null || continue
+		VCR_FROZEN+=("$d")
+		for ((i = 0; i < 200; i++)); do
+			grep -qx 'frozen 1' "$d/cgroup.events" && break
+			sleep 0.05
+		done
+	done
+}
+
+# vcr_thaw: undo vcr_freeze.
+vcr_thaw() {
+	local d
+	for d in ${VCR_FROZEN[@]+"${VCR_FROZEN[@]}"}; do
+		echo 0 >"$d/cgroup.freeze" 2>/dev/null || true
+	done
+	VCR_FROZEN=()
+}
+
+# vcr_still_stopped PID...: fail, naming them, if some live process is
+# neither stopped nor in a frozen cgroup.
+vcr_still_stopped() {
+	local p st cg d frozen bad=""
+	for p in "$@"; do
+		st=$(vcr_proc_state "$p") || continue
+		case $st in T | t | Z | X) continue ;; esac
+		frozen=0
+		cg=$(sed -n 's/^0:://p' "/proc/$p/cgroup" 2>/dev/null) || cg=""
+		for d in ${VCR_FROZEN[@]+"${VCR_FROZEN[@]}"}; do
+			[ "$d" != "/sys/fs/cgroup$cg" ] || frozen=1
+		done
+		[ "$frozen" = 1 ] || bad+=" $p"
+	done
+	[ -z "$bad" ] && return 0
+	vcr_note "processes resumed during the checkpoint (a SIGCONT from elsewhere?):$bad"
+	return 1
+}
+
 # vcr_wait_stopped SECONDS PID...: wait until every live process is stopped
 # (SIGSTOP delivery is asynchronous).
 vcr_wait_stopped() {

@@ -19,15 +19,17 @@
  * for progress instead of sleeping, and stores its own count of operations,
  * kept in its memory, in the second 64-bit word: that one goes back with
  * the process when a C/R tool restores it.  It never exits, unless --ops N
- * is given: then it exits 0 after N operations (the end-to-end tests
- * compare the files with an uninterrupted run of N operations; everything
- * it does, sleeps included, follows from the seed).  The test stops it with
+ * is given or the test writes a non-zero N into the third word: then it
+ * exits 0 after N operations (the end-to-end tests compare the files with
+ * an uninterrupted run of N operations; everything it does, sleeps
+ * included, follows from the seed).  The test stops it with
  * SIGSTOP, resumes it and kills it with SIGKILL.  Any failed system call is
  * reported on stderr and ends it with status 1.
  *
- * --reopen 1: after each operation, if the descriptor kept on data/f0 no
- * longer names data/f0 (replaced by a rename, or removed), reopen
- * data/f0.  DMTCP restores a file that was deleted while open by
+ * --reopen 1: the descriptor kept on data/f0 never stays on a file that
+ * lost that name: it is closed before data/f0 is replaced by a rename and
+ * reopened after, and after each operation it is reopened if it no longer
+ * names data/f0.  DMTCP restores a file that was deleted while open by
  * recreating it under its old name, and its restart fails ("File already
  * exists") when that name holds another file, as it does after a faithful
  * rollback; t0380 runs the writer so, the other tests without it.
@@ -104,6 +106,7 @@ static off_t size_of(int fd)
 
 static int logfd[3];		/* A/log0, A/log1, B/log: O_APPEND */
 static int keepfd;		/* A/data/f0, kept open (it may be replaced) */
+static int reopen;		/* --reopen 1 */
 static int outfd;		/* B/out.bin */
 static unsigned char *map;	/* B/mm.dat */
 static char pa[4096], pb[4096];
@@ -177,8 +180,14 @@ static void op_replace(void)
 	if (rnd(2) && fsync(fd) < 0)
 		die("fsync", "tmp/replace");
 	close(fd);
+	/* --reopen: no instant at which keepfd is open on a replaced file,
+	   not even inside this operation (a checkpoint may come anywhere) */
+	if (reopen && !strcmp(p, "data/f0"))
+		close(keepfd);
 	if (rename("tmp/replace", p) < 0)
 		die("rename", p);
+	if (reopen && !strcmp(p, "data/f0"))
+		keepfd = xopen("data/f0", O_RDWR);
 }
 
 static void op_truncate(void)
@@ -293,7 +302,6 @@ int main(int argc, char **argv)
 {
 	const char *status = NULL;
 	uint64_t *counter, done = 0, max_ops = 0;
-	int reopen = 0;
 	struct stat ka, kb;
 	struct timespec ts;
 	int i, fd;
@@ -351,7 +359,9 @@ int main(int argc, char **argv)
 		}
 		__atomic_add_fetch(counter, 1, __ATOMIC_SEQ_CST);
 		__atomic_store_n(counter + 1, ++done, __ATOMIC_SEQ_CST);
-		if (max_ops && done >= max_ops)
+		if ((max_ops && done >= max_ops) ||
+		    (counter[2] && done >= __atomic_load_n(counter + 2,
+							  __ATOMIC_SEQ_CST)))
 			return 0;
 		ts.tv_sec = 0;
 		ts.tv_nsec = (long)rnd(400) * 1000;
