@@ -242,12 +242,14 @@ int cs_blob_read(const void *pack, size_t len, const struct cs_blob *b,
 /*
  * The chunk index of the repository, loaded on first use from every
  * "index/" object, and from the header of every pack no index object
- * names and whose m + k fragments are all good (so the index is rebuilt
- * from packs alone when index objects are lost, while a pack a failed
- * push left incomplete is ignored and its chunks are written again).  cs_chunk_put returns 1 when the chunk is already stored (dedup,
- * nothing written), 0 when it was added to the open pack; the open pack
- * is written when it passes CS_PACK_TARGET and by cs_chunk_flush, which
- * then writes one index object for the packs written since the last.
+ * names: the index is rebuilt from packs alone when index objects are
+ * lost.  Such a pack with fewer than m + k good fragments (what a push
+ * that failed before its index leaves) is read from but not deduplicated
+ * against: its chunks are written again, whole, by the next push.
+ * cs_chunk_put returns 1 when the chunk is already stored (dedup, nothing
+ * written), 0 when it was added to the open pack; the open pack is
+ * written when it passes CS_PACK_TARGET and by cs_chunk_flush, which then
+ * writes one index object for the packs written since the last.
  */
 int cs_index_load(struct cs_repo *r, char *why, size_t whylen);
 int cs_chunk_has(struct cs_repo *r, const unsigned char id[CS_ID_LEN]);
@@ -347,12 +349,16 @@ struct cs_push_result {
 	uint64_t read_bytes;		/* bytes read and hashed */
 	uint64_t reused_bytes;		/* taken from the parent's manifest */
 	uint64_t chunks, new_chunks, new_bytes;
-	bool already;			/* the manifest existed: nothing done */
+	bool already;			/* the manifest was there whole:
+					   nothing done */
 };
 /*
  * Push checkpoint `ckpt` of store st (opened STORE_RDONLY is enough):
  * chunks first, then packs and their index, durable, then the manifest
- * last, so that a crash leaves the checkpoint complete or absent.  When
+ * last, so that a crash leaves the checkpoint complete or absent (a
+ * manifest whose fragments a crash interrupted is readable from any m of
+ * them, or not at all; the next push of the checkpoint writes it again
+ * unless all m + k are there, res->already).  When
  * the manifest of the checkpoint's parent is in the repository, files
  * whose data did not change are taken from it without reading, and in
  * FsCH mode so are the chunks whose pages all predate the parent.

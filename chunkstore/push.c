@@ -833,9 +833,20 @@ int cs_push(struct cs_repo *r, struct vstore *st, uint64_t ckpt,
 		return cs_err(rc, why, whylen, "reading the store id: %s",
 			      strerror(-rc));
 	cs_manifest_name(name, sizeof(name), sid, ckpt);
+	/* Already pushed only if the manifest is whole: fragments of one
+	   a crash interrupted are written again (a push is deterministic,
+	   so the bytes are the same), which completes it. */
 	if (cs_obj_exists(r, name)) {
-		res->already = true;
-		return 0;
+		unsigned good = 0;
+		struct cs_redund g = { 0 };
+
+		cs_obj_fragments(r, name, &good, &g, NULL, 0);
+		if (good && good == g.m + g.k) {
+			res->already = true;
+			return 0;
+		}
+		cs_warn(r, "%s: %u of %u fragments good; writing it again",
+			name, good, g.m + g.k);
 	}
 	if ((rc = bt_txn_begin(store_env(st), BT_TXN_RDONLY, &p.txn)))
 		return cs_err(rc, why, whylen, "index: %s", bt_last_error());

@@ -17,6 +17,8 @@
 #     from the backing directory (hard links, symlinks, xattrs too);
 #   - a full benefactor: an rs=2+1 push is refused naming it and
 #     ENOSPC, restores still work, replicas=2 goes to the other two;
+#   - a manifest with fragments missing (a crash while writing it) is
+#     written again by the next push of its checkpoint;
 #   - stats reports the dedup ratio; a push from the unmounted store works.
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
@@ -129,6 +131,19 @@ for mm in $modes; do
 	"$CHUNK" check "$spec" --read-data >"$T/check.out" 2>&1 ||
 		{ cat "$T/check.out"; fail "$n: check of a healthy store"; }
 done
+
+note "a manifest a crash left incomplete is written again"
+mf=$(cd "$b1/rs/manifest" && ls | head -1)
+[ -n "$mf" ] || fail "no manifest on $b1"
+rm -f "$b1/rs/manifest/$mf" "$b2/rs/manifest/$mf"
+ck=$((16#${mf##*-}))
+if "$CHUNK" push "$B" --to "dir:$b1/rs,$b2/rs,$b3/rs?rs=2+1" --checkpoint "$ck" \
+	2>"$T/err" | grep -q already; then
+	fail "a manifest with one fragment of three counts as pushed"
+fi
+grep -q "writing it again" "$T/err" || { cat "$T/err"; fail "no word of the rewrite"; }
+"$CHUNK" check "dir:$b1/rs,$b2/rs,$b3/rs?rs=2+1" >/dev/null 2>&1 ||
+	fail "check after rewriting an incomplete manifest"
 
 note "FastCDC: restores, and a one-page change stores few new bytes"
 spec="dir:$b1/cdc,$b2/cdc,$b3/cdc?rs=2+1"
