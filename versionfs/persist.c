@@ -209,7 +209,13 @@ int vn_persist_files(struct vnode *vn)
 		return 0;
 	if (!vn_needs_version(vn) && !vn->meta_dirty && !vn->mfile_dirty)
 		return 0;
-	if (vn_unreachable(vn)) {
+	/*
+	 * An unreachable inode needs no file, but only if it has none yet:
+	 * once meta.E exists (an fsync wrote it) it must follow the index
+	 * record of E to the end, or it keeps the link count, mode and
+	 * owner of that fsync while the record has the final ones.
+	 */
+	if (vn->mfile_ver != E && vn_unreachable(vn)) {
 		vn->mfile_dirty = false;
 		return 0;
 	}
