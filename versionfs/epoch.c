@@ -268,6 +268,8 @@ struct inval {
 
 struct rb_arg {
 	uint64_t c, E;
+	const uint64_t *dropped;	/* vnodes whose unsaved changes of E */
+	size_t ndropped;		/* were dropped */
 	struct inval *v;
 	size_t n, cap;
 	int err;
@@ -370,6 +372,17 @@ static int rb_txn(bt_txn *txn, void *arg)
 			return rc;
 		rb_note(a, VFS_CKDIR_INO, e, NULL, 0);
 	}
+	/*
+	 * Unsaved changes of E are in no log, but their files may exist
+	 * (content.E from the first write, meta.E from an fsync whose
+	 * record a later change superseded in memory only): the log walk
+	 * above cannot know them, so they go to the trash by name.
+	 * Deleting a file that does not exist is harmless.
+	 */
+	for (size_t i = 0; i < a->ndropped; i++)
+		if ((rc = bt_trash_add(txn, a->dropped[i], a->E,
+				       VFS_TRASH_META | VFS_TRASH_CONTENT)))
+			return rc;
 	if (a->err)
 		return a->err;
 	if ((rc = bt_kv_put_u64(txn, "epoch", a->E + 1)) ||
@@ -472,6 +485,8 @@ int ep_rollback(uint64_t id, const char *tag, uint64_t *to, char *err,
 	}
 	a.c = c.id;
 	a.E = vfs->epoch;
+	a.dropped = dropped.v;
+	a.ndropped = dropped.n;
 	t0 = vfs_now();
 	rc = bt_txn_run(vfs->env, rb_txn, &a);
 	/* Unsaved changes are changes too: the kernel must forget them. */
