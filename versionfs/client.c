@@ -348,6 +348,9 @@ static void status_field(struct vfs_status *st, const struct cfield *f)
 	case F_CONSOLIDATED: st->files_consolidated = cf_u64(f); break;
 	case F_MAX_FILES: st->max_content_files = cf_u64(f); break;
 	case F_BYTES_FREED: st->bytes_freed = cf_u64(f); break;
+	case F_TRASH_WAITING: st->trash_waiting = cf_u64(f); break;
+	case F_ORPHANS_FOUND: st->orphans_found = cf_u64(f); break;
+	case F_ORPHANS_FREED: st->orphans_freed = cf_u64(f); break;
 	case F_BACKING:
 		snprintf(st->backing, sizeof(st->backing), "%.*s",
 			 (int)f->len, (const char *)f->val);

@@ -652,19 +652,27 @@ static int count_cb(const struct bt_ckpt *c, void *arg)
 	return 0;
 }
 
+struct trash_counts {
+	uint64_t all, waiting, open;
+};
+
 static int trash_count(uint64_t ino, uint64_t ver, uint32_t what, void *arg)
 {
+	struct trash_counts *t = arg;
+
 	(void)ino;
-	(void)ver;
-	(void)what;
-	++*(uint64_t *)arg;
+	t->all++;
+	/* reclaim.c: what waits for the open epoch to close */
+	if (!(what & (VFS_TRASH_META | VFS_TRASH_CONTENT)) && ver >= t->open)
+		t->waiting++;
 	return 0;
 }
 
 int ep_status(struct ctl_out *out)
 {
 	struct count_arg ca = { 0 };
-	uint64_t changed = 0, idx = 0, trash = 0;
+	uint64_t changed = 0, idx = 0;
+	struct trash_counts trash = { 0 };
 	struct cl_policy pol = { 0 };
 	struct cl_stats tot;
 	struct bt_env_info ei;
@@ -679,7 +687,10 @@ int ep_status(struct ctl_out *out)
 		if (!rc)
 			rc = bt_log_count_inodes(txn, vfs->epoch, &changed);
 		if (!rc)
+		{
+			trash.open = vfs->epoch;
 			rc = bt_trash_foreach(txn, 0, trash_count, &trash);
+		}
 		bt_txn_abort(txn);
 	}
 	if (!rc)
@@ -691,7 +702,8 @@ int ep_status(struct ctl_out *out)
 	cb_u64(&out->b, F_NCKPT, ca.active);
 	cb_u64(&out->b, F_NDELETED, ca.deleted);
 	cb_u64(&out->b, F_RECLAIMABLE, ca.reclaimable);
-	cb_u64(&out->b, F_TRASH, trash);
+	cb_u64(&out->b, F_TRASH, trash.all);
+	cb_u64(&out->b, F_TRASH_WAITING, trash.waiting);
 	cb_u64(&out->b, F_KEEP_LAST, pol.keep_last);
 	cb_u64(&out->b, F_OLDER_THAN, pol.older_than_s);
 	cb_u64(&out->b, F_DIRTY, vfs->ndirty + vfs->nfiles);
@@ -713,6 +725,8 @@ int ep_status(struct ctl_out *out)
 	cb_u64(&out->b, F_CONSOLIDATED, tot.files_consolidated);
 	cb_u64(&out->b, F_MAX_FILES, pol.max_files);
 	cb_u64(&out->b, F_BYTES_FREED, tot.bytes_freed);
+	cb_u64(&out->b, F_ORPHANS_FOUND, tot.orphans_found);
+	cb_u64(&out->b, F_ORPHANS_FREED, tot.orphans_freed);
 	if (vfs->last_ck.id) {	/* written by this (the control) thread */
 		const struct ck_times *t = &vfs->last_ck;
 

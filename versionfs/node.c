@@ -702,6 +702,11 @@ int vn_wfd(struct vnode *vn)
 	}
 	vn->wfd = fd;
 	vn->wfd_ver = vfs->epoch;
+	/* content.E may be new: whatever the caller does next (it may fail
+	   or give E no page), the next persist checks that map E uses it
+	   (vn_check_content) so that it is never left an orphan. */
+	vn->map_dirty = true;
+	vn_mark_dirty(vn);
 	return fd;
 }
 

@@ -260,6 +260,38 @@ static int vn_start_map(struct vnode *vn, bt_txn *txn, uint64_t E)
 	return rc;
 }
 
+static int holds_cb(const struct bt_extent *x, void *arg)
+{
+	return x->holder == *(const uint64_t *)arg ? 1 : 0;
+}
+
+/*
+ * Map E (just updated in txn) no longer uses content.E, or never did: a
+ * truncation cut every page E held, or the file was created by an
+ * operation that gave E no page (a preallocation, a failed write).  The
+ * file would be an orphan nothing frees, so it goes to the trash to be
+ * reclaimed, in the transaction that drops the last reference.  It is
+ * not deleted here: the open epoch may write to it again (the reclaimer
+ * waits for E to be closed by a checkpoint and then frees only what map
+ * E does not use, rc_trash_run), and the transaction may still fail.
+ * Only a persist that added no page of E can get here, and the map walk
+ * stops at the first page of E, so writes never pay for it.
+ */
+static int vn_check_content(struct vnode *vn, bt_txn *txn, uint64_t E)
+{
+	char name[64];
+	int rc;
+
+	store_content_name(name, sizeof(name), vn->vino, E);
+	if (faccessat(vfs->obj_fd, name, F_OK, 0) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	rc = bt_ext_foreach(txn, vn->vino, E, 0, holds_cb, &E);
+	if (rc != 0)
+		return rc > 0 ? 0 : rc;
+	return bt_trash_add(txn, vn->vino, E,
+			    VFS_TRASH_RECLAIM | VFS_TRASH_ORPHAN);
+}
+
 int vn_persist_index(struct vnode *vn, bt_txn *txn)
 {
 	uint64_t E = vfs->epoch, data_ver = vn->data_ver, s, c, p;
@@ -280,6 +312,9 @@ int vn_persist_index(struct vnode *vn, bt_txn *txn)
 					&s, &c); p = s + c)
 			if ((rc = bt_ext_set(txn, vn->vino, E, s, c, E)))
 				return rc;
+		if (ps_empty(&vn->delta) &&
+		    (rc = vn_check_content(vn, txn, E)))
+			return rc;
 		data_ver = E;
 	}
 	rec = (struct bt_inode){

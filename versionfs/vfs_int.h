@@ -54,6 +54,9 @@
 #define VFS_TRASH_META		1
 #define VFS_TRASH_CONTENT	2
 #define VFS_TRASH_RECLAIM	4	/* free content pages nobody uses */
+#define VFS_TRASH_ORPHAN	8	/* with RECLAIM: content.<ver> of the
+					   epoch that wrote it may be left
+					   unused (count it if it is) */
 
 /* ---- logging (log.c) ---- */
 void vfs_log_init(bool foreground, bool debug);
@@ -177,6 +180,8 @@ struct cl_stats {
 	uint64_t files_copied;		/* ... by copying (no hole punching) */
 	uint64_t files_consolidated;	/* content files moved into newer */
 	uint64_t bytes_freed;		/* disk space given back */
+	uint64_t orphans_found;		/* store files nothing referenced */
+	uint64_t orphans_freed;		/* ... of which deleted */
 };
 
 /* Pruning policy (0: the rule is off). */
