@@ -315,7 +315,7 @@ int main(int argc, char *argv[])
 		goto out_store;
 	}
 	if (bt_env_info(v.env, &ei) == 0 && ei.unclean &&
-	    (rc = vn_recover_meta())) {
+	    ((rc = vn_recover_meta()) || (rc = vn_recover_orphans()))) {
 		vfs_log(LOG_ERR, "%s: recovering the open epoch: %s", rb,
 			rc == BT_ECORRUPT ? bt_last_error() : strerror(-rc));
 		goto out_store;

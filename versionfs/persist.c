@@ -32,8 +32,10 @@
  *
  * Nothing here commits per write(2): a write only sets bits in the delta.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -721,5 +723,118 @@ int vn_recover_meta(void)
 			"checkpoint %llu from the index (their xattrs come from "
 			"the version before)", rebuilt, checked,
 			(unsigned long long)vfs->parent);
+	return rc;
+}
+
+/*
+ * Is (ino, E) a file of the open epoch that nothing references?  meta.E
+ * belongs to the record (ino, E); content.E to map E, the only map that
+ * can use it while E is open; either may be listed in the trash.
+ */
+static int orphan_of_open_epoch(bt_txn *txn, int kind, uint64_t ino,
+				uint64_t E, bool *orphan)
+{
+	struct bt_inode rec;
+	uint32_t what = 0;
+	int rc;
+
+	*orphan = false;
+	rc = bt_trash_get(txn, ino, E, &what);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (kind == STORE_META) {
+		if (what & VFS_TRASH_META)
+			return 0;
+		rc = bt_inode_get(txn, ino, E, &rec);
+		if (rc == -ENOENT)
+			*orphan = true;
+		return rc == -ENOENT ? 0 : rc;
+	}
+	if (what & (VFS_TRASH_CONTENT | VFS_TRASH_RECLAIM))
+		return 0;
+	rc = bt_ext_foreach(txn, ino, E, 0, holds_cb, &E);
+	if (rc == -ENOENT)
+		rc = 0;
+	if (rc < 0)
+		return rc;
+	*orphan = rc == 0;
+	return 0;
+}
+
+/*
+ * After an unclean stop: the open epoch's store files that nothing
+ * references are deleted before the mount serves anything.  A killed
+ * daemon leaves content.E of files written since their last persist (the
+ * pages were in no map yet, and they are lost with the vnode: only what
+ * was fsync'ed is promised) and meta.E written just before a transaction
+ * that never committed; no log names them, so nothing else would ever
+ * free them.  Only version E can be left so (earlier epochs were closed
+ * by a checkpoint, whose files were all persisted), but finding its files
+ * takes a listing of obj/: O(store files), after a crash only.  A
+ * durable point first, so that the index they are judged by is the one
+ * a later power loss would come back to.  Leftover temporaries (a killed
+ * copy of the reclaimer or of consolidation) go too.
+ */
+int vn_recover_orphans(void)
+{
+	uint64_t E = vfs->epoch, found = 0, freed = 0;
+	bt_txn *txn = NULL;
+	int rc;
+
+	if ((rc = bt_env_sync(vfs->env)))
+		return rc;
+	for (unsigned d = 0; d < 256 && !rc; d++) {
+		char dn[8];
+		struct dirent *de;
+		DIR *dir;
+		int dfd;
+
+		snprintf(dn, sizeof(dn), "%02x", d);
+		dfd = openat(vfs->obj_fd, dn, O_RDONLY | O_DIRECTORY |
+			     O_CLOEXEC);
+		if (dfd < 0) {
+			if (errno == ENOENT)
+				continue;
+			rc = -errno;
+			break;
+		}
+		if (!(dir = fdopendir(dfd))) {
+			rc = -errno;
+			close(dfd);
+			break;
+		}
+		if ((rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))) {
+			closedir(dir);
+			break;
+		}
+		while (!rc && (de = readdir(dir))) {
+			uint64_t ino, ver;
+			int kind = store_parse_name(de->d_name, &ino, &ver);
+			bool orphan = kind == STORE_TMP;
+
+			if ((kind == STORE_META || kind == STORE_CONTENT) &&
+			    ver == E)
+				rc = orphan_of_open_epoch(txn, kind, ino, E,
+							  &orphan);
+			if (rc || !orphan)
+				continue;
+			found++;
+			if (unlinkat(dirfd(dir), de->d_name, 0) == 0)
+				freed++;
+			else
+				vfs_log(LOG_WARNING, "orphan %s/%s: %s", dn,
+					de->d_name, strerror(errno));
+		}
+		bt_txn_abort(txn);
+		closedir(dir);
+	}
+	vfs->clean_total.orphans_found += found;
+	vfs->clean_total.orphans_freed += freed;
+	if (found)
+		vfs_log(LOG_WARNING, "after an unclean stop: %llu store files "
+			"of the open epoch %llu were orphans (written after "
+			"their last save); %llu deleted",
+			(unsigned long long)found, (unsigned long long)E,
+			(unsigned long long)freed);
 	return rc;
 }

@@ -345,6 +345,8 @@ void *vn_flusher(void *arg);
 void vn_flush_kick(void);
 /* After an unclean stop: check/rebuild the open epoch's metadata files. */
 int vn_recover_meta(void);
+/* After an unclean stop: delete the open epoch's unreferenced files. */
+int vn_recover_orphans(void);
 /* Copy the xattrs of version `from` (0: base file) onto metadata file fd;
    1 if any, 0 if none, or -errno. */
 int vn_copy_xattrs(struct vnode *vn, uint64_t from, int fd);
