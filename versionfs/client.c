@@ -213,8 +213,11 @@ int vfs_checkpoint(vfs_client *c, const char *tag, uint64_t *id)
 	/* The kernel's dirty pages must reach the daemon first (the daemon
 	   also fsyncs the files that are still open). */
 	if ((rc = sync_mount(c)))
-		return cli_seterr(c->err, sizeof(c->err), rc, "%s: syncfs: %s",
-			      c->mount, strerror(-rc));
+		return cli_seterr(c->err, sizeof(c->err), rc, "%s: syncfs: %s%s",
+			      c->mount, strerror(-rc), rc == -ENOSPC ||
+			      rc == -EDQUOT ? " (data written since the last "
+			      "checkpoint did not fit: the file system is "
+			      "full; no checkpoint was taken)" : "");
 	cb_init(&b);
 	if (tag)
 		cb_str(&b, F_TAG, tag, strlen(tag));

@@ -154,6 +154,14 @@ int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
 			 BT_TAG_MAX);
 		return -EINVAL;
 	}
+	if (vfs_full()) {
+		snprintf(err, errlen, "the store's file system is full (its "
+			 "%llu MiB reserve is in use): free space (delete "
+			 "checkpoints and clean, or remove other files), then "
+			 "take the checkpoint again",
+			 (unsigned long long)(vfs->reserve_size >> 20));
+		return -ENOSPC;
+	}
 	t[0] = vfs_now();
 	kf_flush_open_files();
 	t[1] = vfs_now();
@@ -185,8 +193,10 @@ int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
 			goto fail_lmdb;
 	}
 	if ((rc = vn_persist_all())) {
-		snprintf(err, errlen, "saving the open epoch failed: %s",
-			 strerror(-rc));
+		snprintf(err, errlen, "saving the open epoch failed: %s%s",
+			 strerror(-rc), rc == -ENOSPC || rc == -EDQUOT ?
+			 " (the store's file system is full: free space, then "
+			 "take the checkpoint again)" : "");
 		goto out;
 	}
 	a.E = E;

@@ -250,6 +250,7 @@ int main(int argc, char *argv[])
 	struct opts o = { .timeout = 3600 };
 	struct ctl_mount cm;
 	struct bt_env_info ei;
+	bool flagged = false;
 	static struct vfs v;
 	char *fsopt = NULL, rb[PATH_MAX], rm[PATH_MAX];
 	int ret = 1, rc;
@@ -309,16 +310,25 @@ int main(int argc, char *argv[])
 	raise_nofile();
 	if (store_open(&v, rb, true))
 		goto out_store;
+	/* before anything writes: the recovery below may need it */
+	if ((rc = store_reserve_open(&v)))
+		vfs_log(LOG_WARNING, "%s: no space reserve (%s): a full disk "
+			"may leave metadata files to rebuild at the next mount",
+			rb, strerror(-rc));
 	if ((rc = vn_table_init(&v))) {
 		vfs_log(LOG_ERR, "%s: cannot load the root directory: %s", rb,
 			strerror(-rc));
 		goto out_store;
 	}
-	if (bt_env_info(v.env, &ei) == 0 && ei.unclean &&
-	    ((rc = vn_recover_meta()) || (rc = vn_recover_orphans()))) {
-		vfs_log(LOG_ERR, "%s: recovering the open epoch: %s", rb,
-			rc == BT_ECORRUPT ? bt_last_error() : strerror(-rc));
-		goto out_store;
+	if ((bt_env_info(v.env, &ei) == 0 && ei.unclean) ||
+	    (flagged = vn_recover_wanted())) {
+		if ((rc = vn_recover_meta()) || (rc = vn_recover_orphans()) ||
+		    (flagged && (rc = vn_recover_flag(false)))) {
+			vfs_log(LOG_ERR, "%s: recovering the open epoch: %s",
+				rb, rc == BT_ECORRUPT || rc == -EIO ?
+				bt_last_error() : strerror(-rc));
+			goto out_store;
+		}
 	}
 	fsopt = fsname_opt(rb);
 	if (!fsopt || fuse_opt_add_arg(&args, "-o") ||
@@ -378,6 +388,14 @@ out_unmount:
 	if ((rc = vn_persist_all()) || (rc = bt_env_sync(v.env))) {
 		vfs_log(LOG_ERR, "saving at unmount: %s", strerror(-rc));
 		ret = 1;
+		/* what the index has is saved; the next mount rebuilds the
+		   metadata files that could not be written */
+		if (vn_recover_flag(true) || bt_env_sync(v.env))
+			vfs_log(LOG_ERR, "saving at unmount: cannot mark the "
+				"store for recovery: %s", bt_last_error());
+		else
+			vfs_log(LOG_WARNING, "the next mount rebuilds the "
+				"metadata files not written");
 	}
 	pthread_rwlock_unlock(&v.epoch_lock);
 	fuse_session_unmount(v.se);

@@ -29,6 +29,8 @@ void vfs_init_locks(struct vfs *v)
 	pthread_cond_init(&v->purge_cond, NULL);
 	pthread_mutex_init(&v->clean_lock, NULL);
 	pthread_cond_init(&v->merge_cond, NULL);
+	pthread_mutex_init(&v->reserve_lock, NULL);
+	v->reserve_fd = -1;
 }
 
 int vfs_offline_open(struct vfs *v, const char *backing)

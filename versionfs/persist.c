@@ -199,13 +199,51 @@ static struct vnode **dirty_snapshot(size_t max, bool closed_only,
 /* ---- one vnode ---- */
 
 /*
- * Write the metadata file of the open epoch E: create it on the first
- * change in E, carrying the xattrs of the newest file before it over.
+ * Write meta.E: create it on the first change in E, carrying the xattrs
+ * of the newest file before it over.  A file created here that cannot be
+ * written whole (no space for its xattrs or its block) is removed, never
+ * left half-written: the record in the index is the authority, and a
+ * missing file is rebuilt from it (vn_recover_meta) where a half-written
+ * one would be damage.  A rewrite in place needs no new block.
  */
+static int write_meta_file(struct vnode *vn, uint64_t E)
+{
+	bool created = vn->mfile_ver != E;
+	int fd, rc = 0, n;
+
+	if (created) {
+		fd = store_open_meta(vn->vino, E, O_RDWR | O_CREAT | O_TRUNC);
+		if (fd < 0)
+			return fd;
+		if (vn->m.flags & VM_XATTR) {
+			n = vn_copy_xattrs(vn, vn->mfile_ver, fd);
+			if (n < 0)
+				rc = n;
+			else if (n == 0)
+				vn->m.flags &= ~VM_XATTR;
+		}
+	} else {
+		fd = store_open_meta(vn->vino, E, O_WRONLY);
+		if (fd < 0)
+			return fd;
+	}
+	if (!rc)
+		rc = vm_write_fd(fd, vn->vino, E, &vn->m);
+	close(fd);
+	if (rc && created) {
+		char name[64];
+
+		store_meta_name(name, sizeof(name), vn->vino, E);
+		unlinkat(vfs->obj_fd, name, 0);
+	}
+	return rc;
+}
+
+/* Write the metadata file of the open epoch E, if it needs writing. */
 int vn_persist_files(struct vnode *vn)
 {
 	uint64_t E = vfs->epoch;
-	int fd, rc, n;
+	int rc;
 
 	if (vn->view || vn->special || vn->gone)
 		return 0;
@@ -221,26 +259,12 @@ int vn_persist_files(struct vnode *vn)
 		vn->mfile_dirty = false;
 		return 0;
 	}
-	if (vn->mfile_ver != E) {
-		fd = store_open_meta(vn->vino, E, O_RDWR | O_CREAT | O_TRUNC);
-		if (fd < 0)
-			return fd;
-		if (vn->m.flags & VM_XATTR) {
-			n = vn_copy_xattrs(vn, vn->mfile_ver, fd);
-			if (n < 0) {
-				close(fd);
-				return n;
-			}
-			if (n == 0)
-				vn->m.flags &= ~VM_XATTR;
-		}
-	} else {
-		fd = store_open_meta(vn->vino, E, O_WRONLY);
-		if (fd < 0)
-			return fd;
+	rc = write_meta_file(vn, E);
+	if (rc == -ENOSPC || rc == -EDQUOT) {
+		/* the file system is full: the reserve is for this */
+		if (store_reserve_release(NULL) == 0)
+			rc = write_meta_file(vn, E);
 	}
-	rc = vm_write_fd(fd, vn->vino, E, &vn->m);
-	close(fd);
 	if (!rc) {
 		vn->mfile_ver = E;
 		vn->mfile_dirty = false;
@@ -455,12 +479,19 @@ static void vn_drop_pending(struct vnode *vn)
 	vn_unmark_dirty(vn);
 }
 
-/* Entries set to NULL in v are skipped (and dropped vnodes are NULLed).
-   Metadata files are written first if `files`, else left pending. */
+/*
+ * Entries set to NULL in v are skipped (and dropped vnodes are NULLed).
+ * Metadata files are written first if `files`, else left pending.  A
+ * metadata file that cannot be written (a full disk) does not stop the
+ * index: the batch's data and attributes are committed all the same, the
+ * file stays pending (retried at the next checkpoint or unmount, rebuilt
+ * from the index at the next mount otherwise), and its error is returned
+ * after the commit, so that a checkpoint refuses to close the epoch.
+ */
 static int persist_batch(struct vnode **v, size_t n, bool files)
 {
 	struct persist_all a = { v, n, 0 };
-	int rc = 0;
+	int rc = 0, frc = 0, nfail = 0;
 
 	for (size_t i = 0; !files && i < n; i++)
 		if (v[i] && (vn_needs_version(v[i]) || v[i]->meta_dirty))
@@ -468,10 +499,17 @@ static int persist_batch(struct vnode **v, size_t n, bool files)
 	for (size_t i = 0; files && i < n; i++) {
 		if (!v[i] || !(rc = vn_persist_files(v[i])))
 			continue;
-		vfs_log(LOG_ERR, "persisting inode %llu: %s",
-			(unsigned long long)v[i]->vino, strerror(-rc));
-		return rc;
+		if (!nfail++)
+			vfs_log(LOG_ERR, "persisting inode %llu: %s",
+				(unsigned long long)v[i]->vino,
+				strerror(-rc));
+		if (!frc)
+			frc = rc;
+		v[i]->mfile_dirty = true;	/* written later */
 	}
+	if (nfail > 1)
+		vfs_log(LOG_ERR, "metadata files of %d inodes could not be "
+			"written: %s", nfail, strerror(-frc));
 	for (;;) {
 		a.failed = SIZE_MAX;
 		rc = bt_txn_run(vfs->env, persist_all_txn, &a);
@@ -490,7 +528,7 @@ static int persist_batch(struct vnode **v, size_t n, bool files)
 	for (size_t i = 0; i < n; i++)
 		if (v[i])
 			vn_persist_done(v[i]);
-	return 0;
+	return frc;
 }
 
 int vn_persist_all(void)
@@ -642,6 +680,8 @@ static void durable_tick(void)
  * the open epoch's changes reach LMDB within about a second of the last
  * close, without a commit (and its fdatasync) per file.
  */
+#define MFILE_DEBT_MAX	(VFS_RESERVE_MAX / 4 / VFS_PAGE)	/* 4096 */
+
 void *vn_flusher(void *arg)
 {
 	unsigned tick = 0;
@@ -660,6 +700,13 @@ void *vn_flusher(void *arg)
 		/* all closed files, a batch at a time */
 		while (vfs->ndirty && !vfs->stopping && flush_some(true, false))
 			;
+		/* Pending metadata files are a debt of disk space the next
+		   checkpoint or the unmount must pay: keep it within a
+		   quarter of the reserve, so that a full disk never finds
+		   more owed than the reserve holds. */
+		if (vfs->nfiles > MFILE_DEBT_MAX && !vfs->stopping)
+			flush_files();
+		store_reserve_refill(vfs);
 		if (++tick % DURABLE_EVERY == 0)
 			durable_tick();
 		pthread_mutex_lock(&vfs->flush_lock);
@@ -669,6 +716,36 @@ void *vn_flusher(void *arg)
 }
 
 /* ---- recovery ---- */
+
+static int recover_flag_txn(bt_txn *txn, void *arg)
+{
+	return bt_kv_put_u64(txn, "recover", *(uint64_t *)arg);
+}
+
+/*
+ * The store needs the recovery of an unclean stop although it was closed
+ * cleanly: the unmount could not write every metadata file (a full
+ * disk).  Kept in the index, read at the next mount (vn_recover_wanted).
+ */
+int vn_recover_flag(bool set)
+{
+	uint64_t v = set;
+
+	return bt_txn_run(vfs->env, recover_flag_txn, &v);
+}
+
+bool vn_recover_wanted(void)
+{
+	uint64_t v = 0;
+	bt_txn *txn;
+
+	if (bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))
+		return false;
+	if (bt_kv_get_u64(txn, "recover", &v))
+		v = 0;
+	bt_txn_abort(txn);
+	return v != 0;
+}
 
 struct ino_list {
 	uint64_t *v;
