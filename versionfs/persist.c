@@ -209,23 +209,31 @@ static struct vnode **dirty_snapshot(size_t max, bool closed_only,
 static int write_meta_file(struct vnode *vn, uint64_t E)
 {
 	bool created = vn->mfile_ver != E;
-	int fd, rc = 0, n;
+	uint64_t from = vn->mfile_ver;
+	int fd = -1, rc = 0, n;
 
+	if (!created) {
+		fd = store_open_meta(vn->vino, E, O_WRONLY);
+		if (fd == -ENOENT) {
+			/* a full disk kept it from being written or rebuilt
+			   (vn_check_meta): create it now */
+			created = true;
+			from = vn_prev_ver(vn, E);
+		} else if (fd < 0) {
+			return fd;
+		}
+	}
 	if (created) {
 		fd = store_open_meta(vn->vino, E, O_RDWR | O_CREAT | O_TRUNC);
 		if (fd < 0)
 			return fd;
 		if (vn->m.flags & VM_XATTR) {
-			n = vn_copy_xattrs(vn, vn->mfile_ver, fd);
+			n = vn_copy_xattrs(vn, from, fd);
 			if (n < 0)
 				rc = n;
 			else if (n == 0)
 				vn->m.flags &= ~VM_XATTR;
 		}
-	} else {
-		fd = store_open_meta(vn->vino, E, O_WRONLY);
-		if (fd < 0)
-			return fd;
 	}
 	if (!rc)
 		rc = vm_write_fd(fd, vn->vino, E, &vn->m);

@@ -362,6 +362,8 @@ void vn_flush_all(void);
 /* The background flusher of closed dirty files. */
 void *vn_flusher(void *arg);
 void vn_flush_kick(void);
+/* The version before `ver` in the index (for xattrs), 0 if none. */
+uint64_t vn_prev_ver(struct vnode *vn, uint64_t ver);
 /* After an unclean stop: check/rebuild the open epoch's metadata files. */
 int vn_recover_meta(void);
 /* After an unclean stop: delete the open epoch's unreferenced files. */

@@ -29,11 +29,17 @@ need_root
 command -v setfattr >/dev/null || skip "no setfattr (attr package)"
 
 for fs in ext4 xfs; do
-	# 1 GiB: the remount check below creates 60,000 files, whose index
-	# and metadata files (4 KiB each) did not fit in 400 MiB of XFS.
-	# That full disk went unnoticed (xargs touch's status is not
-	# checked) until the fsck at unmount; t0610 tests full disks.
-	root=$(make_fs $fs 1G)
+	# 1 GiB, and on ext4 an inode per 4 KiB: the remount check below
+	# creates 60,000 files, whose index and metadata files (a 4 KiB
+	# block and an inode each) did not fit in 400 MiB of XFS, nor in the
+	# 65,536 inodes of a default 1 GiB ext4.  That full disk went
+	# unnoticed (xargs touch's status was not checked) until the fsck
+	# at unmount; t0610 tests full disks.
+	if [ $fs = ext4 ]; then
+		root=$(make_fs $fs 1G -i 4096)
+	else
+		root=$(make_fs $fs 1G)
+	fi
 	b=$root/backing m=$root/mnt
 	mkdir -p "$b/dir" "$m"
 	echo base >"$b/dir/file"

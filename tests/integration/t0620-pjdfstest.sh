@@ -10,9 +10,11 @@
 # afterwards like every store (lib.sh).  The summary counts of each run are
 # printed.
 #
-#   VFS_PJD_JOBS=N   prove's parallel jobs (default 2)
+#   VFS_PJD_JOBS=N   prove's parallel jobs (default 4: the suite mostly
+#                    sleeps, its ctime checks wait a second each)
 #   VFS_PJD_TESTS=D  only the tests under D (e.g. chown), for debugging
-# timeout: 1500
+#   VFS_PJD_FS="F.." the file systems (default "ext4 xfs")
+# timeout: 2400
 . "$(dirname "$0")/lib.sh"
 need_root
 command -v prove >/dev/null || skip "no prove (perl)"
@@ -24,10 +26,10 @@ case $? in
 *) fail "building pjdfstest" ;;
 esac
 note "pjdfstest in $pjd"
-jobs=${VFS_PJD_JOBS:-2}
+jobs=${VFS_PJD_JOBS:-4}
 tests=$pjd/tests${VFS_PJD_TESTS:+/$VFS_PJD_TESTS}
 
-for fs in ext4 xfs; do
+for fs in ${VFS_PJD_FS:-ext4 xfs}; do
 	root=$(make_fs $fs 1G)
 	b=$root/backing m=$root/mnt
 	vfs_mount "$b" "$m"
