@@ -23,7 +23,7 @@
 #     syncfs after the epoch switch) is refused and deleted, never listed
 #     as taken, and the next checkpoint and a rollback to it work (the sync
 #     moved out of the exclusive window, after the checkpoint's commit).
-# timeout: 300
+# timeout: 900
 . "$(dirname "$0")/lib.sh"
 need_root
 command -v setfattr >/dev/null || skip "no setfattr (attr package)"
