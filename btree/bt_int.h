@@ -72,6 +72,8 @@ struct bt_env {
 	uint64_t restored_to;
 	struct bt_txn *pool;		/* recycled read txns; pool_lock */
 	unsigned pool_len;		/* pool_lock */
+	int (*nospace)(void *arg);	/* bt_env_set_nospace; set before */
+	void *nospace_arg;		/* any transaction, then read-only */
 };
 
 struct bt_txn {

@@ -179,6 +179,17 @@ bool bt_env_same_fs(bt_env *env, int fd);
 void bt_env_hold(bt_env *env);
 void bt_env_release(bt_env *env);
 
+/*
+ * A commit that fails for want of space in the file system (-ENOSPC, or
+ * -EIO: LMDB reports a short write so) calls fn(arg).  If fn returns 0
+ * it freed space (a reserve released), and bt_txn_run() runs the
+ * transaction once more; otherwise the error is returned as usual.  The
+ * failed commit changed nothing (LMDB writes its meta page last).  fn is
+ * called with no lock of the library held, from the committing thread.
+ * Set it once, before any transaction.
+ */
+void bt_env_set_nospace(bt_env *env, int (*fn)(void *arg), void *arg);
+
 struct bt_env_info {
 	uint64_t map_size;	/* current map size, bytes */
 	uint64_t used_bytes;	/* pages in use (high-water mark), bytes */

@@ -565,8 +565,16 @@ int bt_txn_rdonly(const bt_txn *txn)
 	return txn->rdonly;
 }
 
+void bt_env_set_nospace(bt_env *env, int (*fn)(void *arg), void *arg)
+{
+	env->nospace = fn;
+	env->nospace_arg = arg;
+}
+
 int bt_txn_run(bt_env *env, int (*fn)(bt_txn *, void *), void *arg)
 {
+	bool retried = false;
+
 	for (;;) {
 		bt_txn *t;
 		int rc = bt_txn_begin(env, 0, &t);
@@ -576,6 +584,12 @@ int bt_txn_run(bt_env *env, int (*fn)(bt_txn *, void *), void *arg)
 		rc = fn(t, arg);
 		if (rc == 0) {
 			rc = bt_txn_finish(t, true);
+			/* out of space: the caller's reserve, then once more */
+			if ((rc == -ENOSPC || rc == -EIO) && env->nospace &&
+			    !retried && env->nospace(env->nospace_arg) == 0) {
+				retried = true;
+				continue;
+			}
 		} else {
 			bool full = t->map_full;
 			int grc = bt_txn_finish(t, false);

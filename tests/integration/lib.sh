@@ -9,12 +9,21 @@
 #   vfs_umount MNT                unmount (waits for the daemon to exit)
 #   vfs_kill9 MNT                 kill -9 the daemon, detach the dead mount
 #   ctl ARGS...                   versionfs-ctl
+#   vfs_fsck BACKING              versionfs-fsck on an unmounted store; the
+#                                 test fails on any finding
+#   vfs_no_fsck BACKING WHY       this store is damaged on purpose: no check
 #   sums MNT                      md5 of every file, live and per view
 #   fail MSG / skip MSG / note MSG
 # The EXIT trap unmounts every FUSE and loop mount the test made, kills its
 # daemons and removes $T, whatever happened.  make_fs is used as
 # root=$(make_fs ...), in a subshell: it records its mounts in a file, and a
 # failure inside it ends the whole test.
+#
+# The invariant every test checks: a store is consistent whenever no daemon
+# has it open.  vfs_umount runs versionfs-fsck on the store once its daemon
+# has exited, and fails the test on any finding (orphans, stale metadata,
+# anything), not only on a data mismatch.  A test that damages a store on
+# purpose says so with vfs_no_fsck, store by store.
 set -u
 
 : "${VFS_BUILD:?VFS_BUILD must point at the build directory}"
@@ -24,6 +33,8 @@ VFSCTL="$VFS_BUILD/versionfs-ctl"
 T=$(mktemp -d "${TMPDIR:-/tmp}/vfs-test.XXXXXX")
 chmod 755 "$T"		# tests run some commands as an unprivileged user
 _vfs_mounts=()
+declare -A _vfs_store=()	# mount point -> backing directory
+declare -A _vfs_nofsck=()	# backing directories not to check, and why
 _loops="$T/.loop-mounts"
 : > "$_loops"
 _main=$$
@@ -92,6 +103,7 @@ vfs_mount() {
 	mkdir -p "$b" "$m"
 	"$VFS" "$@" "$b" "$m" || fail "versionfs $b $m exited $?"
 	_vfs_mounts+=("$m")
+	_vfs_store[$m]=$b
 	findmnt -n -M "$m" -t fuse.versionfs >/dev/null ||
 		fail "versionfs returned but $m is not mounted"
 }
@@ -114,11 +126,37 @@ vfs_umount() {
 	# the daemon saves and exits after the unmount; wait for it
 	if [ -n "$pid" ]; then
 		for i in $(seq 300); do
-			kill -0 "$pid" 2>/dev/null || return 0
+			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.1
 		done
-		fail "daemon $pid of $m did not exit"
+		kill -0 "$pid" 2>/dev/null && fail "daemon $pid of $m did not exit"
 	fi
+	[ -n "${_vfs_store[$m]:-}" ] && vfs_fsck "${_vfs_store[$m]}"
+	return 0
+}
+
+# vfs_no_fsck BACKING WHY: the test damages this store on purpose
+vfs_no_fsck() {
+	_vfs_nofsck[$1]=$2
+}
+
+# vfs_fsck BACKING: versionfs-fsck must find nothing (exit 0).  Waits for
+# a daemon still saving (the store's lock) for up to 30 s.
+vfs_fsck() {
+	local b=$1 out rc i
+	if [ -n "${_vfs_nofsck[$b]:-}" ]; then
+		note "no fsck of $b: ${_vfs_nofsck[$b]}"
+		return 0
+	fi
+	[ -d "$b/.versionfs" ] || return 0
+	for i in $(seq 300); do
+		flock -n "$b/.versionfs/lock" true 2>/dev/null && break
+		sleep 0.1
+	done
+	out=$("$VFS_BUILD/versionfs-fsck" "$b" 2>&1)
+	rc=$?
+	[ "$rc" = 0 ] || fail "versionfs-fsck $b: exit $rc:
+$out"
 }
 
 vfs_kill9() {

@@ -72,6 +72,8 @@ ctl checkpoint "$m" >/dev/null
 vfs_umount "$m"
 meta=$(ls "$b/.versionfs/obj/$(printf %02x $((ino & 255)))/"$(printf %016x "$ino").meta.* | sort -V | tail -n1)
 printf 'XXXX' | dd of="$meta" bs=1 seek=50 conv=notrunc status=none
+# damaged on purpose from here on (a metadata file, then the index)
+vfs_no_fsck "$b" "metadata file and index damaged on purpose"
 "$VFS" -f "$b" "$m" 2> "$T/daemon.log" &
 _vfs_mounts+=("$m")
 for i in $(seq 100); do grep -q " $m fuse" /proc/mounts && break; sleep 0.1; done

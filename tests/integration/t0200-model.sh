@@ -60,6 +60,7 @@ for fs in ext4 xfs; do
 			${VFS_MODEL_ARGS:-} ||
 			fail "model test on $fs, seed $seed (replay: VFS_SEED=$seed)"
 		note "$fs seed $seed: passed in $(($(date +%s) - start)) s"
+		vfs_fsck "$d/backing"	# the model unmounted it: consistent
 		rm -rf "$d"
 	done
 done

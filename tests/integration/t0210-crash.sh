@@ -53,6 +53,7 @@ for fs in ext4 xfs; do
 		${VFS_MODEL_ARGS:-} ||
 		fail "crash test on $fs, seed $seed"
 	note "$fs: passed in $(($(date +%s) - start)) s"
+	vfs_fsck "$d/backing"	# the model unmounted it: consistent
 	rm -rf "$d"
 done
 exit 0

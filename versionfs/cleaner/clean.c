@@ -94,4 +94,6 @@ void cl_stats_add(struct cl_stats *to, const struct cl_stats *st)
 	to->files_copied += st->files_copied;
 	to->files_consolidated += st->files_consolidated;
 	to->bytes_freed += st->bytes_freed;
+	to->orphans_found += st->orphans_found;
+	to->orphans_freed += st->orphans_freed;
 }

@@ -37,6 +37,8 @@ struct cl_stats {
 	uint64_t files_copied;		/* ... by copying (no hole punching) */
 	uint64_t files_consolidated;	/* content files moved into newer */
 	uint64_t bytes_freed;		/* disk space given back */
+	uint64_t orphans_found;		/* store files nothing referenced */
+	uint64_t orphans_freed;		/* ... of which deleted */
 };
 
 void cl_stats_add(struct cl_stats *to, const struct cl_stats *st);

@@ -234,16 +234,39 @@ static int co_intent(bt_txn *txn, void *arg)
 	return bt_kv_put_u64(txn, VFS_KV_CO_INO, *(uint64_t *)arg + 1);
 }
 
+struct ver_list {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static int ver_add(uint64_t ino, uint64_t ver, void *arg)
+{
+	struct ver_list *l = arg;
+
+	(void)ino;
+	if (vfs_grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v)))
+		return -ENOMEM;
+	l->v[l->n++] = ver;
+	return 0;
+}
+
 /*
  * After a consolidation that did not reach its transaction (a crash, an
  * error): trim every checkpointed content file the inode's maps reference
- * to what they hold, then clear the record.  The caller holds epoch_lock
- * shared and the cleaner's lock, so no consolidation is copying.
+ * to what they hold, then clear the record.  The copy's target content.t
+ * is named after a map, t, that need not hold any page of t (map 9 of a
+ * file last written in 8): then no map references the file the copy
+ * created, and trimming the holders' files missed it, an orphan found
+ * by fsck after a killed clean (t0420).  So the content file of every
+ * map version is reclaimed too; one no map uses is deleted, and counts
+ * as an orphan.  The caller holds epoch_lock shared and the cleaner's
+ * lock, so no consolidation is copying.
  */
 int co_recover(struct cleaner *cl, struct cl_stats *st)
 {
 	struct hset s = { 0 };
 	struct hs_walk w = { NULL, &s };
+	struct ver_list maps = { 0 };
 	uint64_t v = 0, ino;
 	int rc;
 
@@ -255,10 +278,27 @@ int co_recover(struct cleaner *cl, struct cl_stats *st)
 	}
 	ino = v - 1;
 	rc = bt_ext_maps(w.txn, ino, hs_map, &w);
+	if (!rc)
+		rc = bt_ext_maps(w.txn, ino, ver_add, &maps);
 	bt_txn_abort(w.txn);
 	for (size_t i = 0; i < s.n && !rc; i++)
 		if (s.v[i].h < cl_epoch(cl))
 			rc = rc_reclaim(cl, ino, s.v[i].h, st);
+	for (size_t i = 0; i < maps.n && !rc; i++) {
+		bool held = false;
+		uint64_t del = st->files_deleted;
+
+		for (size_t j = 0; j < s.n && !held; j++)
+			held = s.v[j].h == maps.v[i];
+		if (held || maps.v[i] >= cl_epoch(cl))
+			continue;
+		rc = rc_reclaim(cl, ino, maps.v[i], st);
+		if (!rc && st->files_deleted > del) {
+			st->orphans_found++;
+			st->orphans_freed++;
+		}
+	}
+	free(maps.v);
 	if (!rc) {
 		v = 0;
 		rc = bt_txn_run(cl->env, co_intent_clear, &v);

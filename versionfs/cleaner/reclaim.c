@@ -9,6 +9,10 @@
  *   CONTENT  delete content.<version>
  *   RECLAIM  content.<version> may hold pages no extent map references:
  *            find the pages that are referenced, free the others
+ *   ORPHAN   (with RECLAIM) added by the open epoch E for content.E when
+ *            a persist left map E without a page of E (persist.c): such
+ *            an entry waits until E is closed (map E is final then), and
+ *            a file it deletes counts as an orphan found and freed
  *
  * Entries are added in the same transaction that stops referencing the
  * files (rollback, merging a deleted checkpoint), and that transaction is
@@ -266,12 +270,34 @@ struct trash_item {
 struct trash_batch {
 	struct trash_item v[256];
 	size_t n;
+	uint64_t open;			/* the open epoch */
+	struct { uint64_t ino, ver; } from;	/* resume after this key */
+	bool started;
+	size_t waiting;			/* entries left for a later pass */
 };
 
+#define TRASH_FULL	1
+
+/*
+ * A RECLAIM entry of the open epoch (persist.c, vn_check_content) waits
+ * until a checkpoint or a rollback closes that epoch: until then map E
+ * is not final and the job may write content.E again.  Other bits of the
+ * same entry (a rollback adds CONTENT) are done at once.
+ */
 static int trash_collect(uint64_t ino, uint64_t ver, uint32_t what, void *arg)
 {
 	struct trash_batch *b = arg;
 
+	if (b->started && (ino < b->from.ino ||
+			   (ino == b->from.ino && ver <= b->from.ver)))
+		return 0;
+	if (!(what & (VFS_TRASH_META | VFS_TRASH_CONTENT)) &&
+	    ver >= b->open) {
+		b->waiting++;
+		return 0;
+	}
+	if (b->n == sizeof(b->v) / sizeof(b->v[0]))
+		return TRASH_FULL;
 	b->v[b->n++] = (struct trash_item){ ino, ver, what };
 	return 0;
 }
@@ -329,7 +355,14 @@ static void trash_item_run(struct cleaner *cl, const struct trash_item *t,
 			st->bytes_freed += b;
 		}
 	} else if (t->what & VFS_TRASH_RECLAIM) {
+		uint64_t del = st->files_deleted;
+
 		rc_reclaim(cl, t->ino, t->ver, st);
+		/* content.E that epoch E stopped using, or never used */
+		if ((t->what & VFS_TRASH_ORPHAN) && st->files_deleted > del) {
+			st->orphans_found++;
+			st->orphans_freed++;
+		}
 	}
 }
 
@@ -341,14 +374,24 @@ int rc_trash_run(struct cleaner *cl, struct cl_stats *st)
 
 	if (!b)
 		return -ENOMEM;
+	b->started = false;
+	/* the open epoch (the hook reads it without the epoch lock) */
+	b->open = cl_epoch(cl);
 	for (;;) {
 		b->n = 0;
+		b->waiting = 0;
 		if ((rc = bt_txn_begin(cl->env, BT_TXN_RDONLY, &txn)))
 			break;
-		rc = bt_trash_foreach(txn, 256, trash_collect, b);
+		rc = bt_trash_foreach(txn, 0, trash_collect, b);
 		bt_txn_abort(txn);
+		if (rc == TRASH_FULL)
+			rc = 0;
 		if (rc || b->n == 0)
 			break;
+		/* entries that wait stay; the next batch starts after them */
+		b->from.ino = b->v[b->n - 1].ino;
+		b->from.ver = b->v[b->n - 1].ver;
+		b->started = true;
 		for (size_t i = 0; i < b->n; i++)
 			trash_item_run(cl, &b->v[i], st);
 		if ((rc = bt_txn_run(cl->env, trash_done, b)))

@@ -202,9 +202,30 @@ struct vfs {
 
 	/* statistics of the open epoch (epoch_lock shared + atomics) */
 	uint64_t epoch_pages;		/* pages persisted in the open epoch */
+
+	/* the space reserve of the index and metadata files (reserve.c) */
+	pthread_mutex_t reserve_lock;
+	int reserve_fd;			/* .versionfs/reserve; -1: none */
+	uint64_t reserve_size;		/* what it holds when filled */
+	bool full;			/* released: the file system is full
+					   (atomic loads; reserve_lock) */
 };
 
 extern struct vfs *vfs;
+
+/* ---- reserve.c: the space reserve of the index and metadata files ---- */
+/* Create and fill it (at mount); release it when the index or a metadata
+   file finds the file system full (0 if it held space, which is free
+   now); fill it again once space is back.  While it is released the mount
+   is full: vfs_full(). */
+#define VFS_RESERVE_MAX		(64u << 20)
+int rsv_open(struct vfs *v);
+int rsv_release(void *arg);
+void rsv_refill(struct vfs *v);
+static inline bool vfs_full(void)
+{
+	return __atomic_load_n(&vfs->full, __ATOMIC_ACQUIRE);
+}
 
 /* ---- node.c ---- */
 int vn_table_init(struct vfs *v);
@@ -258,8 +279,16 @@ void vn_flush_all(void);
 /* The background flusher of closed dirty files. */
 void *vn_flusher(void *arg);
 void vn_flush_kick(void);
+/* The version before `ver` in the index (for xattrs), 0 if none. */
+uint64_t vn_prev_ver(struct vnode *vn, uint64_t ver);
 /* After an unclean stop: check/rebuild the open epoch's metadata files. */
 int vn_recover_meta(void);
+/* After an unclean stop: delete the open epoch's unreferenced files. */
+int vn_recover_orphans(void);
+/* Ask for (or, done, clear) those recoveries at the next mount although
+   the stop is clean: metadata files the unmount could not write. */
+int vn_recover_flag(bool set);
+bool vn_recover_wanted(void);
 /* Copy the xattrs of version `from` (0: base file) onto metadata file fd;
    1 if any, 0 if none, or -errno. */
 int vn_copy_xattrs(struct vnode *vn, uint64_t from, int fd);

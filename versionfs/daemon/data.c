@@ -368,6 +368,10 @@ int data_write(struct vnode *vn, struct fuse_bufvec *in, off_t off,
 	*written = 0;
 	if (size == 0)
 		return 0;
+	/* the file system is full and its reserve is the index's and the
+	   metadata files': new data waits until space is freed */
+	if (vfs_full())
+		return -ENOSPC;
 	if (off < 0 || end / VFS_PAGE >= BT_PAGE_LIMIT)
 		return -EFBIG;
 	if ((wfd = vn_wfd(vn)) < 0)
@@ -502,6 +506,8 @@ int data_fallocate(struct vnode *vn, int mode, off_t off, off_t len)
 		return -EINVAL;
 	if (b / VFS_PAGE >= BT_PAGE_LIMIT)
 		return -EFBIG;
+	if (vfs_full())
+		return -ENOSPC;		/* as data_write */
 	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE |
 		     FALLOC_FL_ZERO_RANGE))
 		return -EOPNOTSUPP;

@@ -551,6 +551,8 @@ int dir_create(struct vnode *dir, const char *name, mode_t mode, dev_t rdev,
 	*out = NULL;
 	if ((rc = check_new_name(dir, name)))
 		return rc;
+	if (vfs_full())
+		return -ENOSPC;		/* the reserve is the index's */
 	pthread_mutex_lock(&vfs->ns_lock);
 	if ((rc = ns_dir(dir)))
 		goto out_ns;
@@ -620,6 +622,8 @@ int dir_link(struct vnode *vn, struct vnode *dir, const char *name)
 		return -EROFS;
 	if ((rc = check_new_name(dir, name)))
 		return rc;
+	if (vfs_full())
+		return -ENOSPC;		/* the reserve is the index's */
 	pthread_mutex_lock(&vfs->ns_lock);
 	if ((rc = ns_dir(dir)))
 		goto out_ns;

@@ -153,6 +153,14 @@ int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
 			 BT_TAG_MAX);
 		return -EINVAL;
 	}
+	if (vfs_full()) {
+		snprintf(err, errlen, "the store's file system is full (its "
+			 "%llu MiB reserve is in use): free space (delete "
+			 "checkpoints and clean, or remove other files), then "
+			 "take the checkpoint again",
+			 (unsigned long long)(vfs->reserve_size >> 20));
+		return -ENOSPC;
+	}
 	t[0] = vfs_now();
 	kf_flush_open_files();
 	t[1] = vfs_now();
@@ -184,8 +192,10 @@ int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
 			goto fail_lmdb;
 	}
 	if ((rc = vn_persist_all())) {
-		snprintf(err, errlen, "saving the open epoch failed: %s",
-			 strerror(-rc));
+		snprintf(err, errlen, "saving the open epoch failed: %s%s",
+			 strerror(-rc), rc == -ENOSPC || rc == -EDQUOT ?
+			 " (the store's file system is full: free space, then "
+			 "take the checkpoint again)" : "");
 		goto out;
 	}
 	a.E = E;
@@ -267,6 +277,8 @@ struct inval {
 
 struct rb_arg {
 	uint64_t c, E;
+	const uint64_t *dropped;	/* vnodes whose unsaved changes of E */
+	size_t ndropped;		/* were dropped */
 	struct inval *v;
 	size_t n, cap;
 	int err;
@@ -369,6 +381,17 @@ static int rb_txn(bt_txn *txn, void *arg)
 			return rc;
 		rb_note(a, VFS_CKDIR_INO, e, NULL, 0);
 	}
+	/*
+	 * Unsaved changes of E are in no log, but their files may exist
+	 * (content.E from the first write, meta.E from an fsync whose
+	 * record a later change superseded in memory only): the log walk
+	 * above cannot know them, so they go to the trash by name.
+	 * Deleting a file that does not exist is harmless.
+	 */
+	for (size_t i = 0; i < a->ndropped; i++)
+		if ((rc = bt_trash_add(txn, a->dropped[i], a->E,
+				       VFS_TRASH_META | VFS_TRASH_CONTENT)))
+			return rc;
 	if (a->err)
 		return a->err;
 	if ((rc = bt_kv_put_u64(txn, "epoch", a->E + 1)) ||
@@ -471,6 +494,8 @@ int ep_rollback(uint64_t id, const char *tag, uint64_t *to, char *err,
 	}
 	a.c = c.id;
 	a.E = vfs->epoch;
+	a.dropped = dropped.v;
+	a.ndropped = dropped.n;
 	t0 = vfs_now();
 	rc = bt_txn_run(vfs->env, rb_txn, &a);
 	/* Unsaved changes are changes too: the kernel must forget them. */
@@ -636,19 +661,27 @@ static int count_cb(const struct bt_ckpt *c, void *arg)
 	return 0;
 }
 
+struct trash_counts {
+	uint64_t all, waiting, open;
+};
+
 static int trash_count(uint64_t ino, uint64_t ver, uint32_t what, void *arg)
 {
+	struct trash_counts *t = arg;
+
 	(void)ino;
-	(void)ver;
-	(void)what;
-	++*(uint64_t *)arg;
+	t->all++;
+	/* reclaim.c: what waits for the open epoch to close */
+	if (!(what & (VFS_TRASH_META | VFS_TRASH_CONTENT)) && ver >= t->open)
+		t->waiting++;
 	return 0;
 }
 
 int ep_status(struct ctl_out *out)
 {
 	struct count_arg ca = { 0 };
-	uint64_t changed = 0, idx = 0, trash = 0;
+	uint64_t changed = 0, idx = 0;
+	struct trash_counts trash = { 0 };
 	struct cl_policy pol = { 0 };
 	struct cl_stats tot;
 	struct bt_env_info ei;
@@ -663,7 +696,10 @@ int ep_status(struct ctl_out *out)
 		if (!rc)
 			rc = bt_log_count_inodes(txn, vfs->epoch, &changed);
 		if (!rc)
+		{
+			trash.open = vfs->epoch;
 			rc = bt_trash_foreach(txn, 0, trash_count, &trash);
+		}
 		bt_txn_abort(txn);
 	}
 	if (!rc)
@@ -675,7 +711,8 @@ int ep_status(struct ctl_out *out)
 	cb_u64(&out->b, F_NCKPT, ca.active);
 	cb_u64(&out->b, F_NDELETED, ca.deleted);
 	cb_u64(&out->b, F_RECLAIMABLE, ca.reclaimable);
-	cb_u64(&out->b, F_TRASH, trash);
+	cb_u64(&out->b, F_TRASH, trash.all);
+	cb_u64(&out->b, F_TRASH_WAITING, trash.waiting);
 	cb_u64(&out->b, F_KEEP_LAST, pol.keep_last);
 	cb_u64(&out->b, F_OLDER_THAN, pol.older_than_s);
 	cb_u64(&out->b, F_DIRTY, vfs->ndirty + vfs->nfiles);
@@ -697,6 +734,8 @@ int ep_status(struct ctl_out *out)
 	cb_u64(&out->b, F_CONSOLIDATED, tot.files_consolidated);
 	cb_u64(&out->b, F_MAX_FILES, pol.max_files);
 	cb_u64(&out->b, F_BYTES_FREED, tot.bytes_freed);
+	cb_u64(&out->b, F_ORPHANS_FOUND, tot.orphans_found);
+	cb_u64(&out->b, F_ORPHANS_FREED, tot.orphans_freed);
 	if (vfs->last_ck.id) {	/* written by this (the control) thread */
 		const struct ck_times *t = &vfs->last_ck;
 

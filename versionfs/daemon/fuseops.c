@@ -90,12 +90,16 @@ static void kill_suidgid(fuse_req_t req, struct vnode *vn)
 	vn_mark_dirty(vn);
 }
 
-/* chown drops S_ISUID, and S_ISGID with group exec, even for root. */
+/*
+ * chown drops S_ISUID, and S_ISGID with group exec, even for root, on
+ * every non-directory (chown_common sets ATTR_KILL_SUID for all of them):
+ * fifos, sockets and device nodes too, not only regular files.
+ */
 static void chown_kill(struct vnode *vn)
 {
 	uint32_t kill = S_ISUID;
 
-	if (!vfs_killpriv_v2 || !S_ISREG(vn->m.mode))
+	if (!vfs_killpriv_v2 || S_ISDIR(vn->m.mode))
 		return;
 	if ((vn->m.mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
 		kill |= S_ISGID;

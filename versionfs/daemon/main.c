@@ -185,6 +185,8 @@ static void init_locks(struct vfs *v)
 	pthread_mutex_init(&v->purge_lock, NULL);
 	pthread_cond_init(&v->purge_cond, NULL);
 	pthread_cond_init(&v->merge_cond, NULL);
+	pthread_mutex_init(&v->reserve_lock, NULL);
+	v->reserve_fd = -1;
 }
 
 static int start_threads(struct vfs *v)
@@ -260,6 +262,7 @@ int main(int argc, char *argv[])
 	struct opts o = { .timeout = 3600 };
 	struct ctl_mount cm;
 	struct bt_env_info ei;
+	bool flagged = false;
 	static struct vfs v;
 	char *fsopt = NULL, rb[PATH_MAX], rm[PATH_MAX];
 	int ret = 1, rc;
@@ -330,16 +333,25 @@ int main(int argc, char *argv[])
 			strerror(-rc));
 		goto out_store;
 	}
+	/* before anything writes: the recovery below may need it */
+	if ((rc = rsv_open(&v)))
+		vfs_log(LOG_WARNING, "%s: no space reserve (%s): a full disk "
+			"may leave metadata files to rebuild at the next mount",
+			rb, strerror(-rc));
 	if ((rc = vn_table_init(&v))) {
 		vfs_log(LOG_ERR, "%s: cannot load the root directory: %s", rb,
 			strerror(-rc));
 		goto out_store;
 	}
-	if (bt_env_info(v.env, &ei) == 0 && ei.unclean &&
-	    (rc = vn_recover_meta())) {
-		vfs_log(LOG_ERR, "%s: recovering the open epoch: %s", rb,
-			rc == BT_ECORRUPT ? bt_last_error() : strerror(-rc));
-		goto out_store;
+	if ((bt_env_info(v.env, &ei) == 0 && ei.unclean) ||
+	    (flagged = vn_recover_wanted())) {
+		if ((rc = vn_recover_meta()) || (rc = vn_recover_orphans()) ||
+		    (flagged && (rc = vn_recover_flag(false)))) {
+			vfs_log(LOG_ERR, "%s: recovering the open epoch: %s",
+				rb, rc == BT_ECORRUPT || rc == -EIO ?
+				bt_last_error() : strerror(-rc));
+			goto out_store;
+		}
 	}
 	fsopt = fsname_opt(rb);
 	if (!fsopt || fuse_opt_add_arg(&args, "-o") ||
@@ -398,6 +410,14 @@ out_unmount:
 	if ((rc = vn_persist_all()) || (rc = bt_env_sync(v.env))) {
 		vfs_log(LOG_ERR, "saving at unmount: %s", strerror(-rc));
 		ret = 1;
+		/* what the index has is saved; the next mount rebuilds the
+		   metadata files that could not be written */
+		if (vn_recover_flag(true) || bt_env_sync(v.env))
+			vfs_log(LOG_ERR, "saving at unmount: cannot mark the "
+				"store for recovery: %s", bt_last_error());
+		else
+			vfs_log(LOG_WARNING, "the next mount rebuilds the "
+				"metadata files not written");
 	}
 	pthread_rwlock_unlock(&v.epoch_lock);
 	fuse_session_unmount(v.se);
@@ -410,6 +430,8 @@ out_store:
 	if (v.table)
 		vn_table_free(&v);
 	cl_free(v.cleaner);
+	if (v.reserve_fd >= 0)
+		close(v.reserve_fd);
 	store_close(v.st);
 	if (v.ctl_fd >= 0)
 		close(v.ctl_fd);

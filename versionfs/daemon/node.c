@@ -500,7 +500,7 @@ int vn_copy_xattrs(struct vnode *vn, uint64_t from, int fd)
 }
 
 /* The version before `ver` in the index (for xattrs), 0 if none. */
-static uint64_t vn_prev_ver(struct vnode *vn, uint64_t ver)
+uint64_t vn_prev_ver(struct vnode *vn, uint64_t ver)
 {
 	struct bt_inode rec;
 	bt_txn *txn;
@@ -551,15 +551,34 @@ int vn_check_meta(struct vnode *vn, size_t *rebuilt)
 		snprintf(why, sizeof(why), "missing");
 	if (ver <= vfs->parent || vn->view)
 		return vn_corrupt(vn, name, why);
-	fd = store_open_meta(vfs->st, vn->vino, ver, O_RDWR | O_CREAT | O_TRUNC);
-	if (fd < 0)
-		return vn_corrupt(vn, name, strerror(-fd));
-	n = vn->m.flags & VM_XATTR ? vn_copy_xattrs(vn, vn_prev_ver(vn, ver),
-						    fd) : 0;
-	if (n <= 0)
-		vn->m.flags &= ~VM_XATTR;
-	rc = vm_write_fd(fd, vn->vino, ver, &vn->m);
-	close(fd);
+	for (int tries = 0; tries < 2; tries++) {
+		fd = store_open_meta(vfs->st, vn->vino, ver, O_RDWR | O_CREAT | O_TRUNC);
+		if (fd < 0) {
+			rc = fd;
+		} else {
+			n = vn->m.flags & VM_XATTR ?
+			    vn_copy_xattrs(vn, vn_prev_ver(vn, ver), fd) : 0;
+			if (n <= 0)
+				vn->m.flags &= ~VM_XATTR;
+			rc = vm_write_fd(fd, vn->vino, ver, &vn->m);
+			close(fd);
+			if (rc)		/* never half-written */
+				unlinkat(vfs->obj_fd, name, 0);
+		}
+		/* a full disk: the reserve is for this, once */
+		if ((rc != -ENOSPC && rc != -EDQUOT) || tries ||
+		    rsv_release(NULL))
+			break;
+	}
+	if (rc == -ENOSPC || rc == -EDQUOT) {
+		/* not damage: the file stays missing, to be written by the
+		   next checkpoint or unmount (or rebuilt at the next mount) */
+		vn->mfile_dirty = true;
+		vn_mark_dirty(vn);
+		vfs_log(LOG_ERR, "inode %llu: %s: %s", (unsigned long long)
+			vn->vino, name, strerror(-rc));
+		return rc;
+	}
 	if (rc)
 		return vn_corrupt(vn, name, strerror(-rc));
 	if (rebuilt)
@@ -689,11 +708,17 @@ int vn_cur_wfd(struct vnode *vn)
 
 int vn_wfd(struct vnode *vn)
 {
+	bool created = false;
 	int fd;
 
 	if ((fd = vn_cur_wfd(vn)) >= 0)
 		return fd;
-	fd = store_open_content(vfs->st, vn->vino, vfs->epoch, O_RDWR | O_CREAT);
+	fd = store_open_content(vfs->st, vn->vino, vfs->epoch, O_RDWR);
+	if (fd == -ENOENT) {
+		created = true;
+		fd = store_open_content(vfs->st, vn->vino, vfs->epoch,
+					O_RDWR | O_CREAT);
+	}
 	if (fd < 0) {
 		vfs_log(LOG_ERR, "content of inode %llu epoch %llu: %s",
 			(unsigned long long)vn->vino,
@@ -702,6 +727,13 @@ int vn_wfd(struct vnode *vn)
 	}
 	vn->wfd = fd;
 	vn->wfd_ver = vfs->epoch;
+	/* content.E is new: whatever the caller does next (it may fail or
+	   give E no page), the next persist checks that map E uses it
+	   (vn_check_content) so that it is never left an orphan. */
+	if (created) {
+		vn->map_dirty = true;
+		vn_mark_dirty(vn);
+	}
 	return fd;
 }
 

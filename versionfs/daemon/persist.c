@@ -32,8 +32,10 @@
  *
  * Nothing here commits per write(2): a write only sets bits in the delta.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -197,42 +199,80 @@ static struct vnode **dirty_snapshot(size_t max, bool closed_only,
 /* ---- one vnode ---- */
 
 /*
- * Write the metadata file of the open epoch E: create it on the first
- * change in E, carrying the xattrs of the newest file before it over.
+ * Write meta.E: create it on the first change in E, carrying the xattrs
+ * of the newest file before it over.  A file created here that cannot be
+ * written whole (no space for its xattrs or its block) is removed, never
+ * left half-written: the record in the index is the authority, and a
+ * missing file is rebuilt from it (vn_recover_meta) where a half-written
+ * one would be damage.  A rewrite in place needs no new block.
  */
+static int write_meta_file(struct vnode *vn, uint64_t E)
+{
+	bool created = vn->mfile_ver != E;
+	uint64_t from = vn->mfile_ver;
+	int fd = -1, rc = 0, n;
+
+	if (!created) {
+		fd = store_open_meta(vfs->st, vn->vino, E, O_WRONLY);
+		if (fd == -ENOENT) {
+			/* a full disk kept it from being written or rebuilt
+			   (vn_check_meta): create it now */
+			created = true;
+			from = vn_prev_ver(vn, E);
+		} else if (fd < 0) {
+			return fd;
+		}
+	}
+	if (created) {
+		fd = store_open_meta(vfs->st, vn->vino, E, O_RDWR | O_CREAT | O_TRUNC);
+		if (fd < 0)
+			return fd;
+		if (vn->m.flags & VM_XATTR) {
+			n = vn_copy_xattrs(vn, from, fd);
+			if (n < 0)
+				rc = n;
+			else if (n == 0)
+				vn->m.flags &= ~VM_XATTR;
+		}
+	}
+	if (!rc)
+		rc = vm_write_fd(fd, vn->vino, E, &vn->m);
+	close(fd);
+	if (rc && created) {
+		char name[64];
+
+		store_meta_name(name, sizeof(name), vn->vino, E);
+		unlinkat(vfs->obj_fd, name, 0);
+	}
+	return rc;
+}
+
+/* Write the metadata file of the open epoch E, if it needs writing. */
 int vn_persist_files(struct vnode *vn)
 {
 	uint64_t E = vfs->epoch;
-	int fd, rc, n;
+	int rc;
 
 	if (vn->view || vn->special || vn->gone)
 		return 0;
 	if (!vn_needs_version(vn) && !vn->meta_dirty && !vn->mfile_dirty)
 		return 0;
-	if (vn_unreachable(vn)) {
+	/*
+	 * An unreachable inode needs no file, but only if it has none yet:
+	 * once meta.E exists (an fsync wrote it) it must follow the index
+	 * record of E to the end, or it keeps the link count, mode and
+	 * owner of that fsync while the record has the final ones.
+	 */
+	if (vn->mfile_ver != E && vn_unreachable(vn)) {
 		vn->mfile_dirty = false;
 		return 0;
 	}
-	if (vn->mfile_ver != E) {
-		fd = store_open_meta(vfs->st, vn->vino, E, O_RDWR | O_CREAT | O_TRUNC);
-		if (fd < 0)
-			return fd;
-		if (vn->m.flags & VM_XATTR) {
-			n = vn_copy_xattrs(vn, vn->mfile_ver, fd);
-			if (n < 0) {
-				close(fd);
-				return n;
-			}
-			if (n == 0)
-				vn->m.flags &= ~VM_XATTR;
-		}
-	} else {
-		fd = store_open_meta(vfs->st, vn->vino, E, O_WRONLY);
-		if (fd < 0)
-			return fd;
+	rc = write_meta_file(vn, E);
+	if (rc == -ENOSPC || rc == -EDQUOT) {
+		/* the file system is full: the reserve is for this */
+		if (rsv_release(NULL) == 0)
+			rc = write_meta_file(vn, E);
 	}
-	rc = vm_write_fd(fd, vn->vino, E, &vn->m);
-	close(fd);
 	if (!rc) {
 		vn->mfile_ver = E;
 		vn->mfile_dirty = false;
@@ -252,6 +292,38 @@ static int vn_start_map(struct vnode *vn, bt_txn *txn, uint64_t E)
 		rc = bt_ext_set(txn, vn->vino, E, 0,
 				(vn->base_size + VFS_PAGE - 1) / VFS_PAGE, 0);
 	return rc;
+}
+
+static int holds_cb(const struct bt_extent *x, void *arg)
+{
+	return x->holder == *(const uint64_t *)arg ? 1 : 0;
+}
+
+/*
+ * Map E (just updated in txn) no longer uses content.E, or never did: a
+ * truncation cut every page E held, or the file was created by an
+ * operation that gave E no page (a preallocation, a failed write).  The
+ * file would be an orphan nothing frees, so it goes to the trash to be
+ * reclaimed, in the transaction that drops the last reference.  It is
+ * not deleted here: the open epoch may write to it again (the reclaimer
+ * waits for E to be closed by a checkpoint and then frees only what map
+ * E does not use, rc_trash_run), and the transaction may still fail.
+ * Only a persist that added no page of E can get here, and the map walk
+ * stops at the first page of E, so writes never pay for it.
+ */
+static int vn_check_content(struct vnode *vn, bt_txn *txn, uint64_t E)
+{
+	char name[64];
+	int rc;
+
+	store_content_name(name, sizeof(name), vn->vino, E);
+	if (faccessat(vfs->obj_fd, name, F_OK, 0) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	rc = bt_ext_foreach(txn, vn->vino, E, 0, holds_cb, &E);
+	if (rc != 0)
+		return rc > 0 ? 0 : rc;
+	return bt_trash_add(txn, vn->vino, E,
+			    VFS_TRASH_RECLAIM | VFS_TRASH_ORPHAN);
 }
 
 int vn_persist_index(struct vnode *vn, bt_txn *txn)
@@ -274,6 +346,9 @@ int vn_persist_index(struct vnode *vn, bt_txn *txn)
 					&s, &c); p = s + c)
 			if ((rc = bt_ext_set(txn, vn->vino, E, s, c, E)))
 				return rc;
+		if (ps_empty(&vn->delta) &&
+		    (rc = vn_check_content(vn, txn, E)))
+			return rc;
 		data_ver = E;
 	}
 	rec = (struct bt_inode){
@@ -412,12 +487,19 @@ static void vn_drop_pending(struct vnode *vn)
 	vn_unmark_dirty(vn);
 }
 
-/* Entries set to NULL in v are skipped (and dropped vnodes are NULLed).
-   Metadata files are written first if `files`, else left pending. */
+/*
+ * Entries set to NULL in v are skipped (and dropped vnodes are NULLed).
+ * Metadata files are written first if `files`, else left pending.  A
+ * metadata file that cannot be written (a full disk) does not stop the
+ * index: the batch's data and attributes are committed all the same, the
+ * file stays pending (retried at the next checkpoint or unmount, rebuilt
+ * from the index at the next mount otherwise), and its error is returned
+ * after the commit, so that a checkpoint refuses to close the epoch.
+ */
 static int persist_batch(struct vnode **v, size_t n, bool files)
 {
 	struct persist_all a = { v, n, 0 };
-	int rc = 0;
+	int rc = 0, frc = 0, nfail = 0;
 
 	for (size_t i = 0; !files && i < n; i++)
 		if (v[i] && (vn_needs_version(v[i]) || v[i]->meta_dirty))
@@ -425,10 +507,17 @@ static int persist_batch(struct vnode **v, size_t n, bool files)
 	for (size_t i = 0; files && i < n; i++) {
 		if (!v[i] || !(rc = vn_persist_files(v[i])))
 			continue;
-		vfs_log(LOG_ERR, "persisting inode %llu: %s",
-			(unsigned long long)v[i]->vino, strerror(-rc));
-		return rc;
+		if (!nfail++)
+			vfs_log(LOG_ERR, "persisting inode %llu: %s",
+				(unsigned long long)v[i]->vino,
+				strerror(-rc));
+		if (!frc)
+			frc = rc;
+		v[i]->mfile_dirty = true;	/* written later */
 	}
+	if (nfail > 1)
+		vfs_log(LOG_ERR, "metadata files of %d inodes could not be "
+			"written: %s", nfail, strerror(-frc));
 	for (;;) {
 		a.failed = SIZE_MAX;
 		rc = bt_txn_run(vfs->env, persist_all_txn, &a);
@@ -447,7 +536,7 @@ static int persist_batch(struct vnode **v, size_t n, bool files)
 	for (size_t i = 0; i < n; i++)
 		if (v[i])
 			vn_persist_done(v[i]);
-	return 0;
+	return frc;
 }
 
 int vn_persist_all(void)
@@ -599,6 +688,8 @@ static void durable_tick(void)
  * the open epoch's changes reach LMDB within about a second of the last
  * close, without a commit (and its fdatasync) per file.
  */
+#define MFILE_DEBT_MAX	(VFS_RESERVE_MAX / 4 / VFS_PAGE)	/* 4096 */
+
 void *vn_flusher(void *arg)
 {
 	unsigned tick = 0;
@@ -617,6 +708,13 @@ void *vn_flusher(void *arg)
 		/* all closed files, a batch at a time */
 		while (vfs->ndirty && !vfs->stopping && flush_some(true, false))
 			;
+		/* Pending metadata files are a debt of disk space the next
+		   checkpoint or the unmount must pay: keep it within a
+		   quarter of the reserve, so that a full disk never finds
+		   more owed than the reserve holds. */
+		if (vfs->nfiles > MFILE_DEBT_MAX && !vfs->stopping)
+			flush_files();
+		rsv_refill(vfs);
 		if (++tick % DURABLE_EVERY == 0)
 			durable_tick();
 		pthread_mutex_lock(&vfs->flush_lock);
@@ -626,6 +724,36 @@ void *vn_flusher(void *arg)
 }
 
 /* ---- recovery ---- */
+
+static int recover_flag_txn(bt_txn *txn, void *arg)
+{
+	return bt_kv_put_u64(txn, "recover", *(uint64_t *)arg);
+}
+
+/*
+ * The store needs the recovery of an unclean stop although it was closed
+ * cleanly: the unmount could not write every metadata file (a full
+ * disk).  Kept in the index, read at the next mount (vn_recover_wanted).
+ */
+int vn_recover_flag(bool set)
+{
+	uint64_t v = set;
+
+	return bt_txn_run(vfs->env, recover_flag_txn, &v);
+}
+
+bool vn_recover_wanted(void)
+{
+	uint64_t v = 0;
+	bt_txn *txn;
+
+	if (bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))
+		return false;
+	if (bt_kv_get_u64(txn, "recover", &v))
+		v = 0;
+	bt_txn_abort(txn);
+	return v != 0;
+}
 
 struct ino_list {
 	uint64_t *v;
@@ -680,5 +808,118 @@ int vn_recover_meta(void)
 			"checkpoint %llu from the index (their xattrs come from "
 			"the version before)", rebuilt, checked,
 			(unsigned long long)vfs->parent);
+	return rc;
+}
+
+/*
+ * Is (ino, E) a file of the open epoch that nothing references?  meta.E
+ * belongs to the record (ino, E); content.E to map E, the only map that
+ * can use it while E is open; either may be listed in the trash.
+ */
+static int orphan_of_open_epoch(bt_txn *txn, int kind, uint64_t ino,
+				uint64_t E, bool *orphan)
+{
+	struct bt_inode rec;
+	uint32_t what = 0;
+	int rc;
+
+	*orphan = false;
+	rc = bt_trash_get(txn, ino, E, &what);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (kind == STORE_META) {
+		if (what & VFS_TRASH_META)
+			return 0;
+		rc = bt_inode_get(txn, ino, E, &rec);
+		if (rc == -ENOENT)
+			*orphan = true;
+		return rc == -ENOENT ? 0 : rc;
+	}
+	if (what & (VFS_TRASH_CONTENT | VFS_TRASH_RECLAIM))
+		return 0;
+	rc = bt_ext_foreach(txn, ino, E, 0, holds_cb, &E);
+	if (rc == -ENOENT)
+		rc = 0;
+	if (rc < 0)
+		return rc;
+	*orphan = rc == 0;
+	return 0;
+}
+
+/*
+ * After an unclean stop: the open epoch's store files that nothing
+ * references are deleted before the mount serves anything.  A killed
+ * daemon leaves content.E of files written since their last persist (the
+ * pages were in no map yet, and they are lost with the vnode: only what
+ * was fsync'ed is promised) and meta.E written just before a transaction
+ * that never committed; no log names them, so nothing else would ever
+ * free them.  Only version E can be left so (earlier epochs were closed
+ * by a checkpoint, whose files were all persisted), but finding its files
+ * takes a listing of obj/: O(store files), after a crash only.  A
+ * durable point first, so that the index they are judged by is the one
+ * a later power loss would come back to.  Leftover temporaries (a killed
+ * copy of the reclaimer or of consolidation) go too.
+ */
+int vn_recover_orphans(void)
+{
+	uint64_t E = vfs->epoch, found = 0, freed = 0;
+	bt_txn *txn = NULL;
+	int rc;
+
+	if ((rc = bt_env_sync(vfs->env)))
+		return rc;
+	for (unsigned d = 0; d < 256 && !rc; d++) {
+		char dn[8];
+		struct dirent *de;
+		DIR *dir;
+		int dfd;
+
+		snprintf(dn, sizeof(dn), "%02x", d);
+		dfd = openat(vfs->obj_fd, dn, O_RDONLY | O_DIRECTORY |
+			     O_CLOEXEC);
+		if (dfd < 0) {
+			if (errno == ENOENT)
+				continue;
+			rc = -errno;
+			break;
+		}
+		if (!(dir = fdopendir(dfd))) {
+			rc = -errno;
+			close(dfd);
+			break;
+		}
+		if ((rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))) {
+			closedir(dir);
+			break;
+		}
+		while (!rc && (de = readdir(dir))) {
+			uint64_t ino, ver;
+			int kind = store_parse_name(de->d_name, &ino, &ver);
+			bool orphan = kind == STORE_TMP;
+
+			if ((kind == STORE_META || kind == STORE_CONTENT) &&
+			    ver == E)
+				rc = orphan_of_open_epoch(txn, kind, ino, E,
+							  &orphan);
+			if (rc || !orphan)
+				continue;
+			found++;
+			if (unlinkat(dirfd(dir), de->d_name, 0) == 0)
+				freed++;
+			else
+				vfs_log(LOG_WARNING, "orphan %s/%s: %s", dn,
+					de->d_name, strerror(errno));
+		}
+		bt_txn_abort(txn);
+		closedir(dir);
+	}
+	vfs->clean_total.orphans_found += found;
+	vfs->clean_total.orphans_freed += freed;
+	if (found)
+		vfs_log(LOG_WARNING, "after an unclean stop: %llu store files "
+			"of the open epoch %llu were orphans (written after "
+			"their last save); %llu deleted",
+			(unsigned long long)found, (unsigned long long)E,
+			(unsigned long long)freed);
 	return rc;
 }

@@ -140,6 +140,8 @@ int xa_set(struct vnode *vn, const char *name, const void *val, size_t size,
 
 	if ((rc = ns_check(name)))
 		return rc == -ENODATA ? -EOPNOTSUPP : rc;
+	if (vfs_full())
+		return -ENOSPC;		/* the reserve is the index's */
 	if ((fd = xa_target(vn)) < 0)
 		return fd;
 	if (fsetxattr(fd, name, val, size, flags))

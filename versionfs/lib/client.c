@@ -231,8 +231,11 @@ int vfs_checkpoint(vfs_client *c, const char *tag, uint64_t *id)
 	/* The kernel's dirty pages must reach the daemon first (the daemon
 	   also fsyncs the files that are still open). */
 	if ((rc = sync_mount(c)))
-		return cli_seterr(c->err, sizeof(c->err), rc, "%s: syncfs: %s",
-			      c->mount, strerror(-rc));
+		return cli_seterr(c->err, sizeof(c->err), rc, "%s: syncfs: %s%s",
+			      c->mount, strerror(-rc), rc == -ENOSPC ||
+			      rc == -EDQUOT ? " (data written since the last "
+			      "checkpoint did not fit: the file system is "
+			      "full; no checkpoint was taken)" : "");
 	cb_init(&b);
 	if (tag)
 		cb_str(&b, F_TAG, tag, strlen(tag));
@@ -358,6 +361,9 @@ static void status_field(struct vfs_status *st, const struct cfield *f)
 	case F_CONSOLIDATED: st->files_consolidated = cf_u64(f); break;
 	case F_MAX_FILES: st->max_content_files = cf_u64(f); break;
 	case F_BYTES_FREED: st->bytes_freed = cf_u64(f); break;
+	case F_TRASH_WAITING: st->trash_waiting = cf_u64(f); break;
+	case F_ORPHANS_FOUND: st->orphans_found = cf_u64(f); break;
+	case F_ORPHANS_FREED: st->orphans_freed = cf_u64(f); break;
 	case F_BACKING:
 		snprintf(st->backing, sizeof(st->backing), "%.*s",
 			 (int)f->len, (const char *)f->val);

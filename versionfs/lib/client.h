@@ -144,6 +144,14 @@ struct vfs_status {
 	struct vfs_ckpt_times last_ckpt;	/* the last checkpoint's */
 	char backing[4096];
 	char mount[4096];
+	/* leaks (issue 14), appended: */
+	uint64_t trash_waiting;	/* of trash: waiting for the next
+				   checkpoint (content files of the open
+				   epoch it may not use) */
+	uint64_t orphans_found;	/* since the mount: store files found that
+				   nothing referenced (left by a crash, or
+				   by an epoch that stopped using them) */
+	uint64_t orphans_freed;	/* ... of which deleted */
 };
 
 int vfs_status(vfs_client *c, struct vfs_status *st);

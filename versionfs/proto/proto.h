@@ -49,6 +49,9 @@ enum ctl_key {
 	/* the last checkpoint's timings (status), microseconds */
 	F_CK_ID, F_CK_TOTAL, F_CK_BARRIER, F_CK_PREPARE, F_CK_WAIT,
 	F_CK_WINDOW, F_CK_SYNC,
+	/* leaks (issue 14): trash entries waiting for the open epoch to
+	   close, store files found that nothing referenced, and freed */
+	F_TRASH_WAITING, F_ORPHANS_FOUND, F_ORPHANS_FREED,
 };
 
 struct ctl_hdr {

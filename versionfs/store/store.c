@@ -7,6 +7,8 @@
  *   .versionfs/lock       flock(2)ed by the daemon and the offline tools; holds
  *                         the holder's pid for error messages
  *   .versionfs/index/     the LMDB environment (libvfsbtree)
+ *   .versionfs/reserve    preallocated space for the index and metadata
+ *                         files, released when the file system is full
  *   .versionfs/obj/XX/    per-version files of inode I (XX = I mod 256 in
  *                         hex): "<I>.meta.<V>" and "<I>.content.<V>", I as 16
  *                         hex digits, V in decimal
@@ -32,6 +34,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <xxhash.h>
 

@@ -53,6 +53,9 @@
 #define VFS_TRASH_META		1
 #define VFS_TRASH_CONTENT	2
 #define VFS_TRASH_RECLAIM	4	/* free content pages nobody uses */
+#define VFS_TRASH_ORPHAN	8	/* with RECLAIM: content.<ver> of the
+					   epoch that wrote it may be left
+					   unused (count it if it is) */
 
 /* ---- logging (log.c) ---------------------------------------------------- */
 

@@ -97,10 +97,22 @@ static void report_json(const char *path, const char *mode,
 	       ",\"inodes_merged\":%" PRIu64 ",\"files_deleted\":%" PRIu64
 	       ",\"files_trimmed\":%" PRIu64 ",\"files_copied\":%" PRIu64
 	       ",\"files_consolidated\":%" PRIu64 ",\"bytes_freed\":%"
+	       PRIu64 ",\"orphans_found\":%" PRIu64 ",\"orphans_freed\":%"
 	       PRIu64 ",\"deleted_waiting\":%" PRIu64 "}\n", mode,
 	       st->ckpts_merged, st->inodes_merged, st->files_deleted,
 	       st->files_trimmed, st->files_copied, st->files_consolidated,
-	       st->bytes_freed, waiting);
+	       st->bytes_freed, st->orphans_found, st->orphans_freed,
+	       waiting);
+}
+
+/* Leaks show without fsck: store files the pass found unreferenced. */
+static void report_orphans(const char *path, const struct cl_stats *st)
+{
+	if (json || quiet || !st->orphans_found)
+		return;
+	printf("%s: %" PRIu64 " orphan store file%s found, %" PRIu64
+	       " freed\n", path, st->orphans_found,
+	       st->orphans_found == 1 ? "" : "s", st->orphans_freed);
 }
 
 /* ---- online: through the daemon ---- */
@@ -139,6 +151,8 @@ static int clean_online(const char *path)
 		st.files_consolidated = s.files_consolidated -
 					s0.files_consolidated;
 		st.bytes_freed = s.bytes_freed - s0.bytes_freed;
+		st.orphans_found = s.orphans_found - s0.orphans_found;
+		st.orphans_freed = s.orphans_freed - s0.orphans_freed;
 		if (done)
 			break;
 		progress(path, st.ckpts_merged, st.files_deleted,
@@ -148,6 +162,7 @@ static int clean_online(const char *path)
 	vfs_client_close(c);
 	progress(path, st.ckpts_merged, st.files_deleted, st.bytes_freed,
 		 true);
+	report_orphans(path, &st);
 	if (json)
 		report_json(path, "online", &st, s.deleted);
 	else if (!quiet && s.deleted)
@@ -223,6 +238,7 @@ static int clean_offline(const char *path)
 		return 1;
 	progress(path, st.ckpts_merged, st.files_deleted, st.bytes_freed,
 		 true);
+	report_orphans(path, &st);
 	if (json)
 		report_json(path, "offline", &st, left);
 	else if (!quiet && left)

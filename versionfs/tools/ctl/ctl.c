@@ -405,6 +405,9 @@ static int do_status(const char *mount, int argc, char **argv)
 		       st.ckpts_merged, st.files_deleted, st.files_trimmed,
 		       st.bytes_freed, st.files_copied, st.files_consolidated,
 		       st.max_content_files);
+		printf(",\"trash_waiting\":%" PRIu64 ",\"orphans_found\":%"
+		       PRIu64 ",\"orphans_freed\":%" PRIu64, st.trash_waiting,
+		       st.orphans_found, st.orphans_freed);
 		if (ct->id)
 			printf(",\"last_checkpoint\":{\"id\":%" PRIu64
 			       ",\"total_us\":%" PRIu64 ",\"barrier_us\":%"
@@ -432,8 +435,12 @@ static int do_status(const char *mount, int argc, char **argv)
 	       st.dirty_files);
 	fmt_bytes(st.reclaimable_bytes, sb, sizeof(sb));
 	printf("reclaimable:    %s in %" PRIu64 " deleted checkpoint%s, %"
-	       PRIu64 " file%s in the trash\n", sb, st.deleted,
+	       PRIu64 " file%s in the trash", sb, st.deleted,
 	       st.deleted == 1 ? "" : "s", st.trash, st.trash == 1 ? "" : "s");
+	if (st.trash_waiting)
+		printf(" (%" PRIu64 " waiting for the next checkpoint)",
+		       st.trash_waiting);
+	printf("\n");
 	if (st.keep_last || st.older_than_s)
 		printf("policy:         keep the last %" PRIu64 ", delete "
 		       "older than %" PRIu64 " s (0: off)\n", st.keep_last,
@@ -453,6 +460,9 @@ static int do_status(const char *mount, int argc, char **argv)
 	       st.clean_running ? "running" : "idle", st.clean_passes,
 	       st.clean_passes == 1 ? "" : "es", st.ckpts_merged,
 	       st.ckpts_merged == 1 ? "" : "s", sb);
+	printf("orphans:        %" PRIu64 " found, %" PRIu64 " freed since "
+	       "the mount (store files nothing referenced)\n",
+	       st.orphans_found, st.orphans_freed);
 	return 0;
 }
 
