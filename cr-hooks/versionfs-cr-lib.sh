@@ -585,7 +585,7 @@ vcr_exclude_self() {
 		skip[$p]=1
 		p=${parent[$p]:-}
 	done
-	for q in "${!parent[@]}"; do
+	for q in ${parent[@]+"${!parent[@]}"}; do
 		p=$q
 		while [ -n "$p" ] && [ "$p" -gt 1 ]; do
 			if [ "$p" = $$ ]; then
@@ -619,7 +619,7 @@ vcr_freeze() {
 		cg=$(sed -n 's/^0:://p' "/proc/$p/cgroup" 2>/dev/null) || continue
 		[ -z "$cg" ] || [ "$cg" = / ] || cgs[$cg]=1
 	done
-	for cg in "${!cgs[@]}"; do
+	for cg in ${cgs[@]+"${!cgs[@]}"}; do
 		d=/sys/fs/cgroup$cg
 		[ -w "$d/cgroup.freeze" ] || continue
 		ok=1

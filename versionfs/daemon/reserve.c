@@ -27,9 +27,13 @@ static int reserve_fill(struct vfs *v)
 {
 	int rc;
 
-	rc = fallocate(v->reserve_fd, 0, 0, (off_t)v->reserve_size);
-	if (rc < 0) {
+	rc = fallocate(v->reserve_fd, 0, 0, (off_t)v->reserve_size) ? -errno : 0;
+	/* no fallocate (ext4 without extents, ...): allocate by writing */
+	if (rc == -EOPNOTSUPP || rc == -ENOSYS)
+		rc = store_zero_bytes(v->reserve_fd, 0, v->reserve_size);
+	if (!rc && fdatasync(v->reserve_fd))
 		rc = -errno;
+	if (rc < 0) {
 		/* keep nothing half-filled: the space goes back */
 		if (ftruncate(v->reserve_fd, 0) < 0)
 			rc = -errno;
@@ -65,15 +69,22 @@ int rsv_open(struct vfs *v)
 		return -errno;
 	pthread_mutex_lock(&v->reserve_lock);
 	v->reserve_fd = fd;
-	if (reserve_fill(v)) {
+	if ((rc = reserve_fill(v)) == -ENOSPC || rc == -EDQUOT) {
+		rc = 0;
 		__atomic_store_n(&v->full, true, __ATOMIC_RELEASE);
 		vfs_log(LOG_WARNING, "%s: the file system holds less than the "
 			"%llu MiB the store keeps in reserve: writes get "
 			"ENOSPC until space is freed", v->backing,
 			(unsigned long long)(v->reserve_size >> 20));
 	}
+	if (rc) {
+		/* not a full disk: run without a reserve (the caller warns) */
+		close(fd);
+		v->reserve_fd = -1;
+	}
 	pthread_mutex_unlock(&v->reserve_lock);
-	bt_env_set_nospace(v->env, rsv_release, v);
+	if (!rc)
+		bt_env_set_nospace(v->env, rsv_release, v);
 	return rc;
 }
 
