@@ -76,7 +76,7 @@
  * (FUSE_CAP_HANDLE_KILLPRIV, v1, does not help: measured, same round trips.
  * FUSE_HANDLE_KILLPRIV_V2 does, because the kernel then sets SB_NOSEC, but
  * libfuse 3.14 cannot negotiate it and the server must then clear set-id
- * bits itself; versionfs does both, see versionfs/fuseio.c, and so pays no
+ * bits itself; versionfs does both, see versionfs/daemon/fuseio.c, and so pays no
  * round trip with xattrs on: its cost matches this default.)
  *
  * Options (besides the usual libfuse ones: -f -d -s, -o allow_other,

@@ -61,7 +61,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "versionfs/client.h"
+#include "versionfs/lib/client.h"
 
 #define PAGE	4096L
 #define MAX_IDS	64

@@ -55,7 +55,7 @@
 #include <unistd.h>
 
 #include "dmtcp.h"
-#include "versionfs/client.h"
+#include "versionfs/lib/client.h"
 
 #define MAXM	32		/* versionfs mounts a process may use */
 
