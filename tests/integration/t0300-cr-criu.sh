@@ -19,7 +19,7 @@
 # dumped tree is alive (it has files open, and CRIU could not restore its
 # pids); so the tree is killed before each restore and started again for
 # the next dumps, as a job is.
-# timeout: 180
+# timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
 HOOK=$(cd "$(dirname "$0")/../../cr-hooks" && pwd)/versionfs-criu-hook

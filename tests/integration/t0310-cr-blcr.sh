@@ -16,7 +16,7 @@
 # cr_restart runs, with the same arguments; --relocate; a missing record
 # (note, or refusal when mounts are configured); a failed rollback (no
 # restart, --run-on-failure honoured); usage errors.
-# timeout: 180
+# timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
 HOOKS=$(cd "$(dirname "$0")/../../cr-hooks" && pwd)

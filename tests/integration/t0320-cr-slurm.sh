@@ -11,7 +11,7 @@
 # its files and checkpoints again; a busy mount fails the epilog, or is
 # detached with lazy_umount; refusals: a symbolic link or a directory of
 # another user, a bad pattern, a missing configuration, no SLURM_JOB_ID.
-# timeout: 180
+# timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
 HOOKS=$(cd "$(dirname "$0")/../../cr-hooks" && pwd)

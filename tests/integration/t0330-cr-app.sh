@@ -9,7 +9,7 @@
 # rollback (--no-rollback) the log repeats steps, which is the bug the
 # rollback prevents (so this test can fail); outside versionfs the example
 # refuses to start.
-# timeout: 120
+# timeout: 300
 . "$(dirname "$0")/lib.sh"
 need_root
 SRC=$(cd "$(dirname "$0")/../.." && pwd)

@@ -34,7 +34,7 @@
 # frozen: without the hook's fsync of the open files (vcr_flush) most runs
 # of this test fail, because syncfs(2) alone does not get them into the
 # checkpoint.
-# timeout: 300
+# timeout: 900
 . "$(dirname "$0")/lib.sh"
 need_root
 HOOK=$(cd "$(dirname "$0")/../../cr-hooks" && pwd)/versionfs-criu-hook

@@ -5,7 +5,7 @@
 # libexecdir and the hooks read their configuration from sysconfdir; a
 # second install keeps configuration files already there; uninstall removes
 # the scripts; versionfs-cr-hooks(7) passes the man page lint.
-# timeout: 60
+# timeout: 240
 . "$(dirname "$0")/lib.sh"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 

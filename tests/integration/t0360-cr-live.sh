@@ -11,7 +11,7 @@
 # processes are gone they roll back.  versionfs-dmtcp_restart also refuses
 # a pending record, a record of another image, an image without a record
 # among images with one, and records of different checkpoints.
-# timeout: 180
+# timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
 HOOKS=$(cd "$(dirname "$0")/../../cr-hooks" && pwd)

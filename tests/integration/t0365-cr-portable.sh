@@ -13,7 +13,7 @@
 #    machine's bash is newer, so the test also checks the source: every
 #    array expansion that may be empty must be written ${a[@]+"${a[@]}"}
 #    (bash < 4.4 calls a plain "${a[@]}" of an empty array unbound).
-# timeout: 180
+# timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
 HOOKS=$(cd "$(dirname "$0")/../../cr-hooks" && pwd)

@@ -13,7 +13,7 @@
 #    is no freezer at all) the wrapper must notice after the checkpoint,
 #    fail, and leave no context file or record.  The cgroup v2 freezer path
 #    is not exercised here.
-# timeout: 120
+# timeout: 300
 . "$(dirname "$0")/lib.sh"
 need_root
 HOOKS=$(cd "$(dirname "$0")/../../cr-hooks" && pwd)
