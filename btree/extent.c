@@ -133,6 +133,25 @@ static int ext_step(struct ext_ctx *c, MDB_cursor_op op, struct bt_extent *e,
 	return ext_dec(c, &v, e, prev);
 }
 
+/* The map of c ends without its marker: a damaged index. */
+static int ext_no_marker(const struct ext_ctx *c)
+{
+	return BT_CORRUPT("extents: key (ino %llu, ver %llu): "
+			  "end marker missing",
+			  (unsigned long long)c->ino,
+			  (unsigned long long)c->ver);
+}
+
+/* Step from extent *e to the next one of the same map (e's successor
+   must start after it); running off the map's end is corruption. */
+static int ext_next(struct ext_ctx *c, struct bt_extent *e)
+{
+	struct bt_extent prev = *e;
+	int rc = ext_step(c, MDB_NEXT_DUP, e, &prev);
+
+	return rc == -ENOENT ? ext_no_marker(c) : rc;
+}
+
 /*
  * Position on the first extent whose start is >= page (possibly the marker)
  * and fetch its predecessor.  -ENOENT if the map does not exist.
@@ -159,12 +178,7 @@ static int ext_seek(struct ext_ctx *c, uint64_t page, struct bt_extent *at,
 		if (rc)
 			return bt_mdb_err(c->txn, rc, "extents: seek");
 		rc = ext_dec(c, &v, at, NULL);
-		if (rc == 0)
-			rc = BT_CORRUPT("extents: key (ino %llu, ver %llu): "
-					"end marker missing",
-					(unsigned long long)c->ino,
-					(unsigned long long)c->ver);
-		return rc;
+		return rc ? rc : ext_no_marker(c);
 	}
 	if (rc)
 		return bt_mdb_err(c->txn, rc, "extents: seek");
@@ -224,7 +238,7 @@ int bt_ext_lookup(bt_txn *txn, uint64_t ino, uint64_t ver, uint64_t page,
 int bt_ext_runs(bt_txn *txn, uint64_t ino, uint64_t ver, uint64_t page,
 		uint64_t count, struct bt_extent *runs, size_t max, size_t *n)
 {
-	struct bt_extent e, before, prev;
+	struct bt_extent e, before;
 	struct ext_ctx c = { 0 };
 	uint64_t cur = page, end = page + count;
 	bool hb;
@@ -278,13 +292,7 @@ int bt_ext_runs(bt_txn *txn, uint64_t ino, uint64_t ver, uint64_t page,
 		}
 		if (cur >= end)
 			break;
-		prev = e;
-		rc = ext_step(&c, MDB_NEXT_DUP, &e, &prev);
-		if (rc == -ENOENT)
-			rc = BT_CORRUPT("extents: key (ino %llu, ver %llu): "
-					"end marker missing",
-					(unsigned long long)ino,
-					(unsigned long long)ver);
+		rc = ext_next(&c, &e);
 		if (rc)
 			goto out;
 	}
@@ -406,7 +414,7 @@ static int ext_replace(struct ext_ctx *c, const struct ext_vec *old,
 int bt_ext_set(bt_txn *txn, uint64_t ino, uint64_t ver, uint64_t page,
 	       uint64_t count, uint64_t holder)
 {
-	struct bt_extent e, before, prev, nw[3];
+	struct bt_extent e, before, nw[3];
 	struct ext_ctx c = { 0 };
 	struct ext_vec old;
 	uint64_t end = page + count;
@@ -442,13 +450,7 @@ int bt_ext_set(bt_txn *txn, uint64_t ino, uint64_t ver, uint64_t page,
 	while (!ext_is_marker(&e) && e.page <= end) {
 		if ((rc = ext_vec_push(&old, &e)))
 			goto out;
-		prev = e;
-		rc = ext_step(&c, MDB_NEXT_DUP, &e, &prev);
-		if (rc == -ENOENT)
-			rc = BT_CORRUPT("extents: key (ino %llu, ver %llu): "
-					"end marker missing",
-					(unsigned long long)ino,
-					(unsigned long long)ver);
+		rc = ext_next(&c, &e);
 		if (rc)
 			goto out;
 	}
@@ -694,7 +696,7 @@ out:
 int bt_ext_foreach(bt_txn *txn, uint64_t ino, uint64_t ver, uint64_t from_page,
 		   bt_ext_cb cb, void *arg)
 {
-	struct bt_extent e, before, prev;
+	struct bt_extent e, before;
 	struct ext_ctx c = { 0 };
 	bool hb;
 	int rc;
@@ -716,13 +718,7 @@ int bt_ext_foreach(bt_txn *txn, uint64_t ino, uint64_t ver, uint64_t from_page,
 	while (!ext_is_marker(&e)) {
 		if ((rc = cb(&e, arg)))
 			goto out;
-		prev = e;
-		rc = ext_step(&c, MDB_NEXT_DUP, &e, &prev);
-		if (rc == -ENOENT)
-			rc = BT_CORRUPT("extents: key (ino %llu, ver %llu): "
-					"end marker missing",
-					(unsigned long long)ino,
-					(unsigned long long)ver);
+		rc = ext_next(&c, &e);
 		if (rc)
 			goto out;
 	}
