@@ -732,6 +732,27 @@ out_ns:
 	return rc;
 }
 
+/*
+ * Get and lock the vnode of a rename's source or target (ino), refreshed;
+ * `parent_err` if it is one of the two parent directories (a directory
+ * renamed into itself, or over its own parent).  On error it is not
+ * locked; *vp, once set, holds a reference the caller puts.
+ */
+static int rn_lock_child(uint64_t ino, struct vnode *dir, struct vnode *ndir,
+			 int parent_err, struct vnode **vp)
+{
+	int rc;
+
+	if ((rc = vn_get(0, ino, vp)))
+		return rc;
+	if (*vp == dir || *vp == ndir)
+		return parent_err;
+	pthread_mutex_lock(&(*vp)->lock);
+	if ((rc = vn_refresh(*vp)))
+		pthread_mutex_unlock(&(*vp)->lock);
+	return rc;
+}
+
 int dir_rename(struct vnode *dir, const char *name, struct vnode *ndir,
 	       const char *nname, unsigned flags)
 {
@@ -776,25 +797,11 @@ int dir_rename(struct vnode *dir, const char *name, struct vnode *ndir,
 	if (have_nd && nd.ino == d.ino)
 		goto out;		/* same inode: nothing to do */
 	sdir = S_ISDIR(d.type);
-	if ((rc = vn_get(0, d.ino, &src)))
+	if ((rc = rn_lock_child(d.ino, dir, ndir, -EINVAL, &src)))
 		goto out;
-	if (src == ndir || src == dir) {
-		rc = -EINVAL;
-		goto out;
-	}
-	pthread_mutex_lock(&src->lock);
-	if ((rc = vn_refresh(src)))
-		goto out_src;
 	if (have_nd) {
-		if ((rc = vn_get(0, nd.ino, &dst)))
+		if ((rc = rn_lock_child(nd.ino, dir, ndir, -ENOTEMPTY, &dst)))
 			goto out_src;
-		if (dst == dir || dst == ndir) {
-			rc = -ENOTEMPTY;
-			goto out_src;
-		}
-		pthread_mutex_lock(&dst->lock);
-		if ((rc = vn_refresh(dst)))
-			goto out_dst;
 		ddir = S_ISDIR(dst->type);
 		if (!(flags & RENAME_EXCHANGE)) {
 			if (sdir && !ddir)

@@ -46,6 +46,23 @@ void *cli_append(void **arr, size_t *n, size_t *cap, size_t elem)
 	return p;
 }
 
+int cli_rec_next(struct cli_recs *it, struct cfield *f)
+{
+	int rc;
+
+	while ((rc = cp_next(it->r, it->len, &it->pos, f)) == 1) {
+		if (f->key == F_REC) {
+			it->cur = cli_append(it->arr, it->n, &it->cap,
+					     it->elem);
+			if (!it->cur)
+				return -ENOMEM;
+		} else if (it->cur) {
+			return 1;
+		}
+	}
+	return rc;
+}
+
 int cli_seterr(char *buf, size_t len, int rc, const char *fmt, ...)
 {
 	va_list ap;
@@ -290,27 +307,21 @@ int vfs_rollback_tag(vfs_client *c, const char *tag, uint64_t *id)
 
 int vfs_list(vfs_client *c, struct vfs_ckpt_info **v, size_t *n)
 {
-	struct vfs_ckpt_info *a = NULL, *cur = NULL;
-	size_t len, pos = 0, cap = 0;
+	struct vfs_ckpt_info *a = NULL;
+	struct cli_recs it = { .arr = (void **)&a, .n = n,
+			       .elem = sizeof(*a) };
 	unsigned char *r;
 	struct cfield f;
 	int rc;
 
 	*v = NULL;
 	*n = 0;
-	if ((rc = cli_rpc(c, CTL_LIST, NULL, &r, &len)))
+	if ((rc = cli_rpc(c, CTL_LIST, NULL, &r, &it.len)))
 		return rc;
-	while ((rc = cp_next(r, len, &pos, &f)) == 1) {
-		if (f.key == F_REC) {
-			if (!(cur = cli_append((void **)&a, n, &cap,
-					       sizeof(*a)))) {
-				rc = -ENOMEM;
-				break;
-			}
-			continue;
-		}
-		if (!cur)
-			continue;
+	it.r = r;
+	while ((rc = cli_rec_next(&it, &f)) == 1) {
+		struct vfs_ckpt_info *cur = it.cur;
+
 		switch (f.key) {
 		case F_ID: cur->id = cf_u64(&f); break;
 		case F_PARENT: cur->parent = cf_u64(&f); break;
@@ -437,8 +448,9 @@ void vfs_diff_free(struct vfs_diff_entry *v, size_t n)
 int vfs_diff(vfs_client *c, uint64_t a, uint64_t b,
 	     struct vfs_diff_entry **v, size_t *n)
 {
-	struct vfs_diff_entry *arr = NULL, *cur = NULL;
-	size_t len, pos = 0, cap = 0;
+	struct vfs_diff_entry *arr = NULL;
+	struct cli_recs it = { .arr = (void **)&arr, .n = n,
+			       .elem = sizeof(*arr) };
 	unsigned char *r;
 	struct cfield f;
 	struct cbuf q;
@@ -452,23 +464,15 @@ int vfs_diff(vfs_client *c, uint64_t a, uint64_t b,
 		cb_u64(&q, F_B, b);
 	else
 		cb_u64(&q, F_LIVE, 1);
-	rc = cli_rpc(c, CTL_DIFF, &q, &r, &len);
+	rc = cli_rpc(c, CTL_DIFF, &q, &r, &it.len);
 	cb_free(&q);
 	if (rc)
 		return rc;
-	while ((rc = cp_next(r, len, &pos, &f)) == 1) {
+	it.r = r;
+	while ((rc = cli_rec_next(&it, &f)) == 1) {
+		struct vfs_diff_entry *cur = it.cur;
 		char **dst = NULL;
 
-		if (f.key == F_REC) {
-			if (!(cur = cli_append((void **)&arr, n, &cap,
-					       sizeof(*arr)))) {
-				rc = -ENOMEM;
-				break;
-			}
-			continue;
-		}
-		if (!cur)
-			continue;
 		if (f.key == F_KIND)
 			cur->kind = (char)cf_u64(&f);
 		else if (f.key == F_PATH)

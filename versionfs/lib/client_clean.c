@@ -69,8 +69,9 @@ int vfs_policy_set(vfs_client *c, const struct vfs_policy *p)
 int vfs_prune(vfs_client *c, const struct vfs_policy *p, int dry_run,
 	      struct vfs_prune_item **v, size_t *n)
 {
-	struct vfs_prune_item *a = NULL, *cur = NULL;
-	size_t len, pos = 0, cap = 0;
+	struct vfs_prune_item *a = NULL;
+	struct cli_recs it = { .arr = (void **)&a, .n = n,
+			       .elem = sizeof(*a) };
 	unsigned char *r;
 	struct cfield f;
 	struct cbuf b;
@@ -86,22 +87,18 @@ int vfs_prune(vfs_client *c, const struct vfs_policy *p, int dry_run,
 	}
 	if (dry_run)
 		cb_u64(&b, F_DRY_RUN, 1);
-	rc = cli_rpc(c, CTL_PRUNE, &b, &r, &len);
+	rc = cli_rpc(c, CTL_PRUNE, &b, &r, &it.len);
 	cb_free(&b);
 	if (rc)
 		return rc;
-	while ((rc = cp_next(r, len, &pos, &f)) == 1) {
-		if (f.key == F_REC) {
-			if (!(cur = cli_append((void **)&a, n, &cap,
-					       sizeof(*a)))) {
-				rc = -ENOMEM;
-				break;
-			}
-		} else if (cur && f.key == F_ID) {
+	it.r = r;
+	while ((rc = cli_rec_next(&it, &f)) == 1) {
+		struct vfs_prune_item *cur = it.cur;
+
+		if (f.key == F_ID)
 			cur->id = cf_u64(&f);
-		} else if (cur && f.key == F_UNIQUE) {
+		else if (f.key == F_UNIQUE)
 			cur->unique_bytes = cf_u64(&f);
-		}
 	}
 	free(r);
 	if (rc < 0) {

@@ -22,6 +22,22 @@ struct vfs_client {
    elements and capacity *cap (doubling); the new element, or NULL
    without memory (*arr unchanged). */
 void *cli_append(void **arr, size_t *n, size_t *cap, size_t elem);
+/*
+ * A reply made of records, each opened by an F_REC field and filled by
+ * the fields after it, read into a growing array (cli_append).  Set r,
+ * len, arr, n and elem; cli_rec_next returns 1 with *f a field of the
+ * record `cur`, 0 at the end of the reply, or -errno (-ENOMEM, or
+ * cp_next's error on a malformed reply).  Fields before the first
+ * F_REC are skipped.
+ */
+struct cli_recs {
+	const unsigned char *r;
+	size_t len, pos;
+	void **arr;
+	size_t *n, cap, elem;
+	void *cur;
+};
+int cli_rec_next(struct cli_recs *it, struct cfield *f);
 /* Format into buf (if any) and return rc. */
 int cli_seterr(char *buf, size_t len, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));

@@ -191,6 +191,16 @@ int close_client(vfs_client *c, const char *mount, int rc)
 	return rc ? 1 : 0;
 }
 
+/* A checkpoint id alone on stdout (the conventions' output), or as JSON. */
+static int print_id(uint64_t id)
+{
+	if (json)
+		printf("{\"id\":%" PRIu64 "}\n", id);
+	else
+		printf("%" PRIu64 "\n", id);
+	return 0;
+}
+
 static int do_checkpoint(const char *mount, int argc, char **argv)
 {
 	const char *tag = NULL;
@@ -213,11 +223,7 @@ static int do_checkpoint(const char *mount, int argc, char **argv)
 	rc = vfs_checkpoint(c, tag, &id);
 	if (close_client(c, mount, rc))
 		return 1;
-	if (json)
-		printf("{\"id\":%" PRIu64 "}\n", id);
-	else
-		printf("%" PRIu64 "\n", id);
-	return 0;
+	return print_id(id);
 }
 
 /* --dry-run: the checkpoint rollback would return to exists; *id is it. */
@@ -299,20 +305,12 @@ static int do_rollback(const char *mount, int argc, char **argv)
 		vfs_client_close(c);
 		if (rc)
 			return 1;
-		if (json)
-			printf("{\"id\":%" PRIu64 "}\n", id);
-		else
-			printf("%" PRIu64 "\n", id);
-		return 0;
+		return print_id(id);
 	}
 	rc = tag ? vfs_rollback_tag(c, tag, &id) : vfs_rollback(c, id);
 	if (close_client(c, mount, rc))
 		return 1;
-	if (json)
-		printf("{\"id\":%" PRIu64 "}\n", id);
-	else
-		printf("%" PRIu64 "\n", id);
-	return 0;
+	return print_id(id);
 }
 
 static int do_list(const char *mount, int argc, char **argv)
