@@ -1,6 +1,6 @@
 /*
  * cs_int.h — what the files of chunkstore/ share and nobody else sees:
- * little-endian accessors, the error helper, the repository's layout.
+ * the error helper, the repository's layout.
  */
 #ifndef VFS_CS_INT_H
 #define VFS_CS_INT_H
@@ -12,36 +12,7 @@
 #include <string.h>
 
 #include "chunkstore/chunkstore.h"
-
-static inline void le32_put(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static inline void le64_put(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static inline uint32_t le32_get(const unsigned char *p)
-{
-	uint32_t v = 0;
-
-	for (int i = 3; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static inline uint64_t le64_get(const unsigned char *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
+#include "versionfs/store/store.h"	/* le32_put and friends */
 
 /* Write the reason into why (may be NULL) and return CS_ECORRUPT. */
 __attribute__((format(printf, 3, 4)))

@@ -46,28 +46,6 @@
 
 _Static_assert(VM_HDR % 8 == 0, "metadata header alignment");
 
-static void put16(unsigned char *p, uint16_t v) { p[0] = v; p[1] = v >> 8; }
-static void put32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint16_t get16(const unsigned char *p) { return p[0] | p[1] << 8; }
-static uint32_t get32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-static uint64_t get64(const unsigned char *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
 void vm_clear(struct vmeta *m)
 {
 	free(m->target);
@@ -175,27 +153,27 @@ int vm_write_fd(int fd, uint64_t ino, uint64_t ver, const struct vmeta *m)
 	if (tl > VM_TARGET_MAX)
 		return -ENAMETOOLONG;
 	memset(buf, 0, VM_HDR);
-	put32(buf, VM_MAGIC);
-	put16(buf + 4, VFS_FORMAT);
-	put16(buf + 6, VM_HDR);
-	put64(buf + 8, ino);
-	put64(buf + 16, ver);
-	put32(buf + 24, m->mode);
-	put32(buf + 28, m->uid);
-	put32(buf + 32, m->gid);
-	put32(buf + 36, m->nlink);
-	put64(buf + 40, m->rdev);
-	put64(buf + 48, m->size);
-	put64(buf + 56, (uint64_t)m->atime.tv_sec);
-	put32(buf + 64, (uint32_t)m->atime.tv_nsec);
-	put32(buf + 68, (uint32_t)m->mtime.tv_nsec);
-	put64(buf + 72, (uint64_t)m->mtime.tv_sec);
-	put64(buf + 80, (uint64_t)m->ctime.tv_sec);
-	put32(buf + 88, (uint32_t)m->ctime.tv_nsec);
-	put32(buf + 92, m->flags);
-	put32(buf + 96, (uint32_t)tl);
+	le32_put(buf, VM_MAGIC);
+	le16_put(buf + 4, VFS_FORMAT);
+	le16_put(buf + 6, VM_HDR);
+	le64_put(buf + 8, ino);
+	le64_put(buf + 16, ver);
+	le32_put(buf + 24, m->mode);
+	le32_put(buf + 28, m->uid);
+	le32_put(buf + 32, m->gid);
+	le32_put(buf + 36, m->nlink);
+	le64_put(buf + 40, m->rdev);
+	le64_put(buf + 48, m->size);
+	le64_put(buf + 56, (uint64_t)m->atime.tv_sec);
+	le32_put(buf + 64, (uint32_t)m->atime.tv_nsec);
+	le32_put(buf + 68, (uint32_t)m->mtime.tv_nsec);
+	le64_put(buf + 72, (uint64_t)m->mtime.tv_sec);
+	le64_put(buf + 80, (uint64_t)m->ctime.tv_sec);
+	le32_put(buf + 88, (uint32_t)m->ctime.tv_nsec);
+	le32_put(buf + 92, m->flags);
+	le32_put(buf + 96, (uint32_t)tl);
 	memcpy(buf + VM_HDR, m->target ? m->target : "", tl);
-	put64(buf + 104, XXH64(buf, VM_HDR + tl, 0));
+	le64_put(buf + 104, XXH64(buf, VM_HDR + tl, 0));
 	n = pwrite(fd, buf, VM_HDR + tl, 0);
 	if (n < 0)
 		return -errno;
@@ -221,23 +199,23 @@ int vm_read_fd(int fd, uint64_t ino, uint64_t ver, struct vmeta *m,
 			 VM_HDR);
 		return BT_ECORRUPT;
 	}
-	tl = get32(buf + 96);
-	if (get32(buf) != VM_MAGIC)
+	tl = le32_get(buf + 96);
+	if (le32_get(buf) != VM_MAGIC)
 		bad = "magic";
-	else if (get16(buf + 4) != VFS_FORMAT)
+	else if (le16_get(buf + 4) != VFS_FORMAT)
 		bad = "format";
-	else if (get16(buf + 6) != VM_HDR)
+	else if (le16_get(buf + 6) != VM_HDR)
 		bad = "header length";
 	else if (tl > VM_TARGET_MAX || (size_t)n < VM_HDR + tl)
 		bad = "target length";
 	if (!bad) {
-		sum = get64(buf + 104);
-		put64(buf + 104, 0);
+		sum = le64_get(buf + 104);
+		le64_put(buf + 104, 0);
 		if (sum != XXH64(buf, VM_HDR + tl, 0))
 			bad = "checksum";
-		else if (get64(buf + 8) != ino)
+		else if (le64_get(buf + 8) != ino)
 			bad = "inode number";
-		else if (get64(buf + 16) != ver)
+		else if (le64_get(buf + 16) != ver)
 			bad = "version";
 	}
 	if (bad) {
@@ -245,19 +223,19 @@ int vm_read_fd(int fd, uint64_t ino, uint64_t ver, struct vmeta *m,
 		return BT_ECORRUPT;
 	}
 	vm_clear(m);
-	m->mode = get32(buf + 24);
-	m->uid = get32(buf + 28);
-	m->gid = get32(buf + 32);
-	m->nlink = get32(buf + 36);
-	m->rdev = get64(buf + 40);
-	m->size = get64(buf + 48);
-	m->atime.tv_sec = (time_t)get64(buf + 56);
-	m->atime.tv_nsec = get32(buf + 64);
-	m->mtime.tv_nsec = get32(buf + 68);
-	m->mtime.tv_sec = (time_t)get64(buf + 72);
-	m->ctime.tv_sec = (time_t)get64(buf + 80);
-	m->ctime.tv_nsec = get32(buf + 88);
-	m->flags = get32(buf + 92);
+	m->mode = le32_get(buf + 24);
+	m->uid = le32_get(buf + 28);
+	m->gid = le32_get(buf + 32);
+	m->nlink = le32_get(buf + 36);
+	m->rdev = le64_get(buf + 40);
+	m->size = le64_get(buf + 48);
+	m->atime.tv_sec = (time_t)le64_get(buf + 56);
+	m->atime.tv_nsec = le32_get(buf + 64);
+	m->mtime.tv_nsec = le32_get(buf + 68);
+	m->mtime.tv_sec = (time_t)le64_get(buf + 72);
+	m->ctime.tv_sec = (time_t)le64_get(buf + 80);
+	m->ctime.tv_nsec = le32_get(buf + 88);
+	m->flags = le32_get(buf + 92);
 	if (S_ISLNK(m->mode)) {
 		m->target = malloc(tl + 1);
 		if (!m->target)

@@ -291,4 +291,38 @@ static inline int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/*
+ * Little-endian fields of the on-disk and on-wire formats (metadata
+ * files, checkpoint streams, chunk-store manifests and packs), byte by
+ * byte: no alignment or host byte order assumed.
+ */
+static inline void le16_put(unsigned char *p, uint16_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+}
+static inline void le32_put(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline void le64_put(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline uint16_t le16_get(const unsigned char *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+static inline uint32_t le32_get(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+static inline uint64_t le64_get(const unsigned char *p)
+{
+	return (uint64_t)le32_get(p) | (uint64_t)le32_get(p + 4) << 32;
+}
+
 #endif /* VFS_STORE_H */
