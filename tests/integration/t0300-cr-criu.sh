@@ -22,64 +22,9 @@
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
-HOOK=$(cd "$(dirname "$0")/../../cr-hooks" && pwd)/versionfs-criu-hook
-TREE=$VFS_BUILD/tests/cr_tree
-[ -x "$TREE" ] || fail "$TREE missing (make tests-build)"
+. "$(dirname "$0")/cr-lib.sh"
+HOOK=$HOOKS/versionfs-criu-hook
 [ -x "$HOOK" ] || fail "$HOOK missing"
-
-unset CRTOOLS_SCRIPT_ACTION CRTOOLS_IMAGE_DIR CRTOOLS_INIT_PID \
-	VERSIONFS_CR_MOUNTS VERSIONFS_CR_DISCOVER VERSIONFS_CR_TIMEOUT
-export VERSIONFS_CTL=$VFSCTL
-export VERSIONFS_CR_CONF=$T/no-such.conf
-
-# Helper processes (trees, image directory holders) die before the mounts
-# are taken down.
-_helpers=()
-_cr_cleanup() {
-	local p i
-	for p in "${_helpers[@]}"; do
-		kill -9 -- "-$p" 2>/dev/null
-		kill -9 "$p" 2>/dev/null
-	done
-	for p in "${_helpers[@]}"; do
-		for i in $(seq 100); do
-			[ "$(sed 's/.*) //; s/ .*//' "/proc/$p/stat" 2>/dev/null)" = Z ] &&
-				break
-			[ -e "/proc/$p" ] || break
-			sleep 0.05
-		done
-	done
-}
-trap '_cr_cleanup; _cleanup' EXIT
-
-# start_tree ACTION...: run cr_tree in its own process group; TREE_PID.
-start_tree() {
-	local out=$T/tree.$RANDOM i
-	"$TREE" --pgrp "$@" >"$out" 2>&1 &
-	TREE_PID=$!
-	disown
-	_helpers+=("$TREE_PID")
-	for i in $(seq 200); do
-		grep -q . "$out" && break
-		sleep 0.05
-	done
-	grep -qx ready "$out" || fail "cr_tree $*: $(cat "$out")"
-}
-
-# hold_dir DIR: a process keeps DIR open as descriptor 3, as CRIU keeps its
-# image directory; sets IMG to the /proc link.
-hold_dir() {
-	(exec 3<"$1" && exec sleep 600) >/dev/null 2>&1 &
-	_helpers+=("$!")
-	IMG=/proc/$!/fd/3
-	disown
-	local i
-	for i in $(seq 100); do
-		[ "$(readlink "$IMG" 2>/dev/null)" = "$1" ] && return 0
-		sleep 0.02
-	done
-	fail "holder of $1 did not start"
-}
 
 # new_imgdir NAME: an image directory with an inventory.img, held open.
 new_imgdir() {
@@ -87,22 +32,6 @@ new_imgdir() {
 	head -c 200 /dev/urandom >"$T/$1/inventory.img"
 	echo pstree >"$T/$1/pstree.img"
 	hold_dir "$T/$1"
-}
-
-# hook ACTION [VAR=VALUE...]: run the hook as CRIU would; status in RC.
-hook() {
-	local action=$1
-	shift
-	RC=0
-	env "$@" CRTOOLS_SCRIPT_ACTION="$action" CRTOOLS_IMAGE_DIR="$IMG" \
-		"$HOOK" <&- >"$T/out" 2>"$T/err" || RC=$?
-	[ ! -s "$T/out" ] || fail "$action wrote to stdout: $(cat "$T/out")"
-}
-
-expect_rc() {	# expect_rc RC PATTERN WHAT
-	[ "$RC" = "$1" ] || fail "$3: exit $RC, want $1: $(cat "$T/err")"
-	[ -z "$2" ] || grep -q -- "$2" "$T/err" ||
-		fail "$3: stderr lacks '$2': $(cat "$T/err")"
 }
 
 nckpt() { ctl --json list "$1" | grep -o '"id":' | wc -l; }
@@ -132,15 +61,7 @@ tree_up() {
 	tp=$TREE_PID
 	kill -STOP -- "-$tp"
 }
-tree_down() {
-	local i
-	kill -9 -- "-$tp" 2>/dev/null
-	for i in $(seq 200); do
-		pgrep -g "$tp" >/dev/null || return 0
-		sleep 0.05
-	done
-	fail "the tree $tp did not die"
-}
+tree_down() { TREE_PID=$tp; stop_tree; }
 tree_up
 new_imgdir img1
 

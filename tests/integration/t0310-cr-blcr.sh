@@ -19,52 +19,10 @@
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
-HOOKS=$(cd "$(dirname "$0")/../../cr-hooks" && pwd)
+. "$(dirname "$0")/cr-lib.sh"
 CKPT=$HOOKS/versionfs-cr_checkpoint
 RSTRT=$HOOKS/versionfs-cr_restart
-TREE=$VFS_BUILD/tests/cr_tree
-[ -x "$TREE" ] || fail "$TREE missing (make tests-build)"
-
-unset VERSIONFS_CR_MOUNTS VERSIONFS_CR_DISCOVER VERSIONFS_CR_TIMEOUT \
-	VERSIONFS_CR_RECORD VERSIONFS_CR_CHECKPOINT VERSIONFS_CR_RESTART
-export VERSIONFS_CR_CONF=$T/no-such.conf
 export CRLOG=$T/calls.log
-
-_helpers=()
-_cr_cleanup() {
-	local p i
-	for p in "${_helpers[@]}"; do
-		kill -9 -- "-$p" 2>/dev/null
-		kill -9 "$p" 2>/dev/null
-	done
-	for p in "${_helpers[@]}"; do
-		for i in $(seq 100); do
-			[ "$(pstate "$p")" = Z ] && break
-			[ -e "/proc/$p" ] || break
-			sleep 0.05
-		done
-	done
-}
-trap '_cr_cleanup; _cleanup' EXIT
-
-pstate() { sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null; }
-
-# start_tree ACTION...: cr_tree in its own process group; TREE_PID, KID
-# (its first child, if any).
-start_tree() {
-	local out=$T/tree.$RANDOM i
-	"$TREE" --pgrp "$@" >"$out" 2>&1 &
-	TREE_PID=$!
-	disown
-	_helpers+=("$TREE_PID")
-	for i in $(seq 200); do
-		grep -q . "$out" && break
-		sleep 0.05
-	done
-	grep -qx ready "$out" || fail "cr_tree $*: $(cat "$out")"
-	KID=$(cat "/proc/$TREE_PID/task/$TREE_PID/children")
-	KID=${KID%% *}
-}
 
 # wait_state PID WANT: poll until PID is in state WANT (T, S, or gone/Z:
 # "dead").
@@ -157,11 +115,6 @@ run() {
 	: >"$CRLOG"
 	RC=0
 	(cd "$T/work" && "$@") >"$T/out" 2>"$T/err" || RC=$?
-}
-expect_rc() {	# expect_rc RC PATTERN WHAT
-	[ "$RC" = "$1" ] || fail "$3: exit $RC, want $1: $(cat "$T/err")"
-	[ -z "$2" ] || grep -q -- "$2" "$T/err" ||
-		fail "$3: stderr lacks '$2': $(cat "$T/err")"
 }
 logged() { grep -qxF -- "$1" "$CRLOG" || fail "calls lack '$1': $(cat "$CRLOG")"; }
 not_logged() { ! grep -q -- "$1" "$CRLOG" || fail "unexpected call '$1': $(cat "$CRLOG")"; }

@@ -14,7 +14,7 @@
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
-HOOKS=$(cd "$(dirname "$0")/../../cr-hooks" && pwd)
+. "$(dirname "$0")/cr-lib.sh"
 PROLOG=$HOOKS/versionfs-slurm-prolog
 EPILOG=$HOOKS/versionfs-slurm-epilog
 id -u nobody >/dev/null 2>&1 || skip "no user nobody"
@@ -53,12 +53,6 @@ slurmd() {
 		VERSIONFS_SLURM_CONF="$conf" VERSIONFS_CTL="$VFSCTL" "$@" \
 		"$hook" </dev/null >"$T/out" 2>"$T/err" || RC=$?
 }
-expect_rc() {	# expect_rc RC PATTERN WHAT
-	[ "$RC" = "$1" ] || fail "$3: exit $RC, want $1: $(cat "$T/err")"
-	[ -z "$2" ] || grep -q -- "$2" "$T/err" ||
-		fail "$3: stderr lacks '$2': $(cat "$T/err")"
-}
-as_nobody() { setpriv --reuid="$NOBODY" --regid="$NOGROUP" --clear-groups -- "$@"; }
 mounted() { awk -v m="$1" '$2 == m && $3 == "fuse.versionfs" { f = 1 } END { exit !f }' /proc/mounts; }
 # the EXIT trap of lib.sh unmounts what it knows of
 for j in 42 43 46 47; do

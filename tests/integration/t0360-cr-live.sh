@@ -14,56 +14,7 @@
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
-HOOKS=$(cd "$(dirname "$0")/../../cr-hooks" && pwd)
-TREE=$VFS_BUILD/tests/cr_tree
-[ -x "$TREE" ] || fail "$TREE missing (make tests-build)"
-unset CRTOOLS_SCRIPT_ACTION CRTOOLS_IMAGE_DIR CRTOOLS_INIT_PID \
-	VERSIONFS_CR_MOUNTS VERSIONFS_CR_DISCOVER VERSIONFS_CR_TIMEOUT
-export VERSIONFS_CTL=$VFSCTL VERSIONFS_CR_CONF=$T/no-such.conf
-
-_helpers=()
-_live_cleanup() {
-	local p
-	for p in ${_helpers[@]+"${_helpers[@]}"}; do
-		kill -9 -- "-$p" 2>/dev/null
-		kill -9 "$p" 2>/dev/null
-	done
-	sleep 0.2
-}
-trap '_live_cleanup; _cleanup' EXIT
-
-# start_tree ACTION...: cr_tree in its own process group; TP
-start_tree() {
-	local out=$T/tree.$RANDOM i
-	"$TREE" --pgrp "$@" >"$out" 2>&1 &
-	TP=$!
-	disown
-	_helpers+=("$TP")
-	for i in $(seq 200); do
-		grep -q . "$out" 2>/dev/null && break
-		sleep 0.05
-	done
-	grep -qx ready "$out" || fail "cr_tree $*: $(cat "$out")"
-}
-stop_tree() {
-	local i
-	kill -9 -- "-$TP" 2>/dev/null
-	for i in $(seq 200); do
-		pgrep -g "$TP" >/dev/null || return 0
-		sleep 0.05
-	done
-	fail "tree $TP did not die"
-}
-
-run() {	# run CMD...: status in RC, stderr in $T/err
-	RC=0
-	"$@" >"$T/out" 2>"$T/err" </dev/null || RC=$?
-}
-expect_rc() {	# expect_rc RC PATTERN WHAT
-	[ "$RC" = "$1" ] || fail "$3: exit $RC, want $1: $(cat "$T/err")"
-	[ -z "$2" ] || grep -q -- "$2" "$T/err" ||
-		fail "$3: stderr lacks '$2': $(cat "$T/err")"
-}
+. "$(dirname "$0")/cr-lib.sh"
 
 make_fs ext4 256M >/dev/null
 root=$T/ext4
@@ -78,11 +29,11 @@ note "versionfs-ctl rollback: a descriptor open elsewhere refuses"
 echo changed >"$M1/file"
 start_tree "open:$M1/file"
 run ctl rollback "$M1" --tag t1
-expect_rc 1 "pid $TP (cr_tree) has files open there" "rollback under an open file"
+expect_rc 1 "pid $TREE_PID (cr_tree) has files open there" "rollback under an open file"
 grep -q "refused: 1 process still uses the files" "$T/err" || fail "no summary: $(cat "$T/err")"
 [ "$(cat "$M1/file")" = changed ] || fail "a refused rollback changed the file"
 run ctl rollback "$M1" --tag t1 --dry-run
-expect_rc 1 "pid $TP" "--dry-run under an open file"
+expect_rc 1 "pid $TREE_PID" "--dry-run under an open file"
 run ctl rollback "$M1" --tag t1 --force --dry-run
 expect_rc 2 "exclude each other" "--force with --dry-run"
 stop_tree
@@ -90,7 +41,7 @@ stop_tree
 note "a mapping refuses too; a working directory does not"
 start_tree "mmap:$M1/map"
 run ctl rollback "$M1" --tag t1
-expect_rc 1 "pid $TP (cr_tree) has files mapped there" "rollback under a mapping"
+expect_rc 1 "pid $TREE_PID (cr_tree) has files mapped there" "rollback under a mapping"
 stop_tree
 start_tree "cwd:$M1"
 run ctl rollback "$M1" --tag t1 --dry-run
@@ -144,7 +95,7 @@ restore() {	# restore criu|blcr|dmtcp: run that restore path
 	case $1 in
 	criu)
 		(exec 3<"$T/img" && exec sleep 600) &
-		_helpers+=("$!")
+		cr_track "$!"
 		local h=$! i
 		for i in $(seq 100); do
 			[ "$(readlink "/proc/$h/fd/3" 2>/dev/null)" = "$T/img" ] && break
@@ -173,13 +124,13 @@ for tool in criu blcr dmtcp; do
 	rec=$(record_for "$tool")
 	for m in "$M1" "$M2"; do echo "$tool" >"$m/file"; done
 	start_tree "cwd:$M1"
-	write_record "$rec" "$TP" "$(starttime "$TP")"
+	write_record "$rec" "$TREE_PID" "$(starttime "$TREE_PID")"
 	restore "$tool"
-	expect_rc 1 "pid $TP (cr_tree, checkpointed, still running)" "$tool under the live process"
+	expect_rc 1 "pid $TREE_PID (cr_tree, checkpointed, still running)" "$tool under the live process"
 	grep -q "nothing rolled back" "$T/err" || fail "$tool: no 'nothing rolled back': $(cat "$T/err")"
-	write_record "$rec" "$TP" 1
+	write_record "$rec" "$TREE_PID" 1
 	restore "$tool"
-	expect_rc 1 "pid $TP (cr_tree, holds a checkpointed pid)" "$tool with the pid taken"
+	expect_rc 1 "pid $TREE_PID (cr_tree, holds a checkpointed pid)" "$tool with the pid taken"
 	for m in "$M1" "$M2"; do
 		[ "$(cat "$m/file")" = "$tool" ] || fail "$tool: a refused restore changed $m"
 	done
@@ -187,11 +138,11 @@ for tool in criu blcr dmtcp; do
 	stop_tree
 
 	note "$tool: refused while another process has a file open on one mount"
-	write_record "$rec" "$TP" "$(starttime "$$")"	# $TP is dead now
+	write_record "$rec" "$TREE_PID" "$(starttime "$$")"	# $TREE_PID is dead now
 	start_tree "open:$M2/file"
 	restore "$tool"
 	expect_rc 1 "processes still use $M2" "$tool under a foreign open file"
-	grep -q "pid $TP (cr_tree) has files open there" "$T/err" ||
+	grep -q "pid $TREE_PID (cr_tree) has files open there" "$T/err" ||
 		fail "$tool: the process is not named: $(cat "$T/err")"
 	for m in "$M1" "$M2"; do
 		[ "$(cat "$m/file")" = "$tool" ] || fail "$tool: a refused restore changed $m"

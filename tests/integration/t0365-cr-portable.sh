@@ -16,70 +16,7 @@
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
-HOOKS=$(cd "$(dirname "$0")/../../cr-hooks" && pwd)
-TREE=$VFS_BUILD/tests/cr_tree
-[ -x "$TREE" ] || fail "$TREE missing (make tests-build)"
-unset CRTOOLS_SCRIPT_ACTION CRTOOLS_IMAGE_DIR CRTOOLS_INIT_PID \
-	VERSIONFS_CR_MOUNTS VERSIONFS_CR_DISCOVER VERSIONFS_CR_TIMEOUT \
-	VCR_NO_MNT_ID
-export VERSIONFS_CTL=$VFSCTL VERSIONFS_CR_CONF=$T/no-such.conf
-
-_helpers=()
-_p_cleanup() {
-	local p
-	for p in ${_helpers[@]+"${_helpers[@]}"}; do
-		kill -9 -- "-$p" 2>/dev/null
-		kill -9 "$p" 2>/dev/null
-	done
-	sleep 0.2
-}
-trap '_p_cleanup; _cleanup' EXIT
-
-start_tree() {
-	local out=$T/tree.$RANDOM i
-	"$TREE" --pgrp "$@" >"$out" 2>&1 &
-	TP=$!
-	disown
-	_helpers+=("$TP")
-	for i in $(seq 200); do
-		grep -q . "$out" 2>/dev/null && break
-		sleep 0.05
-	done
-	grep -qx ready "$out" || fail "cr_tree $*: $(cat "$out")"
-}
-stop_tree() {
-	local i
-	kill -9 -- "-$TP" 2>/dev/null
-	for i in $(seq 200); do
-		pgrep -g "$TP" >/dev/null || return 0
-		sleep 0.05
-	done
-	fail "tree $TP did not die"
-}
-hold_dir() {	# hold_dir DIR: IMG, a /proc link to DIR as CRIU gives it
-	(exec 3<"$1" && exec sleep 600) >/dev/null 2>&1 &
-	_helpers+=("$!")
-	IMG=/proc/$!/fd/3
-	local i
-	for i in $(seq 100); do
-		[ "$(readlink "$IMG" 2>/dev/null)" = "$1" ] && return 0
-		sleep 0.02
-	done
-	fail "holder of $1 did not start"
-}
-hook() {	# hook ACTION [VAR=VALUE...]
-	local action=$1
-	shift
-	RC=0
-	env "$@" CRTOOLS_SCRIPT_ACTION="$action" CRTOOLS_IMAGE_DIR="$IMG" \
-		"$HOOKS/versionfs-criu-hook" <&- >"$T/out" 2>"$T/err" || RC=$?
-}
-expect_rc() {	# expect_rc RC PATTERN WHAT
-	[ "$RC" = "$1" ] || fail "$3: exit $RC, want $1: $(cat "$T/err")"
-	[ -z "$2" ] || grep -q -- "$2" "$T/err" ||
-		fail "$3: stderr lacks '$2': $(cat "$T/err")"
-	! grep -q "unbound variable" "$T/err" || fail "$3: $(cat "$T/err")"
-}
+. "$(dirname "$0")/cr-lib.sh"
 
 make_fs ext4 256M >/dev/null
 root=$T/ext4
@@ -113,12 +50,12 @@ OLD=PATH=$T/old:$PATH
 
 note "coreutils 8: a mount used only as the working directory"
 start_tree "cwd:$M1"
-kill -STOP "$TP"
+kill -STOP "$TREE_PID"
 mkdir "$T/img1"
 head -c 100 /dev/urandom >"$T/img1/inventory.img"
 hold_dir "$T/img1"
-hook post-dump "$OLD" CRTOOLS_INIT_PID="$TP"
-expect_rc 0 "checkpoint 1 of $M1 (pid $TP cwd)" "post-dump with coreutils 8"
+hook post-dump "$OLD" CRTOOLS_INIT_PID="$TREE_PID"
+expect_rc 0 "checkpoint 1 of $M1 (pid $TREE_PID cwd)" "post-dump with coreutils 8"
 grep -q "^mount 1 $M1 " "$T/img1/versionfs.tags" ||
 	fail "the working directory's mount was not recorded: $(cat "$T/img1/versionfs.tags")"
 stop_tree
@@ -142,12 +79,12 @@ note "coreutils < 8.24 and no mnt_id: a descriptor open for writing, found by pa
 # the tree writes through a shared mapping and keeps a descriptor open; its
 # dirty pages must reach the checkpoint (fsync through dd conv=fsync)
 start_tree "cwd:/" "open:$M2/held" "mmap:$M2/map"
-kill -STOP "$TP"
+kill -STOP "$TREE_PID"
 mkdir "$T/img3"
 head -c 100 /dev/urandom >"$T/img3/inventory.img"
 hold_dir "$T/img3"
-hook post-dump "$OLD" VCR_NO_MNT_ID=1 CRTOOLS_INIT_PID="$TP"
-expect_rc 0 "of $M2 (pid $TP fd" "post-dump without mnt_id"
+hook post-dump "$OLD" VCR_NO_MNT_ID=1 CRTOOLS_INIT_PID="$TREE_PID"
+expect_rc 0 "of $M2 (pid $TREE_PID fd" "post-dump without mnt_id"
 grep -q "^mount [0-9]* $M2 " "$T/img3/versionfs.tags" ||
 	fail "the descriptor's mount was not recorded: $(cat "$T/img3/versionfs.tags")"
 grep -q " $M1 " "$T/img3/versionfs.tags" && fail "an unused mount was recorded"
@@ -159,7 +96,7 @@ head -c 100 /dev/urandom >"$T/empty/inventory.img"
 hold_dir "$T/empty"
 start_tree "cwd:/"
 for a in pre-dump post-dump pre-restore post-restore; do
-	hook "$a" CRTOOLS_INIT_PID="$TP"
+	hook "$a" CRTOOLS_INIT_PID="$TREE_PID"
 	expect_rc 0 "" "criu $a with nothing configured"
 done
 grep -q "uses no versionfs mount" "$T/err" ||
@@ -184,7 +121,7 @@ expect_rc 0 "no versionfs record beside the images" "versionfs-dmtcp_restart wit
 start_tree "cwd:/"
 RC=0
 env VERSIONFS_CR_CHECKPOINT="$T/bin/fakeckpt" CTXFILE="$T/blcr.ctx" \
-	"$HOOKS/versionfs-cr_checkpoint" -f "$T/blcr.ctx" "$TP" >"$T/out" 2>"$T/err" || RC=$?
+	"$HOOKS/versionfs-cr_checkpoint" -f "$T/blcr.ctx" "$TREE_PID" >"$T/out" 2>"$T/err" || RC=$?
 expect_rc 0 "" "versionfs-cr_checkpoint with nothing configured"
 stop_tree
 

@@ -19,12 +19,11 @@
 # timeout: 1200
 . "$(dirname "$0")/lib.sh"
 need_root
-here=$(cd "$(dirname "$0")" && pwd)
-HOOK=$here/../../cr-hooks/versionfs-criu-hook
-WRITER=$VFS_BUILD/tests/cr_writer
+. "$(dirname "$0")/cr-lib.sh"
+HOOK=$HOOKS/versionfs-criu-hook
 [ -x "$WRITER" ] || fail "$WRITER missing (make tests-build)"
 t0=$(date +%s)
-criudir=$("$here/../vendor/criu.sh" 2>"$T/vendor.err") ||
+criudir=$("$(dirname "$0")/../vendor/criu.sh" 2>"$T/vendor.err") ||
 	skip "CRIU 4.2 not available: $(tr '\n' ' ' <"$T/vendor.err")"
 CRIU=$criudir/criu
 note "criu: $CRIU (ready after $(($(date +%s) - t0)) s)"
@@ -32,46 +31,7 @@ rounds=${VFS_ROUNDS:-20}
 seed=${VFS_SEED:-$(($(date +%s) % 100000))}
 note "seed $seed (replay: VFS_SEED=$seed), $rounds cycles"
 RANDOM=$seed
-
-unset CRTOOLS_SCRIPT_ACTION CRTOOLS_IMAGE_DIR CRTOOLS_INIT_PID \
-	VERSIONFS_CR_MOUNTS VERSIONFS_CR_DISCOVER VERSIONFS_CR_TIMEOUT
-export VERSIONFS_CTL=$VFSCTL VERSIONFS_CR_CONF=$T/no-such.conf
-
-_pids=()
-_e2e_cleanup() {
-	local p
-	for p in ${_pids[@]+"${_pids[@]}"}; do kill -9 "$p" 2>/dev/null; done
-	sleep 0.2
-}
-trap '_e2e_cleanup; _cleanup' EXIT
-
-pstate() { sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null; }
-alive() { [ -e "/proc/$1" ] && [ "$(pstate "$1")" != Z ]; }
-# the writer's own count of operations (goes back with a restore)
-ops() { od -An -tu8 -j8 -N8 "$1" 2>/dev/null | tr -d ' '; }
-
-# wait_ops STATUS N PID: until the writer has done N operations
-wait_ops() {
-	local i
-	for i in $(seq 1000); do
-		[ "$(ops "$1")" -ge "$2" ] 2>/dev/null && return 0
-		[ "$(ops "$1")" = "${TARGET:-x}" ] && ! alive "$3" && return 1
-		alive "$3" || fail "the writer $3 died at $(ops "$1") operations: $(cat "$T/writer.err")"
-		sleep 0.02
-	done
-	fail "the writer did only $(ops "$1") of $2 operations in 20 s"
-}
-
-# set_target STATUS N: the writer stops after N operations (third word)
-set_target() {
-	local v=$2 i s=""
-	for i in 0 1 2 3 4 5 6 7; do
-		s+=$(printf '\\%03o' $(((v >> (8 * i)) & 255)))
-	done
-	[ -e "$1" ] || head -c 4096 /dev/zero >"$1"
-	# shellcheck disable=SC2059 # octal escapes by construction
-	printf "$s" | dd of="$1" bs=1 seek=16 conv=notrunc status=none
-}
+why() { cat "$T/writer.err"; }
 
 wait_gone() {
 	local i
@@ -91,17 +51,17 @@ cycles() {
 	setsid "$WRITER" --seed "$seed" --status "$st" "$a" "$b" \
 		</dev/null >/dev/null 2>"$T/writer.err" &
 	wp=$!
-	_pids+=("$wp")
+	cr_track "$wp"
 	for ((r = 1; r <= rounds; r++)); do
 		n=$(($(ops "$st") + 20 + RANDOM % 100))
-		wait_ops "$st" "$n" "$wp" || break
+		wait_ops "$st" "$n" "$wp" why || break
 		img=$T/img.$hook_name.$r
 		mkdir -p "$img"
 		"$CRIU" dump -t "$wp" -D "$img" -o dump.log --leave-running \
 			${opts[@]+"${opts[@]}"} ||
 			fail "cycle $r: criu dump failed: $(grep -i -e error -e versionfs "$img/dump.log" | grep -v RLIMIT_NOFILE | tail -n 6)"
 		n=$(($(ops "$st") + 20 + RANDOM % 100))
-		wait_ops "$st" "$n" "$wp" || break
+		wait_ops "$st" "$n" "$wp" why || break
 		kill -9 "$wp"
 		# the writer's parent reaps it: this shell, or the criu restore
 		# that brought it back (not detached, so that its pid is free
@@ -111,7 +71,7 @@ cycles() {
 		"$CRIU" restore -D "$img" -o restore.log -v4 \
 			${opts[@]+"${opts[@]}"} </dev/null >/dev/null 2>&1 &
 		rp=$!
-		_pids+=("$rp")
+		cr_track "$rp"
 		for ((n = 0; n < 1000; n++)); do
 			alive "$rp" || break
 			alive "$wp" && grep -q 'Restore finished successfully' "$img/restore.log" && break
@@ -123,29 +83,8 @@ cycles() {
 			return 0
 		fi
 	done
-	# (a restarted writer repeats work, so a control run without
-	# versionfs may reach the target before the last cycle)
-	if [ "$r" -le "$rounds" ]; then
-		[ "$hook_name" = ctl ] ||
-			fail "the writer finished at cycle $r, before the last"
-		note "$hook_name: the writer finished at cycle $r"
-	fi
-	if [ -z "${TARGET:-}" ]; then
-		# stopped meanwhile, so that it does not run past the target
-		kill -STOP "$wp"
-		TARGET=$(($(ops "$st") + 200))
-		set_target "$st" "$TARGET"
-		kill -CONT "$wp"
-	fi
-	note "$hook_name: $((r - 1)) cycles done at $(ops "$st") operations; it stops at $TARGET"
-	for ((n = 0; n < 3000; n++)); do
-		alive "$wp" || break
-		sleep 0.02
-	done
-	alive "$wp" && fail "the writer did not reach $TARGET operations in 60 s"
-	wait "${rp:-$wp}" 2>/dev/null
-	[ "$(ops "$st")" = "$TARGET" ] ||
-		fail "the writer ended at $(ops "$st") operations, not $TARGET: $(cat "$T/writer.err")"
+	finish_writer "$st" "$wp" "${rp:-$wp}" "$r" "$rounds" "$hook_name" \
+		"$([ "$hook_name" = ctl ] && echo yes)" why
 }
 
 make_fs ext4 1G >/dev/null

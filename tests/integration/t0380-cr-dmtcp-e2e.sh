@@ -24,10 +24,10 @@
 # timeout: 1500
 . "$(dirname "$0")/lib.sh"
 need_root
+. "$(dirname "$0")/cr-lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
-RESTART=$top/cr-hooks/versionfs-dmtcp_restart
-WRITER=$VFS_BUILD/tests/cr_writer
+RESTART=$HOOKS/versionfs-dmtcp_restart
 [ -x "$WRITER" ] || fail "$WRITER missing (make tests-build)"
 t0=$(date +%s)
 prefix=$("$here/../vendor/dmtcp.sh" 2>"$T/vendor.err") ||
@@ -42,9 +42,7 @@ seed=${VFS_SEED:-$(($(date +%s) % 100000))}
 note "seed $seed (replay: VFS_SEED=$seed), $rounds cycles"
 RANDOM=$seed
 
-unset VERSIONFS_CR_MOUNTS VERSIONFS_CR_DISCOVER VERSIONFS_CR_TIMEOUT \
-	DMTCP_COORD_HOST DMTCP_COORD_PORT DMTCP_CHECKPOINT_DIR DMTCP_TMPDIR
-export VERSIONFS_CTL=$VFSCTL VERSIONFS_CR_CONF=$T/no-such.conf
+unset DMTCP_COORD_HOST DMTCP_COORD_PORT DMTCP_CHECKPOINT_DIR DMTCP_TMPDIR
 export VERSIONFS_DMTCP_RESTART=$prefix/bin/dmtcp_restart
 PATH=$prefix/bin:$PATH
 mkdir -p "$T/dtmp"
@@ -57,46 +55,24 @@ mkdir -p "$T/dtmp"
 for i in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.05; done
 PORT=$(cat "$T/port")
 [[ $PORT =~ ^[0-9]+$ ]] || fail "no coordinator port"
-_pids=()
-_e2e_cleanup() {
-	local p
-	for p in ${_pids[@]+"${_pids[@]}"}; do kill -9 "$p" 2>/dev/null; done
-	dmtcp_command -p "$PORT" --quit >/dev/null 2>&1
-	sleep 0.2
-}
-trap '_e2e_cleanup; _cleanup' EXIT
+trap 'cr_cleanup; dmtcp_command -p "$PORT" --quit >/dev/null 2>&1; sleep 0.2; _cleanup' EXIT
 DOPTS=(-j -p "$PORT" --tmpdir "$T/dtmp")
 
-pstate() { sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null; }
-alive() { [ -e "/proc/$1" ] && [ "$(pstate "$1")" != Z ]; }
-ops() { od -An -tu8 -j8 -N8 "$1" 2>/dev/null | tr -d ' '; }
 peers() { dmtcp_command -p "$PORT" -s 2>/dev/null | sed -n 's/.*NUM_PEERS=//p'; }
+why() { grep -v -e "^\s*$" "$T/writer.out" | tail -n 30; }
 
-# wait_ops STATUS N PID: until the writer has done N operations; status 1
-# if it finished (reached TARGET) before
-wait_ops() {
-	local i
-	for i in $(seq 1000); do
-		[ "$(ops "$1")" -ge "$2" ] 2>/dev/null && return 0
-		[ "$(ops "$1")" = "${TARGET:-x}" ] && ! alive "$3" && return 1
-		alive "$3" || fail "the writer $3 died at $(ops "$1") operations: $(grep -v -e "^\s*$" "$T/writer.out" | tail -n 30)"
-		sleep 0.02
-	done
-	fail "the writer did only $(ops "$1") of $2 operations in 20 s"
+# stamp FILE: what tells a new FILE from the one it replaced ("none" if
+# missing): inode, modification time, and a C/R record's tag
+stamp() {
+	[ -e "$1" ] || { echo none; return; }
+	stat -c '%i %y' "$1"
+	case $1 in *.versionfs) sed -n 's/^tag //p' "$1" 2>/dev/null ;; esac
 }
-
+# new_record REC OLDSTAMP: REC is complete and not the one stamped OLDSTAMP
+new_record() {
+	grep -qx 'state done' "$1" 2>/dev/null && [ "$(stamp "$1")" != "$2" ]
+}
 # wait_peers N: until the coordinator counts N processes
-# set_target STATUS N: the writer stops after N operations (third word)
-set_target() {
-	local v=$2 i s=""
-	for i in 0 1 2 3 4 5 6 7; do
-		s+=$(printf '\\%03o' $(((v >> (8 * i)) & 255)))
-	done
-	[ -e "$1" ] || head -c 4096 /dev/zero >"$1"
-	# shellcheck disable=SC2059 # octal escapes by construction
-	printf "$s" | dd of="$1" bs=1 seek=16 conv=notrunc status=none
-}
-
 wait_peers() {
 	local i
 	for i in $(seq 300); do
@@ -123,37 +99,39 @@ cycles() {
 		--status "$st" --reopen 1 "$a" "$b" </dev/null \
 		>"$T/writer.out" 2>&1 &
 	wp=$!
-	_pids+=("$wp")
+	cr_track "$wp"
 	wait_peers 1 || fail "the writer did not join the coordinator: $(tail -n 5 "$T/writer.out")"
 	for ((r = 1; r <= rounds; r++)); do
 		n=$(($(ops "$st") + 20 + RANDOM % 100))
-		wait_ops "$st" "$n" "$wp" || break
+		wait_ops "$st" "$n" "$wp" why || break
 		# --bcheckpoint does not wait for the image with this
-		# coordinator: wait for a new image (renamed into place: a new
-		# inode) and, with the plugin, a new complete record beside it
-		# (written when the process resumes)
-		old=$(stat -c %i "$ck"/ckpt_*.dmtcp 2>/dev/null) || old=none
-		oldrec=$(stat -c %i "$ck"/ckpt_*.dmtcp.versionfs 2>/dev/null) || oldrec=none
+		# coordinator: wait for a new image (renamed into place) and,
+		# with the plugin, a new complete record beside it (written when
+		# the process resumes).  "New" by inode and modification time,
+		# and for the record by its tag (the generation goes up):
+		# the file system may give a new file the inode number of the
+		# one it replaced.
+		old=$(stamp "$ck"/ckpt_*.dmtcp)
+		oldrec=$(stamp "$ck"/ckpt_*.dmtcp.versionfs)
 		dmtcp_command -p "$PORT" --bcheckpoint >/dev/null ||
 			fail "cycle $r: dmtcp_command --bcheckpoint failed"
 		for i in $(seq 400); do
 			img=$(ls "$ck"/ckpt_*.dmtcp 2>/dev/null | head -n 1)
-			if [ -n "$img" ] && [ "$(stat -c %i "$img")" != "$old" ]; then
+			if [ -n "$img" ] && [ "$(stamp "$img")" != "$old" ]; then
 				[ "$mode" = none ] && break
 				rec=$img.versionfs
-				grep -qx 'state done' "$rec" 2>/dev/null &&
-					[ "$(stat -c %i "$rec")" != "$oldrec" ] && break
+				new_record "$rec" "$oldrec" && break
 			fi
 			sleep 0.05
 		done
-		[ -n "$img" ] && [ "$(stat -c %i "$img")" != "$old" ] ||
+		[ -n "$img" ] && [ "$(stamp "$img")" != "$old" ] ||
 			fail "cycle $r: no new image in $ck after 20 s"
 		if [ "$mode" != none ]; then
-			grep -qx 'state done' "$rec" && [ "$(stat -c %i "$rec")" != "$oldrec" ] ||
+			new_record "$rec" "$oldrec" ||
 				fail "cycle $r: no new complete record: $(cat "$rec" 2>&1; tail -n 5 "$T/writer.out")"
 		fi
 		n=$(($(ops "$st") + 20 + RANDOM % 100))
-		wait_ops "$st" "$n" "$wp" || break
+		wait_ops "$st" "$n" "$wp" why || break
 		kill -9 "$wp"
 		wait "$wp" 2>/dev/null
 		wait_peers 0 || fail "cycle $r: the coordinator still counts the killed writer"
@@ -165,7 +143,7 @@ cycles() {
 				>>"$T/writer.out" 2>&1 &
 		fi
 		wp=$!
-		_pids+=("$wp")
+		cr_track "$wp"
 		if ! wait_peers 1 || ! alive "$wp"; then
 			RESTART_FAILED=$r
 			RESTART_WHY=$(grep -a -e 'Error\]' -e 'REASON=' -e 'cr_writer:' \
@@ -182,31 +160,8 @@ cycles() {
 			return 0
 		fi
 	done
-	# (a restarted writer repeats work, so a control run without
-	# versionfs may finish its operations before the last cycle)
-	# (a restarted writer repeats work, so a control run without
-	# versionfs may reach the target before the last cycle)
-	if [ "$r" -le "$rounds" ]; then
-		[ "$mode" = none ] ||
-			fail "the writer finished at cycle $r, before the last"
-		note "$mode: the writer finished at cycle $r"
-	fi
-	if [ -z "${TARGET:-}" ]; then
-		# stopped meanwhile, so that it does not run past the target
-		kill -STOP "$wp"
-		TARGET=$(($(ops "$st") + 200))
-		set_target "$st" "$TARGET"
-		kill -CONT "$wp"
-	fi
-	note "$mode: $((r - 1)) cycles done at $(ops "$st") operations; it stops at $TARGET"
-	for ((n = 0; n < 3000; n++)); do
-		alive "$wp" || break
-		sleep 0.02
-	done
-	alive "$wp" && fail "the writer did not reach $TARGET operations in 60 s"
-	wait "$wp" 2>/dev/null
-	[ "$(ops "$st")" = "$TARGET" ] ||
-		fail "the writer ended at $(ops "$st") operations, not $TARGET: $(tail -n 5 "$T/writer.out")"
+	finish_writer "$st" "$wp" "$wp" "$r" "$rounds" "$mode" \
+		"$([ "$mode" = none ] && echo yes)" why
 }
 
 make_fs ext4 1G >/dev/null

@@ -13,7 +13,7 @@
 # timeout: 300
 . "$(dirname "$0")/lib.sh"
 need_root
-HOOKS=$(cd "$(dirname "$0")/../../cr-hooks" && pwd)
+. "$(dirname "$0")/cr-lib.sh"
 PROLOG=$HOOKS/versionfs-slurm-prolog
 EPILOG=$HOOKS/versionfs-slurm-epilog
 id -u nobody >/dev/null 2>&1 || skip "no user nobody"
@@ -36,12 +36,6 @@ slurmd() {	# slurmd JOB HOOK: as slurmd runs it; RC
 		VERSIONFS_SLURM_CONF="$conf" VERSIONFS_CTL="$VFSCTL" \
 		"$2" </dev/null >"$T/out" 2>"$T/err" || RC=$?
 }
-expect_rc() {	# expect_rc RC PATTERN WHAT
-	[ "$RC" = "$1" ] || fail "$3: exit $RC, want $1: $(cat "$T/err")"
-	[ -z "$2" ] || grep -q -- "$2" "$T/err" ||
-		fail "$3: stderr lacks '$2': $(cat "$T/err")"
-}
-as_nobody() { setpriv --reuid="$NOBODY" --regid="$NOGROUP" --clear-groups -- "$@"; }
 no_vfs_mount() {
 	! grep -q ' fuse.versionfs ' /proc/self/mounts ||
 		! grep ' fuse.versionfs ' /proc/self/mounts | grep -q "$root" ||

@@ -1,0 +1,179 @@
+# cr-lib.sh — what the checkpoint/restart hook tests (t03NN-cr-*) share.
+# Sourced after lib.sh:
+#
+#   . "$(dirname "$0")/lib.sh"
+#   need_root
+#   . "$(dirname "$0")/cr-lib.sh"
+#
+# Sets HOOKS (cr-hooks/), TREE (cr_tree) and WRITER (cr_writer), clears the
+# variables the hooks read from the environment so that the caller's
+# settings do not leak into a test, and points the hooks at the built
+# versionfs-ctl and at a missing configuration file.  Processes a test
+# starts are registered with cr_track and killed, with their process
+# groups, before lib.sh takes the mounts down (cr_cleanup, in the EXIT
+# trap; a test that needs more cleanup sets its own trap and calls
+# cr_cleanup first).
+# shellcheck shell=bash
+
+HOOKS=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../cr-hooks" && pwd)
+TREE=$VFS_BUILD/tests/cr_tree
+WRITER=$VFS_BUILD/tests/cr_writer
+[ -x "$TREE" ] || fail "$TREE missing (make tests-build)"
+unset CRTOOLS_SCRIPT_ACTION CRTOOLS_IMAGE_DIR CRTOOLS_INIT_PID \
+	VERSIONFS_CR_MOUNTS VERSIONFS_CR_DISCOVER VERSIONFS_CR_TIMEOUT \
+	VERSIONFS_CR_RECORD VERSIONFS_CR_CHECKPOINT VERSIONFS_CR_RESTART \
+	VCR_NO_MNT_ID
+export VERSIONFS_CTL=$VFSCTL VERSIONFS_CR_CONF=$T/no-such.conf
+
+# pstate PID: the state letter of PID (R, S, T, Z...), empty when gone
+pstate() { sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null; }
+# alive PID: PID exists and is not a zombie
+alive() { [ -e "/proc/$1" ] && [ "$(pstate "$1")" != Z ]; }
+
+_cr_pids=()
+# cr_track PID...: kill PID (and its process group) at exit
+cr_track() { _cr_pids+=("$@"); }
+cr_cleanup() {
+	local p i
+	for p in ${_cr_pids[@]+"${_cr_pids[@]}"}; do
+		kill -9 -- "-$p" 2>/dev/null
+		kill -9 "$p" 2>/dev/null
+	done
+	for p in ${_cr_pids[@]+"${_cr_pids[@]}"}; do
+		for i in $(seq 100); do
+			alive "$p" || break
+			sleep 0.05
+		done
+	done
+}
+trap 'cr_cleanup; _cleanup' EXIT
+
+# start_tree ACTION...: cr_tree in its own process group, ready; sets
+# TREE_PID and KID (its first child, if any)
+start_tree() {
+	local out=$T/tree.$RANDOM i
+	"$TREE" --pgrp "$@" >"$out" 2>&1 &
+	TREE_PID=$!
+	disown
+	cr_track "$TREE_PID"
+	for i in $(seq 200); do
+		grep -q . "$out" 2>/dev/null && break
+		sleep 0.05
+	done
+	grep -qx ready "$out" || fail "cr_tree $*: $(cat "$out")"
+	KID=$(cat "/proc/$TREE_PID/task/$TREE_PID/children" 2>/dev/null)
+	KID=${KID%% *}
+}
+# stop_tree: kill -9 the last tree's process group and wait until it is gone
+stop_tree() {
+	local i
+	kill -9 -- "-$TREE_PID" 2>/dev/null
+	for i in $(seq 200); do
+		pgrep -g "$TREE_PID" >/dev/null || return 0
+		sleep 0.05
+	done
+	fail "tree $TREE_PID did not die"
+}
+
+# hold_dir DIR: a process keeps DIR open as descriptor 3, as CRIU keeps its
+# image directory; sets IMG to the /proc link
+hold_dir() {
+	(exec 3<"$1" && exec sleep 600) >/dev/null 2>&1 &
+	cr_track "$!"
+	IMG=/proc/$!/fd/3
+	disown
+	local i
+	for i in $(seq 100); do
+		[ "$(readlink "$IMG" 2>/dev/null)" = "$1" ] && return 0
+		sleep 0.02
+	done
+	fail "holder of $1 did not start"
+}
+# hook ACTION [VAR=VALUE...]: run the CRIU action script as CRIU would, on
+# the image directory IMG; status in RC.  It never writes to stdout.
+hook() {
+	local action=$1
+	shift
+	RC=0
+	env "$@" CRTOOLS_SCRIPT_ACTION="$action" CRTOOLS_IMAGE_DIR="$IMG" \
+		"$HOOKS/versionfs-criu-hook" <&- >"$T/out" 2>"$T/err" || RC=$?
+	[ ! -s "$T/out" ] || fail "$action wrote to stdout: $(cat "$T/out")"
+}
+
+# run CMD...: status in RC, standard output and error in $T/out, $T/err
+run() {
+	RC=0
+	"$@" >"$T/out" 2>"$T/err" </dev/null || RC=$?
+}
+# expect_rc RC PATTERN WHAT: the last command (status in RC, standard
+# error in $T/err) exited RC and said PATTERN (if not empty), and no hook
+# tripped over an unset variable (set -u with bash 4.2)
+expect_rc() {
+	[ "$RC" = "$1" ] || fail "$3: exit $RC, want $1: $(cat "$T/err")"
+	[ -z "$2" ] || grep -q -- "$2" "$T/err" ||
+		fail "$3: stderr lacks '$2': $(cat "$T/err")"
+	! grep -q "unbound variable" "$T/err" || fail "$3: $(cat "$T/err")"
+}
+
+# as_nobody CMD...: run CMD as the user nobody (NOBODY, NOGROUP)
+as_nobody() {
+	setpriv --reuid="$NOBODY" --regid="$NOGROUP" --clear-groups -- "$@"
+}
+
+# The end-to-end tests' writer (tests/helpers/cr_writer) keeps its state in
+# a status file: its count of operations is the second word (it goes back
+# with a restore), the number it stops at the third.
+ops() { od -An -tu8 -j8 -N8 "$1" 2>/dev/null | tr -d ' '; }
+# set_target STATUS N: the writer stops after N operations
+set_target() {
+	local v=$2 i s=""
+	for i in 0 1 2 3 4 5 6 7; do
+		s+=$(printf '\\%03o' $(((v >> (8 * i)) & 255)))
+	done
+	[ -e "$1" ] || head -c 4096 /dev/zero >"$1"
+	# shellcheck disable=SC2059 # octal escapes by construction
+	printf "$s" | dd of="$1" bs=1 seek=16 conv=notrunc status=none
+}
+# wait_ops STATUS N PID WHY: until the writer PID has done N operations;
+# status 1 if it finished (reached TARGET) before.  WHY: a command whose
+# output explains a death.
+wait_ops() {
+	local i
+	for i in $(seq 1000); do
+		[ "$(ops "$1")" -ge "$2" ] 2>/dev/null && return 0
+		[ "$(ops "$1")" = "${TARGET:-x}" ] && ! alive "$3" && return 1
+		alive "$3" || fail "the writer $3 died at $(ops "$1") operations: $($4)"
+		sleep 0.02
+	done
+	fail "the writer did only $(ops "$1") of $2 operations in 20 s"
+}
+# finish_writer STATUS PID WAITPID CYCLE ROUNDS LABEL CONTROL WHY: after
+# the cycles (the last one CYCLE of ROUNDS), let the writer PID run to
+# TARGET (set now, a little beyond where it is, if empty), reap WAITPID
+# (the writer or the restore that is its parent) and check the writer
+# stopped there.  A restarted writer repeats work, so only a CONTROL run (yes)
+# without versionfs may reach the target before the last cycle.
+finish_writer() {
+	local st=$1 wp=$2 waitp=$3 r=$4 rounds=$5 label=$6 control=$7 why=$8 n
+	if [ "$r" -le "$rounds" ]; then
+		[ "$control" = yes ] ||
+			fail "the writer finished at cycle $r, before the last"
+		note "$label: the writer finished at cycle $r"
+	fi
+	if [ -z "${TARGET:-}" ]; then
+		# stopped meanwhile, so that it does not run past the target
+		kill -STOP "$wp"
+		TARGET=$(($(ops "$st") + 200))
+		set_target "$st" "$TARGET"
+		kill -CONT "$wp"
+	fi
+	note "$label: $((r - 1)) cycles done at $(ops "$st") operations; it stops at $TARGET"
+	for ((n = 0; n < 3000; n++)); do
+		alive "$wp" || break
+		sleep 0.02
+	done
+	alive "$wp" && fail "the writer did not reach $TARGET operations in 60 s"
+	wait "$waitp" 2>/dev/null
+	[ "$(ops "$st")" = "$TARGET" ] ||
+		fail "the writer ended at $(ops "$st") operations, not $TARGET: $($why)"
+}
