@@ -150,8 +150,17 @@ static const struct cl_hooks hooks = {
 	.stopping = h_stopping,
 };
 
+/*
+ * VFS_TEST_MANUAL_CLEAN (tests only): the cleaner runs only when asked
+ * (versionfs-clean), not after a delete, a checkpoint or a mount, so that
+ * a test can leave deleted checkpoints to an offline clean without racing
+ * the daemon (t0420's consolidation-crash round).
+ */
+static bool manual_clean;
+
 int dc_init(struct vfs *v)
 {
+	manual_clean = getenv("VFS_TEST_MANUAL_CLEAN") != NULL;
 	return cl_new(v->st, &hooks, &v->cleaner);
 }
 
@@ -248,6 +257,8 @@ void dc_after_checkpoint(void)
 
 void dc_kick(void)
 {
+	if (manual_clean)
+		return;
 	pthread_mutex_lock(&vfs->purge_lock);
 	vfs->purge_wake = true;
 	pthread_cond_signal(&vfs->purge_cond);
