@@ -609,18 +609,33 @@ vcr_exclude_self() {
 # VCR_FROZEN (the frozen cgroup directories).  Without cgroup v2, or with
 # shared cgroups, nothing is frozen; vcr_still_stopped then tells after
 # the checkpoint whether a process was resumed meanwhile.
+# vcr_cgroup2_root: where the cgroup v2 hierarchy is mounted: /sys/fs/cgroup
+# on a unified system, /sys/fs/cgroup/unified on a hybrid one (cgroup v1
+# controllers beside it, as RHEL 8 and systemd's hybrid mode set up);
+# nothing (status 1) without cgroup v2.
+vcr_cgroup2_root() {
+	local dev mnt fstype rest
+	while read -r dev mnt fstype rest; do
+		[ "$fstype" = cgroup2 ] || continue
+		printf '%s\n' "$mnt"
+		return 0
+	done </proc/self/mounts
+	return 1
+}
+
 vcr_freeze() {
-	local p cg d q ok i
+	local p cg d q ok i root
 	local -A want=() cgs=()
 	VCR_FROZEN=()
-	[ -e /sys/fs/cgroup/cgroup.controllers ] || return 0
+	root=$(vcr_cgroup2_root) || return 0
+	[ -e "$root/cgroup.procs" ] || return 0
 	for p in "$@"; do
 		want[$p]=1
 		cg=$(sed -n 's/^0:://p' "/proc/$p/cgroup" 2>/dev/null) || continue
 		[ -z "$cg" ] || [ "$cg" = / ] || cgs[$cg]=1
 	done
 	for cg in ${cgs[@]+"${!cgs[@]}"}; do
-		d=/sys/fs/cgroup$cg
+		d=$root$cg
 		[ -w "$d/cgroup.freeze" ] || continue
 		ok=1
 		while IFS= read -r q; do
@@ -651,14 +666,15 @@ vcr_thaw() {
 # vcr_still_stopped PID...: fail, naming them, if some live process is
 # neither stopped nor in a frozen cgroup.
 vcr_still_stopped() {
-	local p st cg d frozen bad=""
+	local p st cg d frozen bad="" root
+	root=$(vcr_cgroup2_root) || root=/nonexistent
 	for p in "$@"; do
 		st=$(vcr_proc_state "$p") || continue
 		case $st in T | t | Z | X) continue ;; esac
 		frozen=0
 		cg=$(sed -n 's/^0:://p' "/proc/$p/cgroup" 2>/dev/null) || cg=""
 		for d in ${VCR_FROZEN[@]+"${VCR_FROZEN[@]}"}; do
-			[ "$d" != "/sys/fs/cgroup$cg" ] || frozen=1
+			[ "$d" != "$root$cg" ] || frozen=1
 		done
 		[ "$frozen" = 1 ] || bad+=" $p"
 	done

@@ -11,8 +11,13 @@
 #    checkpointed (a shell, slurmstepd): where their cgroup cannot be
 #    frozen (this test's processes share a cgroup; without cgroup v2 there
 #    is no freezer at all) the wrapper must notice after the checkpoint,
-#    fail, and leave no context file or record.  The cgroup v2 freezer path
-#    is not exercised here.
+#    fail, and leave no context file or record.
+#  * The same SIGCONT when the processes have a cgroup v2 cgroup of their
+#    own (the test makes one under the cgroup v2 mount: /sys/fs/cgroup, or
+#    /sys/fs/cgroup/unified on a hybrid system): the wrapper freezes it,
+#    the SIGCONT resumes nothing, the checkpoint succeeds, and the cgroup
+#    is thawed and the processes run again afterwards.  Skipped, saying
+#    so, without a writable cgroup v2 freezer.
 # timeout: 300
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -47,9 +52,14 @@ echo "context $(date +%s.%N)" >"$file"
 kill -STOP $(cat "$TARGETS")
 EOF2
 # a versionfs-ctl that, at "checkpoint", first lets $CONT_PIDS run again
+# (and, with FREEZE_LOG, records whether their cgroup is frozen and their
+# state after the SIGCONT)
 cat >"$T/bin/ctl-cont" <<EOF2
 #!/bin/bash
-case " \$* " in *" checkpoint "*) [ -z "\${CONT_PIDS:-}" ] || kill -CONT \$CONT_PIDS; sleep 0.3 ;; esac
+case " \$* " in *" checkpoint "*) [ -z "\${CONT_PIDS:-}" ] || kill -CONT \$CONT_PIDS; sleep 0.3
+	[ -z "\${FREEZE_LOG:-}" ] || { grep frozen "\$FREEZE_CG/cgroup.events"
+		for p in \$CONT_PIDS; do grep State /proc/\$p/status; done; } >>"\$FREEZE_LOG" ;;
+esac
 exec "$VFSCTL" "\$@"
 EOF2
 chmod +x "$T/bin/"*
@@ -105,4 +115,39 @@ job "$T/job2.sh"
 grep -q "resumed during the checkpoint" "$T/err2" || fail "no message: $(cat "$T/err2")"
 [ ! -e "$T/ctx2" ] && [ ! -e "$T/ctx2.versionfs" ] ||
 	fail "a context or record survived: $(ls "$T"/ctx2*)"
+kill -9 -- "-$_pg"
+_pg=""
+
+note "SIGCONT during the checkpoint, processes in a cgroup v2 cgroup of their own: frozen"
+cg2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)
+CG=""
+if [ -n "$cg2" ] && mkdir "$cg2/vfs-t0395-$$" 2>/dev/null; then
+	CG=$cg2/vfs-t0395-$$
+	[ -w "$CG/cgroup.freeze" ] || { rmdir "$CG"; CG=""; }
+fi
+if [ -z "$CG" ]; then
+	note "SKIPPED: no writable cgroup v2 freezer here (cgroup2 mount: ${cg2:-none})"
+else
+	trap '[ -z "$_pg" ] || kill -9 -- "-$_pg" 2>/dev/null
+		echo 0 >"$CG/cgroup.freeze" 2>/dev/null; sleep 0.2
+		rmdir "$CG" 2>/dev/null; _cleanup' EXIT
+	rm -f "$T/job.rc"
+	cat >"$T/job3.sh" <<EOF2
+for p in \$(cat "$T/targets"); do echo \$p >"$CG/cgroup.procs"; done
+CONT_PIDS=\$(cat "$T/targets") VERSIONFS_CTL="$T/bin/ctl-cont" \
+	FREEZE_LOG="$T/freeze.log" FREEZE_CG="$CG" \
+	"$CKPT" -g -f "$T/ctx3" \$(ps -o pgid= \$\$ | tr -d ' ') 2>"$T/err3"
+EOF2
+	job "$T/job3.sh"
+	[ "$(cat "$T/job.rc")" = rc=0 ] ||
+		fail "SIGCONT with a cgroup to freeze: $(cat "$T/job.rc"): $(cat "$T/err3")"
+	grep -qx "frozen 1" "$T/freeze.log" ||
+		fail "the cgroup was not frozen during the checkpoint: $(cat "$T/freeze.log" "$T/err3")"
+	grep -q "^mount [0-9]* $M " "$T/ctx3.versionfs" || fail "no record: $(cat "$T/err3")"
+	[ -e "$T/ctx3" ] || fail "no context file"
+	grep -qx "frozen 0" "$CG/cgroup.events" || fail "the cgroup was left frozen"
+	for i in $(seq 40); do [ "$(pstate "$TREEPID")" != T ] && break; sleep 0.05; done
+	[ "$(pstate "$TREEPID")" != T ] || fail "the tree was left stopped"
+	note "frozen during the checkpoint, thawed after: $(tr '\n' ' ' <"$T/freeze.log")"
+fi
 note ok
