@@ -33,6 +33,17 @@ note "seed $seed (replay: VFS_SEED=$seed), $rounds cycles"
 RANDOM=$seed
 why() { cat "$T/writer.err"; }
 
+# criu restore needs the writer's pid free again.  With the default
+# pid_max of 32768, a busy machine (other tests, builds) cycles through
+# every pid in minutes and hands the dead writer's pid to another process
+# ("Can't fork for N: File exists"): raise the limit for this test, as
+# large machines do, and put it back at the end.
+pid_max=$(cat /proc/sys/kernel/pid_max)
+if [ "$pid_max" -lt 4194304 ] && echo 4194304 >/proc/sys/kernel/pid_max 2>/dev/null; then
+	note "pid_max raised from $pid_max to 4194304 for the test"
+	trap 'cr_cleanup; echo "$pid_max" >/proc/sys/kernel/pid_max; _cleanup' EXIT
+fi
+
 wait_gone() {
 	local i
 	for i in $(seq 500); do
