@@ -136,8 +136,8 @@ static int to_peer(const char *backing, const char *peer, const char *sfile,
 			(unsigned long long)s.pending);
 out:
 	if (rc)
-		fprintf(stderr, "versionfs-send: %s: %s\n", peer,
-			err[0] ? err : strerror(-rc));
+		fprintf(stderr, "versionfs-send: %s: %s (%s)\n", peer,
+			err[0] ? err : strerror(-rc), strerror(-rc));
 	rep_conn_close(c);
 	store_close(st);
 	rep_secret_free(secret, slen);
