@@ -13,11 +13,15 @@
 # numbers) to the primary's .checkpoints/C/.  Faults: kill -9 of the
 # receiver mid-stream; the link cut mid-stream and restored (a new
 # connection takes the store over from the dead one); a rollback while
-# shipping; the peer's disk full.  Bad input: a wrong secret (refused,
+# shipping; the peer's disk full.  Then the daemon's own replication
+# thread (-o replicate, versionfs-ctl replicate): wait=peer, the receiver
+# down for two checkpoints then back, kill -9 of the primary daemon while
+# it ships then a remount, a rollback and --stop.
+# Bad input: a wrong secret (refused,
 # logged), a secret file readable by others (refused by both sides).
 # Nothing acknowledged is lost, no partial checkpoint is visible, both
 # stores are fsck-clean; the replica mounts and rolls back.
-# timeout: 400
+# timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
 command -v setfattr >/dev/null || skip "setfattr (attr) not installed"
@@ -258,4 +262,78 @@ diff <(sig "$M/.checkpoints/$first" ALL) <(sig "$RM" ALL) > "$T/diff" ||
 	{ head "$T/diff"; fail "the replica did not roll back to $first"; }
 vfs_umount "$RM"
 vfs_umount "$M"
+
+# ==== the daemon's replication thread: versionfs -o replicate=...
+# The daemon runs in the primary's network namespace (FUSE does not care).
+printf '#!/bin/sh\nexec %s "%s" "$@"\n' "${PX[*]:-}" "$VFS" > "$T/vfs-p"
+chmod 755 "$T/vfs-p"
+VFS0=$VFS VFS=$T/vfs-p
+# its control socket is an abstract unix socket: of that namespace too
+ctl() { "${PX[@]}" "$VFSCTL" "$@"; }
+B=$prim/b2 M=$prim/m2 P=$peer/replicas2 PORT=$((PORT + 2))
+start_repd "$P" "$PORT"
+REPL="replicate=$ADDR:$PORT,repl_secret=$T/secret"
+
+# wait=peer: the checkpoint returns once the peer has it durably
+vfs_mount "$B" "$M" -o "$REPL,repl_wait=peer"
+mkdir "$M/d0" "$M/d1" "$M/d2"
+for i in 1 2 3; do
+	work 20
+	c=$(ctl checkpoint "$M") || fail "checkpoint with wait=peer"
+	grep -q "checkpoint $c applied" "$T/repd.$PORT.log" ||
+		fail "checkpoint $c returned before the peer applied it"
+done
+note "wait=peer: 3 checkpoints returned after the peer's acknowledgement"
+ctl --json list "$M" | grep -q '"shipped_bytes":' || fail "list --json: no shipped_bytes"
+
+# synced M: wait (bounded) until the peer acknowledged every checkpoint
+synced() {
+	local i s
+	for i in $(seq 600); do
+		s=$(ctl --json replicate "$M")
+		case $s in *'"lag_ckpts":0,'*'"state":"idle"'*|*'"state":"idle"'*'"lag_ckpts":0,'*) return 0 ;; esac
+		sleep 0.1
+	done
+	fail "the peer did not catch up: $s"
+}
+
+# versionfs-ctl replicate: optimistic from now on; the receiver dies, the
+# checkpoints wait, it comes back, the thread catches up on its own
+ctl replicate "$M" --peer "$ADDR:$PORT" --secret-file "$T/secret" > /dev/null ||
+	fail "ctl replicate"
+kill -9 "$REPD_PID"
+work 20; ctl checkpoint "$M" > /dev/null; work 20; ctl checkpoint "$M" > /dev/null
+lag=$(ctl --json replicate "$M" | sed -n 's/.*"lag_ckpts":\([0-9]*\).*/\1/p')
+[ "$lag" -ge 2 ] || fail "lag $lag with the receiver down, want 2"
+ctl status "$M" | grep -q "^replication: .*lag 2 checkpoints" ||
+	fail "status: $(ctl status "$M" | grep replication)"
+start_repd "$P" "$PORT"
+synced
+note "receiver down for 2 checkpoints: caught up"
+compare
+
+# kill -9 of the primary daemon while it ships, then a remount resumes
+head -c $((12 << 20)) /dev/urandom > "$M/d1/big"
+ctl replicate "$M" --peer "$ADDR:$PORT" --secret-file "$T/secret" \
+	--bwlimit 2M > /dev/null || fail "ctl replicate --bwlimit"
+c=$(ctl checkpoint "$M")
+sleep 2
+vfs_kill9 "$M"
+grep -q "checkpoint $c applied" "$T/repd.$PORT.log" &&
+	fail "the checkpoint shipped too fast for this test"
+vfs_mount "$B" "$M" -o "$REPL"
+synced
+grep -q "checkpoint $c applied" "$T/repd.$PORT.log" ||
+	fail "checkpoint $c was not shipped after the remount"
+note "primary killed while shipping $c: shipped after the remount"
+# a rollback and a delete before shipping, handled by the thread
+keep=$(ctl list "$M" | awk 'NR > 1 { print $1 }' | tail -2 | head -1)
+ctl rollback "$M" "$keep" > /dev/null || fail "rollback"
+work 10; a=$(ctl checkpoint "$M"); work 10; ctl checkpoint "$M" > /dev/null
+synced
+compare
+ctl replicate "$M" --stop | grep -q "replication:    off" || fail "--stop"
+vfs_umount "$M"
+VFS=$VFS0
+ctl() { "$VFSCTL" "$@"; }
 note "ok"

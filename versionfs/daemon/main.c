@@ -442,6 +442,8 @@ int main(int argc, char *argv[])
 		vfs_log(LOG_ERR, "starting threads: %s", strerror(-rc));
 		goto out_unmount;
 	}
+	vfs_log_init(co.foreground, co.debug);
+	/* options checked before the fork (check_repl_opts) */
 	if (o.replicate) {
 		char err[512] = "";
 
@@ -452,7 +454,6 @@ int main(int argc, char *argv[])
 			goto out_unmount;
 		}
 	}
-	vfs_log_init(co.foreground, co.debug);
 	/* the parent returns when FUSE_INIT has been answered (op_init) */
 	vfs_log(LOG_INFO, "mounted %s on %s (epoch %llu)", rb, rm,
 		(unsigned long long)v.epoch);
