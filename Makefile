@@ -345,6 +345,7 @@ install: all
 	for p in $(PROGS); do $(INSTALL) -m 755 $$p $(DESTDIR)$(bindir)/; done
 	$(INSTALL) -m 644 $(BTREE_LIB) $(DESTDIR)$(libdir)/
 	$(INSTALL) -m 644 $(REP_LIB) $(DESTDIR)$(libdir)/
+	$(INSTALL) -m 644 $(PEER_LIB) $(DESTDIR)$(libdir)/
 
 	$(INSTALL) -m 644 $(CHUNK_LIB) $(DESTDIR)$(libdir)/
 	$(INSTALL) -m 644 btree/btree.h $(DESTDIR)$(includedir)/versionfs/
@@ -361,6 +362,8 @@ install: all
 	    versionfs-clean.timer; do \
 	    sed 's|/usr/local/bin|$(bindir)|g' scripts/$$f \
 	        > $(DESTDIR)$(datadir)/versionfs/$$f; done
+	sed 's|/usr/local/bin|$(bindir)|g' replicator/versionfs-replicad.service \
+	    > $(DESTDIR)$(datadir)/versionfs/versionfs-replicad.service
 	if [ -f cr-hooks/Makefile.inc ]; then \
 	    $(MAKE) -f cr-hooks/Makefile.inc DESTDIR=$(DESTDIR) bindir=$(bindir) \
 	        libexecdir=$(libexecdir) sysconfdir=$(sysconfdir) install; fi
