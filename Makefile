@@ -52,6 +52,8 @@ LMDB_LIBS   := $(shell $(PKG_CONFIG) --libs lmdb 2>/dev/null)
 FUSE_LIBS   := $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null)
 ATTR_LIBS   := $(shell $(PKG_CONFIG) --libs libattr 2>/dev/null)
 XXH_LIBS    := $(shell $(PKG_CONFIG) --libs libxxhash 2>/dev/null)
+# libvfsrep's zstd sink and source (replicator/zstd.c)
+ZSTD_LIBS   := $(shell $(PKG_CONFIG) --libs libzstd 2>/dev/null)
 # The chunk store: OpenSSL's SHA-256, zstd, ISA-L's erasure codes (libisal
 # ships a .pc file on Debian 12; -lisal if pkg-config cannot find it).
 CHUNK_PKGS  := libcrypto libzstd
@@ -126,7 +128,7 @@ LIBS_OUT    := $(BTREE_LIB) $(CLIENT_LIB) $(CLIENT_SO) $(CLIENT_HDR) \
                $(PEER_LIB) $(CHUNK_LIB)
 # What a program that reads a store links, in link order.
 STORE_LINK  = $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(LMDB_LIBS) \
-              $(ATTR_LIBS) $(XXH_LIBS)
+              $(ATTR_LIBS) $(XXH_LIBS) $(ZSTD_LIBS)
 
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)

@@ -16,7 +16,8 @@
 # shipping; the peer's disk full.  Then the daemon's own replication
 # thread (-o replicate, versionfs-ctl replicate): wait=peer, the receiver
 # down for two checkpoints then back, kill -9 of the primary daemon while
-# it ships then a remount, a rollback and --stop.
+# it ships then a remount (with zstd), a rollback and --stop; zstd
+# streams (--compress, repl_compress=zstd), also through versionfs-recv.
 # Bad input: a wrong secret (refused,
 # logged), a secret file readable by others (refused by both sides).
 # Nothing acknowledged is lost, no partial checkpoint is visible, both
@@ -146,12 +147,23 @@ for i in 1 2 3; do
 	note "$out"
 done
 work 20; ctl checkpoint "$M" > /dev/null; work 20; ctl checkpoint "$M" > /dev/null
-out=$(ship 2>&1) || fail "ship two: $out"
+out=$(ship --compress 2>&1) || fail "ship two, zstd: $out"
 echo "$out" | grep -q "shipped 2 checkpoints" || fail "two checkpoints: $out"
 out=$(ship 2>&1) || fail "ship again: $out"
 echo "$out" | grep -q "shipped 0 checkpoints" ||
 	fail "an acknowledged checkpoint was sent again: $out"
 compare
+
+# versionfs-send --compress | versionfs-recv: the receiver detects zstd
+c=$(ctl list "$M" | awk 'NR > 1 { print $1 }' | tail -1)
+"$SEND" "$M" "$c" > "$T/plain.s" || fail "send $c"
+"$SEND" --compress "$M" "$c" > "$T/zstd.s" || fail "send --compress $c"
+"$VFS_BUILD/versionfs-recv" "$T/zrep" < "$T/zstd.s" || fail "recv of a zstd stream"
+vfs_fsck "$T/zrep"
+note "full stream of $c: $(stat -c %s "$T/plain.s") bytes, zstd $(stat -c %s "$T/zstd.s")"
+head -c $(( $(stat -c %s "$T/zstd.s") / 2 )) "$T/zstd.s" |
+	"$VFS_BUILD/versionfs-recv" "$T/zrep2" 2> /dev/null &&
+	fail "a truncated zstd stream was accepted"
 
 # ---- a rollback on the primary: the peer discards the same checkpoints
 keep=$(ctl list "$M" | awk 'NR > 1 { print $1 }' | tail -2 | head -1)
@@ -321,7 +333,7 @@ sleep 2
 vfs_kill9 "$M"
 grep -q "checkpoint $c applied" "$T/repd.$PORT.log" &&
 	fail "the checkpoint shipped too fast for this test"
-vfs_mount "$B" "$M" -o "$REPL"
+vfs_mount "$B" "$M" -o "$REPL,repl_compress=zstd"
 synced
 grep -q "checkpoint $c applied" "$T/repd.$PORT.log" ||
 	fail "checkpoint $c was not shipped after the remount"

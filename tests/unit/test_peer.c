@@ -4,7 +4,10 @@
  * of each, and each byte flipped in its head, is refused or decodes to
  * something the receiver then checks (never read past the end); counts,
  * lengths and orders over their limits are refused; the rate syntax of
- * bwlimit; rep_held and rep_discard on directories holding no replica.
+ * bwlimit; rep_held and rep_discard on directories holding no replica;
+ * the zstd sink and source (zstd.c): round trips, a plain stream passed
+ * through, truncated and damaged frames, and a frame whose window is over
+ * the decoder's cap refused.
  */
 #include <check.h>
 #include <errno.h>
@@ -13,7 +16,59 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <zstd.h>
+
 #include "replicator/peer/peer.h"
+
+/* ---- memory sinks and sources ---- */
+struct mem {
+	unsigned char *p;
+	size_t len, cap, pos;
+};
+
+static int mem_write(void *arg, const void *buf, size_t len)
+{
+	struct mem *m = arg;
+
+	if (m->len + len > m->cap) {
+		m->cap = (m->len + len) * 2;
+		m->p = realloc(m->p, m->cap);
+		ck_assert_ptr_nonnull(m->p);
+	}
+	memcpy(m->p + m->len, buf, len);
+	m->len += len;
+	return 0;
+}
+
+/* reads in odd small pieces, to cross every boundary */
+static ssize_t mem_read(void *arg, void *buf, size_t len)
+{
+	struct mem *m = arg;
+	size_t n = m->len - m->pos;
+
+	if (n > len)
+		n = len;
+	if (n > 1000)
+		n = 1000 - (m->pos % 7);
+	memcpy(buf, m->p + m->pos, n);
+	m->pos += n;
+	return (ssize_t)n;
+}
+
+/* Read all of src into out (at most cap): bytes or -errno. */
+static ssize_t read_all(struct rep_source *src, unsigned char *out,
+			size_t cap)
+{
+	size_t got = 0;
+
+	for (;;) {
+		ssize_t n = src->read(src->arg, out + got, cap - got);
+
+		if (n <= 0)
+			return n < 0 ? n : (ssize_t)got;
+		got += (size_t)n;
+	}
+}
 
 static unsigned char buf[8 + 16 + 8 * (REP_HELD_MAX + 2)];
 
@@ -244,6 +299,122 @@ START_TEST(test_no_replica)
 }
 END_TEST
 
+START_TEST(test_zstd)
+{
+	size_t n = 3 << 20;
+	unsigned char *plain = malloc(n), *back = malloc(n + 1);
+	struct mem c = { 0 }, r;
+	struct rep_sink down = { mem_write, &c }, zs;
+	struct rep_source up, src;
+	struct rep_zsink *z;
+	struct rep_zsource *zr;
+
+	/* compressible and not: text, then random bytes */
+	for (size_t i = 0; i < n; i++)
+		plain[i] = i < n / 2 ? (unsigned char)("versionfs "[i % 10]) :
+			   (unsigned char)random();
+	ck_assert_int_eq(rep_zsink_new(&down, &z), 0);
+	rep_zsink_sink(z, &zs);
+	for (size_t off = 0; off < n; off += 77777)
+		ck_assert_int_eq(zs.write(zs.arg, plain + off, off + 77777 < n ?
+					  77777 : n - off), 0);
+	ck_assert_int_eq(rep_zsink_finish(z), 0);
+	rep_zsink_free(z);
+	ck_assert_uint_lt(c.len, n);
+	ck_assert(!memcmp(c.p, "\x28\xb5\x2f\xfd", 4));
+
+	r = c;
+	r.pos = 0;
+	up = (struct rep_source){ mem_read, &r };
+	ck_assert_int_eq(rep_source_auto(&up, &zr, &src), 0);
+	ck_assert(rep_zsource_compressed(zr));
+	ck_assert_int_eq(read_all(&src, back, n + 1), (ssize_t)n);
+	ck_assert(!memcmp(back, plain, n));
+	rep_zsource_free(zr);
+
+	/* truncated: an error, never a short clean end */
+	r.len = c.len / 2;
+	r.pos = 0;
+	ck_assert_int_eq(rep_source_auto(&up, &zr, &src), 0);
+	ck_assert_int_lt(read_all(&src, back, n + 1), 0);
+	rep_zsource_free(zr);
+
+	/* damaged after the magic */
+	r.len = c.len;
+	r.pos = 0;
+	memset(r.p + 4, 0xff, 16);
+	ck_assert_int_eq(rep_source_auto(&up, &zr, &src), 0);
+	ck_assert_int_lt(read_all(&src, back, n + 1), 0);
+	rep_zsource_free(zr);
+
+	/* a plain stream passes through, first bytes included */
+	r.p = plain;
+	r.len = 100000;
+	r.pos = 0;
+	ck_assert_int_eq(rep_source_auto(&up, &zr, &src), 0);
+	ck_assert(!rep_zsource_compressed(zr));
+	ck_assert_int_eq(read_all(&src, back, n), 100000);
+	ck_assert(!memcmp(back, plain, 100000));
+	rep_zsource_free(zr);
+	free(c.p);
+	free(plain);
+	free(back);
+}
+END_TEST
+
+/* A frame that asks for a window over the cap is refused, whatever it
+   would decompress to: the decoder never allocates it. */
+START_TEST(test_zstd_window)
+{
+	size_t n = 1 << 20;
+	unsigned char *plain = calloc(1, n), *out;
+	ZSTD_CCtx *cx = ZSTD_createCCtx();
+	ZSTD_outBuffer o;
+	ZSTD_inBuffer in = { NULL, 0, 0 };
+	struct mem r = { 0 };
+	struct rep_source up = { mem_read, &r }, src;
+	struct rep_zsource *zr;
+	unsigned char *back = malloc(n + 1);
+
+	out = malloc(ZSTD_compressBound(n) + 64);
+	o = (ZSTD_outBuffer){ out, ZSTD_compressBound(n) + 64, 0 };
+	in.src = plain;
+	in.size = n;
+	/* the size unknown to the encoder: the header states the window */
+	ZSTD_CCtx_setParameter(cx, ZSTD_c_windowLog, REP_ZSTD_WINDOW_LOG + 3);
+	ZSTD_CCtx_setParameter(cx, ZSTD_c_contentSizeFlag, 0);
+	ck_assert(!ZSTD_isError(ZSTD_compressStream2(cx, &o, &in,
+						     ZSTD_e_continue)));
+	ck_assert(!ZSTD_isError(ZSTD_compressStream2(cx, &o, &in,
+						     ZSTD_e_end)));
+	ZSTD_freeCCtx(cx);
+	r.p = out;
+	r.len = o.pos;
+	ck_assert_int_eq(rep_source_auto(&up, &zr, &src), 0);
+	ck_assert_int_eq(read_all(&src, back, n + 1), -EBADMSG);
+	rep_zsource_free(zr);
+	/* the same data under the cap decompresses */
+	cx = ZSTD_createCCtx();
+	o.pos = 0;
+	in.pos = 0;
+	ZSTD_CCtx_setParameter(cx, ZSTD_c_windowLog, REP_ZSTD_WINDOW_LOG);
+	ZSTD_CCtx_setParameter(cx, ZSTD_c_contentSizeFlag, 0);
+	ck_assert(!ZSTD_isError(ZSTD_compressStream2(cx, &o, &in,
+						     ZSTD_e_continue)));
+	ck_assert(!ZSTD_isError(ZSTD_compressStream2(cx, &o, &in,
+						     ZSTD_e_end)));
+	ZSTD_freeCCtx(cx);
+	r.len = o.pos;
+	r.pos = 0;
+	ck_assert_int_eq(rep_source_auto(&up, &zr, &src), 0);
+	ck_assert_int_eq(read_all(&src, back, n + 1), (ssize_t)n);
+	rep_zsource_free(zr);
+	free(back);
+	free(out);
+	free(plain);
+}
+END_TEST
+
 static Suite *peer_suite(void)
 {
 	Suite *s = suite_create("peer");
@@ -254,6 +425,8 @@ static Suite *peer_suite(void)
 	tcase_add_test(tc, test_limits);
 	tcase_add_test(tc, test_rate);
 	tcase_add_test(tc, test_no_replica);
+	tcase_add_test(tc, test_zstd);
+	tcase_add_test(tc, test_zstd_window);
 	suite_add_tcase(s, tc);
 	return s;
 }

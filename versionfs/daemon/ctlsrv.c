@@ -128,7 +128,7 @@ static bool serve(int fd, const char *denied)
 	struct cl_policy pol = { 0 };
 	char peer[256] = "", secret[4096] = "";
 	uint64_t bwlimit = 0;
-	bool wait_peer = false, stop = false;
+	bool wait_peer = false, stop = false, zst = false;
 	size_t pos = 0, nids = 0;
 	int rc;
 
@@ -201,6 +201,7 @@ static bool serve(int fd, const char *denied)
 		}
 		case F_REPL_WAIT: wait_peer = cf_u64(&f) != 0; break;
 		case F_REPL_STOP: stop = cf_u64(&f) != 0; break;
+		case F_REPL_COMPRESS: zst = cf_u64(&f) != 0; break;
 		}
 		if (rc < 0)
 			break;
@@ -291,8 +292,8 @@ static bool serve(int fd, const char *denied)
 			rp_stop(true);
 		else if (peer[0] || secret[0])
 			rc = peer[0] && secret[0] ?
-			     rp_start(peer, secret, bwlimit, wait_peer, err,
-				      sizeof(err)) : -EINVAL;
+			     rp_start(peer, secret, bwlimit, wait_peer, zst,
+				      err, sizeof(err)) : -EINVAL;
 		if (rc == -EINVAL && !err[0])
 			snprintf(err, sizeof(err), "replicate needs a peer and "
 				 "a secret file");

@@ -163,6 +163,7 @@ struct vfs {
 	int ctl_fd;			/* listening control socket */
 	uint64_t repl_bwlimit;		/* -o repl_bwlimit, bytes/s */
 	bool repl_wait;			/* -o repl_wait=peer */
+	bool repl_zstd;			/* -o repl_compress=zstd */
 
 	pthread_rwlock_t epoch_lock;
 	uint64_t epoch;			/* open epoch; epoch_lock */
@@ -412,7 +413,7 @@ void dc_wait_merge(uint64_t vino);
 /* ---- replicate.c: the replication thread ---- */
 /* Start (or restart) shipping every checkpoint to peer HOST:PORT. */
 int rp_start(const char *peer, const char *secret_file, uint64_t bwlimit,
-	     bool wait_peer, char *err, size_t errlen);
+	     bool wait_peer, bool compress, char *err, size_t errlen);
 /* Stop it; forget: clear the acknowledged id (the cleaner's hold). */
 void rp_stop(bool forget);
 /* A checkpoint, rollback or delete happened: ship what is new. */

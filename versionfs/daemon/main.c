@@ -46,6 +46,7 @@ struct opts {
 	char *backing;
 	char *owner;
 	char *replicate, *repl_secret, *repl_bwlimit, *repl_wait;
+	char *repl_compress;
 	double timeout;
 	unsigned max_read;
 	int help, version;
@@ -61,6 +62,7 @@ static const struct fuse_opt vfs_optspec[] = {
 	{ "repl_secret=%s", offsetof(struct opts, repl_secret), 0 },
 	{ "repl_bwlimit=%s", offsetof(struct opts, repl_bwlimit), 0 },
 	{ "repl_wait=%s", offsetof(struct opts, repl_wait), 0 },
+	{ "repl_compress=%s", offsetof(struct opts, repl_compress), 0 },
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -120,6 +122,7 @@ static void usage(void)
 "    -o repl_bwlimit=RATE   at most RATE bytes/s (K, M, G suffixes)\n"
 "    -o repl_wait=peer      checkpoint returns once the peer has it\n"
 "                           (default repl_wait=local)\n"
+"    -o repl_compress=zstd  zstd-compress what is shipped\n"
 "    -h, --help             this help, then the FUSE options\n"
 "    -V, --version          print the version\n"
 "\n"
@@ -276,7 +279,8 @@ static int check_repl_opts(struct opts *o, struct vfs *v)
 	char err[512];
 
 	if (!o->replicate) {
-		if (o->repl_secret || o->repl_bwlimit || o->repl_wait) {
+		if (o->repl_secret || o->repl_bwlimit || o->repl_wait ||
+		    o->repl_compress) {
 			fprintf(stderr, "versionfs: repl_* options need "
 				"-o replicate=HOST:PORT\n");
 			return -1;
@@ -301,6 +305,13 @@ static int check_repl_opts(struct opts *o, struct vfs *v)
 		return -1;
 	}
 	v->repl_wait = o->repl_wait && !strcmp(o->repl_wait, "peer");
+	if (o->repl_compress && strcmp(o->repl_compress, "zstd") &&
+	    strcmp(o->repl_compress, "none")) {
+		fprintf(stderr, "versionfs: repl_compress=%s: zstd or none\n",
+			o->repl_compress);
+		return -1;
+	}
+	v->repl_zstd = o->repl_compress && !strcmp(o->repl_compress, "zstd");
 	/* the secret file's checks now, on the terminal */
 	if (rep_secret_load(o->repl_secret, &secret, &slen, err,
 			    sizeof(err))) {
@@ -448,7 +459,8 @@ int main(int argc, char *argv[])
 		char err[512] = "";
 
 		if ((rc = rp_start(o.replicate, o.repl_secret, v.repl_bwlimit,
-				   v.repl_wait, err, sizeof(err)))) {
+				   v.repl_wait, v.repl_zstd, err,
+				   sizeof(err)))) {
 			vfs_log(LOG_ERR, "replicate=%s: %s", o.replicate,
 				err[0] ? err : strerror(-rc));
 			goto out_unmount;
@@ -513,6 +525,7 @@ out_args:
 	free(o.repl_secret);
 	free(o.repl_bwlimit);
 	free(o.repl_wait);
+	free(o.repl_compress);
 	free(co.mountpoint);
 	fuse_opt_free_args(&args);
 	return ret;

@@ -177,17 +177,21 @@ struct vfs_repl {
 	uint64_t shipped_bytes;	/* ... stream bytes */
 	uint64_t discarded;	/* ... discards (rollbacks) acknowledged */
 	uint64_t bwlimit;	/* bytes per second, 0: none */
+	int compress;		/* zstd */
 };
 
 /*
  * Start (or restart with new settings) replicating to peer "HOST:PORT"
  * with the shared secret in secret_file (an absolute path the daemon
- * reads; mode 600), at most bwlimit ("100M", NULL: no limit); wait_peer:
- * vfs_checkpoint returns only once the peer acknowledged.  *out (may be
+ * reads; mode 600), at most bwlimit ("100M", NULL: no limit); flags
+ * VFS_REPL_WAIT_PEER: vfs_checkpoint returns only once the peer
+ * acknowledged; VFS_REPL_ZSTD: compress what is shipped.  *out (may be
  * NULL) gets the state.
  */
+#define VFS_REPL_WAIT_PEER	0x1
+#define VFS_REPL_ZSTD		0x2
 int vfs_replicate(vfs_client *c, const char *peer, const char *secret_file,
-		  const char *bwlimit, int wait_peer, struct vfs_repl *out);
+		  const char *bwlimit, unsigned flags, struct vfs_repl *out);
 /* Stop replicating, and release the cleaner's hold on the last
    acknowledged checkpoint. */
 int vfs_replicate_stop(vfs_client *c);

@@ -30,6 +30,7 @@ static void repl_out(const unsigned char *r, size_t len, struct vfs_repl *o)
 		case F_REPL_BYTES: o->shipped_bytes = cf_u64(&f); break;
 		case F_REPL_DISCARDED: o->discarded = cf_u64(&f); break;
 		case F_REPL_BWLIMIT: o->bwlimit = cf_u64(&f); break;
+		case F_REPL_COMPRESS: o->compress = cf_u64(&f) != 0; break;
 		case F_REPL_PEER: s = o->peer; cap = sizeof(o->peer); break;
 		case F_REPL_STATE: s = o->state; cap = sizeof(o->state); break;
 		case F_MSG: s = o->error; cap = sizeof(o->error); break;
@@ -54,7 +55,7 @@ static int repl_rpc(vfs_client *c, struct cbuf *q, struct vfs_repl *out)
 }
 
 int vfs_replicate(vfs_client *c, const char *peer, const char *secret_file,
-		  const char *bwlimit, int wait_peer, struct vfs_repl *out)
+		  const char *bwlimit, unsigned flags, struct vfs_repl *out)
 {
 	struct cbuf q;
 	int rc;
@@ -64,7 +65,8 @@ int vfs_replicate(vfs_client *c, const char *peer, const char *secret_file,
 	cb_str(&q, F_REPL_SECRET, secret_file, strlen(secret_file));
 	if (bwlimit)
 		cb_str(&q, F_REPL_BWLIMIT, bwlimit, strlen(bwlimit));
-	cb_u64(&q, F_REPL_WAIT, wait_peer ? 1 : 0);
+	cb_u64(&q, F_REPL_WAIT, (flags & VFS_REPL_WAIT_PEER) != 0);
+	cb_u64(&q, F_REPL_COMPRESS, (flags & VFS_REPL_ZSTD) != 0);
 	rc = q.err ? q.err : repl_rpc(c, &q, out);
 	cb_free(&q);
 	return rc;

@@ -60,7 +60,7 @@ static void usage(FILE *f)
 "                                 checkpoint, and when the cleaner merges a\n"
 "                                 file's old content files (default 16)\n"
 "  replicate MOUNT [--peer HOST:PORT --secret-file FILE [--bwlimit RATE]\n"
-"                  [--wait-peer] | --stop]\n"
+"                  [--wait-peer] [--compress] | --stop]\n"
 "                                 ship every checkpoint to a\n"
 "                                 versionfs-replicad(8) peer, stop, or show\n"
 "                                 the replication's state and lag\n"

@@ -26,9 +26,11 @@ void print_repl(const struct vfs_repl *r, bool as_json)
 		printf(",\"wait_peer\":%s,\"acked\":%" PRIu64 ",\"lag_ckpts\":%"
 		       PRIu64 ",\"lag_bytes\":%" PRIu64 ",\"shipped\":%" PRIu64
 		       ",\"shipped_bytes\":%" PRIu64 ",\"discarded\":%" PRIu64
-		       ",\"bwlimit\":%" PRIu64 "}", r->wait_peer ? "true" :
-		       "false", r->acked, r->lag_ckpts, r->lag_bytes,
-		       r->shipped, r->shipped_bytes, r->discarded, r->bwlimit);
+		       ",\"bwlimit\":%" PRIu64 ",\"compress\":%s}",
+		       r->wait_peer ? "true" : "false", r->acked, r->lag_ckpts,
+		       r->lag_bytes, r->shipped, r->shipped_bytes,
+		       r->discarded, r->bwlimit, r->compress ? "true" :
+		       "false");
 		return;
 	}
 	fmt_bytes(r->lag_bytes, l, sizeof(l));
@@ -38,10 +40,11 @@ void print_repl(const struct vfs_repl *r, bool as_json)
 		return;
 	}
 	fmt_bytes(r->shipped_bytes, b, sizeof(b));
-	printf("replication:    to %s, %s%s; peer has %" PRIu64 "; lag %"
+	printf("replication:    to %s, %s%s%s; peer has %" PRIu64 "; lag %"
 	       PRIu64 " checkpoint%s (%s written); %" PRIu64 " shipped (%s) "
 	       "since the mount\n", r->peer, r->state, r->wait_peer ?
-	       ", checkpoints wait for it" : "", r->acked, r->lag_ckpts,
+	       ", checkpoints wait for it" : "", r->compress ? ", zstd" : "",
+	       r->acked, r->lag_ckpts,
 	       r->lag_ckpts == 1 ? "" : "s", l, r->shipped, b);
 	if (r->error[0])
 		printf("replication error: %s\n", r->error);
@@ -55,11 +58,12 @@ int do_replicate(const char *mount, int argc, char **argv)
 		{ "bwlimit", required_argument, NULL, 'b' },
 		{ "wait-peer", no_argument, NULL, 'w' },
 		{ "stop", no_argument, NULL, 'S' },
+		{ "compress", no_argument, NULL, 'z' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *peer = NULL, *sfile = NULL, *bw = NULL;
 	char abs[PATH_MAX];
-	bool wait_peer = false, stop = false;
+	bool wait_peer = false, stop = false, zst = false;
 	struct vfs_repl r;
 	vfs_client *c;
 	char **av;
@@ -80,6 +84,7 @@ int do_replicate(const char *mount, int argc, char **argv)
 		case 'b': bw = optarg; break;
 		case 'w': wait_peer = true; break;
 		case 'S': stop = true; break;
+		case 'z': zst = true; break;
 		default:
 			free(av);
 			return die_usage("unknown or incomplete option");
@@ -89,7 +94,7 @@ int do_replicate(const char *mount, int argc, char **argv)
 	free(av);
 	if (rc)
 		return die_usage("unexpected argument");
-	if (stop && (peer || sfile || bw || wait_peer))
+	if (stop && (peer || sfile || bw || wait_peer || zst))
 		return die_usage("--stop takes no other option");
 	if (!stop && !!peer != !!sfile)
 		return die_usage("--peer and --secret-file go together");
@@ -100,7 +105,9 @@ int do_replicate(const char *mount, int argc, char **argv)
 	if (stop)
 		rc = vfs_replicate_stop(c);
 	else if (peer)
-		rc = vfs_replicate(c, peer, abs, bw, wait_peer, &r);
+		rc = vfs_replicate(c, peer, abs, bw,
+				   (wait_peer ? VFS_REPL_WAIT_PEER : 0) |
+				   (zst ? VFS_REPL_ZSTD : 0), &r);
 	if ((stop || peer) && rc)
 		return close_client(c, mount, rc);
 	rc = vfs_repl_status(c, &r);
