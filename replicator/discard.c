@@ -6,7 +6,8 @@
  * c there; a replica holding some of them must drop the same ones before
  * it can take the primary's next checkpoint (whose parent is c).
  * rep_discard() does on the replica's unmounted store what the daemon's
- * rollback does on its index (versionfs/daemon/epoch.c): for each epoch
+ * rollback does on its index (versionfs/daemon/epoch.c; both call
+ * store_undo_epoch of libvfsstore): for each epoch
  * e in (c, open epoch], walk e's log, drop the inode records and maps of
  * e, delete entries born in e, revive entries that died in e, put the
  * files of e in the trash and drop e's log and checkpoint record; then
@@ -35,10 +36,7 @@
 
 #include "replicator/replicator.h"
 
-static void derr(char *err, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void derr(char *err, size_t len, const char *fmt, ...)
+void rep_errf(char *err, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -89,7 +87,7 @@ int rep_held(const char *dir, unsigned char id[16], uint64_t **ids,
 	if (!has_store(dir))
 		return 0;
 	if ((rc = store_open(dir, 0, &st))) {
-		derr(err, errlen, "cannot open the replica store in %s: %s",
+		rep_errf(err, errlen, "cannot open the replica store in %s: %s",
 		     dir, strerror(-rc));
 		return rc;
 	}
@@ -108,7 +106,7 @@ out:
 	if (rc) {
 		free(h.ids);
 		if (err && !*err)
-			derr(err, errlen, "reading the replica %s: %s", dir,
+			rep_errf(err, errlen, "reading the replica %s: %s", dir,
 			     strerror(-rc));
 		return rc;
 	}
@@ -121,61 +119,14 @@ struct dc_arg {
 	uint64_t to, E;
 };
 
-struct dc_walk {
-	bt_txn *txn;
-	uint64_t e;
-};
-
-/* One log entry of a discarded epoch (as rb_entry in daemon/epoch.c). */
-static int dc_entry(const struct bt_log *l, void *arg)
-{
-	struct dc_walk *w = arg;
-	struct bt_dirent d;
-	int rc;
-
-	if (l->kind == BT_LOG_INODE) {
-		rc = bt_inode_del(w->txn, l->ino, w->e);
-		if (rc && rc != -ENOENT)
-			return rc;
-		rc = bt_ext_drop(w->txn, l->ino, w->e);
-		if (rc && rc != -ENOENT)
-			return rc;
-		return bt_trash_add(w->txn, l->ino, w->e,
-				    VFS_TRASH_META | VFS_TRASH_CONTENT);
-	}
-	if (l->kind == BT_LOG_CONTENT)
-		return bt_trash_add(w->txn, l->ino, l->birth,
-				    VFS_TRASH_CONTENT);
-	rc = bt_dir_get(w->txn, l->ino, l->name, l->namelen, l->birth, &d);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc)
-		return rc;
-	if (d.birth == w->e)
-		return bt_dir_del(w->txn, l->ino, l->name, l->namelen,
-				  l->birth);
-	if (d.death == w->e)
-		return bt_dir_set_death(w->txn, l->ino, l->name, l->namelen,
-					l->birth, BT_ALIVE);
-	return 0;
-}
-
 static int dc_txn(bt_txn *txn, void *arg)
 {
 	struct dc_arg *a = arg;
 	int rc;
 
-	for (uint64_t e = a->to + 1; e <= a->E; e++) {
-		struct dc_walk w = { txn, e };
-
-		if ((rc = bt_log_foreach(txn, e, dc_entry, &w)))
+	for (uint64_t e = a->to + 1; e <= a->E; e++)
+		if ((rc = store_undo_epoch(txn, e, NULL, NULL)))
 			return rc;
-		if ((rc = bt_log_drop(txn, e)))
-			return rc;
-		rc = bt_ckpt_del(txn, e);
-		if (rc && rc != -ENOENT)
-			return rc;
-	}
 	if ((rc = bt_kv_put_u64(txn, "epoch", a->E + 1)) ||
 	    (rc = bt_kv_put_u64(txn, "parent", a->to)) ||
 	    (rc = bt_kv_put_u64(txn, "rep.reopen", a->E + 1)))
@@ -192,11 +143,11 @@ int rep_discard(const char *dir, uint64_t to, char *err, size_t errlen)
 	int rc;
 
 	if (!has_store(dir)) {
-		derr(err, errlen, "%s holds no replica", dir);
+		rep_errf(err, errlen, "%s holds no replica", dir);
 		return -EPROTO;
 	}
 	if ((rc = store_open(dir, 0, &st))) {
-		derr(err, errlen, "cannot open the replica store in %s: %s",
+		rep_errf(err, errlen, "cannot open the replica store in %s: %s",
 		     dir, strerror(-rc));
 		return rc;
 	}
@@ -206,11 +157,11 @@ int rep_discard(const char *dir, uint64_t to, char *err, size_t errlen)
 	if (!rc)
 		rc = bt_kv_get_u64(txn, "epoch", &epoch);
 	if (!rc && (rc = bt_ckpt_last(txn, &last)) == -ENOENT) {
-		derr(err, errlen, "the replica %s holds no checkpoint", dir);
+		rep_errf(err, errlen, "the replica %s holds no checkpoint", dir);
 		rc = -EPROTO;
 	}
 	if (!rc && (rc = bt_ckpt_get(txn, to, &ck)) == -ENOENT) {
-		derr(err, errlen, "cannot discard back to checkpoint %llu: "
+		rep_errf(err, errlen, "cannot discard back to checkpoint %llu: "
 		     "the replica %s does not hold it",
 		     (unsigned long long)to, dir);
 		rc = -EPROTO;
@@ -220,7 +171,7 @@ int rep_discard(const char *dir, uint64_t to, char *err, size_t errlen)
 	if (rc)
 		goto out;
 	if (to < first) {
-		derr(err, errlen, "cannot discard back to checkpoint %llu: "
+		rep_errf(err, errlen, "cannot discard back to checkpoint %llu: "
 		     "the replica starts at %llu", (unsigned long long)to,
 		     (unsigned long long)first);
 		rc = -EPROTO;
@@ -233,13 +184,13 @@ int rep_discard(const char *dir, uint64_t to, char *err, size_t errlen)
 
 		if ((rc = bt_txn_run(store_env(st), dc_txn, &a)) ||
 		    (rc = bt_env_sync(store_env(st))))
-			derr(err, errlen, "discarding after checkpoint %llu "
+			rep_errf(err, errlen, "discarding after checkpoint %llu "
 			     "in %s: %s", (unsigned long long)to, dir,
 			     bt_last_error());
 	}
 out:
 	if (rc && err && !*err)
-		derr(err, errlen, "%s: %s", dir, strerror(-rc));
+		rep_errf(err, errlen, "%s: %s", dir, strerror(-rc));
 	store_close(st);
 	return rc;
 }

@@ -316,6 +316,10 @@ int rep_held(const char *dir, unsigned char id[16], uint64_t **ids,
  */
 int rep_discard(const char *dir, uint64_t to, char *err, size_t errlen);
 
+/* Format a one-line reason into err (len bytes; NULL is fine). */
+void rep_errf(char *err, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* Whether name (len bytes) is a safe directory entry name. */
 bool rep_name_ok(const char *name, size_t len);
 /* Whether path (len bytes) is a safe relative path under a backing

@@ -176,20 +176,6 @@ static int dsink_write(void *arg, const void *buf, size_t len)
 	return 0;
 }
 
-static void cerr(char *err, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void cerr(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
-
 /* Wait for the ACK of ckpt (or a REFUSE). */
 static int wait_ack(struct rep_conn *c, const struct rep_peer_opts *o,
 		    uint64_t ckpt, void **buf, size_t *cap, char *err,
@@ -203,22 +189,22 @@ static int wait_ack(struct rep_conn *c, const struct rep_peer_opts *o,
 	rc = rep_conn_recv(c, buf, cap, &len,
 			   o->timeout_ms ? o->timeout_ms : 600000);
 	if (rc) {
-		cerr(err, errlen, "waiting for the peer's acknowledgement of "
+		rep_errf(err, errlen, "waiting for the peer's acknowledgement of "
 		     "checkpoint %llu: %s", (unsigned long long)ckpt,
 		     strerror(-rc));
 		return rc;
 	}
 	if ((rc = rep_wire_decode(*buf, len, &w, why, sizeof(why)))) {
-		cerr(err, errlen, "bad message from the peer: %s", why);
+		rep_errf(err, errlen, "bad message from the peer: %s", why);
 		return rc;
 	}
 	if (w.type == RW_REFUSE) {
-		cerr(err, errlen, "the peer refused checkpoint %llu: %.*s",
+		rep_errf(err, errlen, "the peer refused checkpoint %llu: %.*s",
 		     (unsigned long long)ckpt, (int)w.len, w.reason);
 		return w.err > 0 ? -w.err : -EPROTO;
 	}
 	if (w.type != RW_ACK || w.ckpt != ckpt) {
-		cerr(err, errlen, "the peer answered type %u (checkpoint "
+		rep_errf(err, errlen, "the peer answered type %u (checkpoint "
 		     "%llu), not the ACK of %llu", w.type,
 		     (unsigned long long)w.ckpt, (unsigned long long)ckpt);
 		return -EPROTO;
@@ -247,7 +233,7 @@ static int ship(struct vstore *st, struct rep_conn *c,
 	}
 	d.t0 = vfs_now();
 	if ((rc = rep_wire_send(c, &w, NULL))) {
-		cerr(err, errlen, "sending to the peer: %s", strerror(-rc));
+		rep_errf(err, errlen, "sending to the peer: %s", strerror(-rc));
 		goto out;
 	}
 	rc = rep_send(st, ck, from, &sink, NULL, err, errlen);
@@ -259,7 +245,7 @@ static int ship(struct vstore *st, struct rep_conn *c,
 		struct rep_wire a = { .type = RW_ABORT };
 
 		if (err && !*err)
-			cerr(err, errlen, "streaming checkpoint %llu: %s",
+			rep_errf(err, errlen, "streaming checkpoint %llu: %s",
 			     (unsigned long long)ck, strerror(-rc));
 		if (rc != -ECONNRESET && rc != -EPIPE)
 			rep_wire_send(c, &a, NULL);
@@ -267,7 +253,7 @@ static int ship(struct vstore *st, struct rep_conn *c,
 	}
 	w.type = RW_DONE;
 	if ((rc = rep_wire_send(c, &w, NULL))) {
-		cerr(err, errlen, "sending to the peer: %s", strerror(-rc));
+		rep_errf(err, errlen, "sending to the peer: %s", strerror(-rc));
 		goto out;
 	}
 	rc = wait_ack(c, o, ck, buf, cap, err, errlen);
@@ -297,28 +283,28 @@ int rep_peer_sync(struct vstore *st, struct rep_conn *c,
 	if ((rc = store_id(st, w.store_id)))
 		return rc;
 	if ((rc = rep_wire_send(c, &w, NULL))) {
-		cerr(err, errlen, "sending to the peer: %s", strerror(-rc));
+		rep_errf(err, errlen, "sending to the peer: %s", strerror(-rc));
 		return rc;
 	}
 	rc = rep_conn_recv(c, &buf, &cap, &len,
 			   o->timeout_ms ? o->timeout_ms : 600000);
 	if (rc) {
-		cerr(err, errlen, "waiting for the peer's HELD: %s",
+		rep_errf(err, errlen, "waiting for the peer's HELD: %s",
 		     strerror(-rc));
 		goto out;
 	}
 	if ((rc = rep_wire_decode(buf, len, &w, why, sizeof(why)))) {
-		cerr(err, errlen, "bad message from the peer: %s", why);
+		rep_errf(err, errlen, "bad message from the peer: %s", why);
 		goto out;
 	}
 	if (w.type == RW_REFUSE) {
-		cerr(err, errlen, "the peer refused: %.*s", (int)w.len,
+		rep_errf(err, errlen, "the peer refused: %.*s", (int)w.len,
 		     w.reason);
 		rc = w.err > 0 ? -w.err : -EPROTO;
 		goto out;
 	}
 	if (w.type != RW_HELD || w.version != REP_PEER_VERSION) {
-		cerr(err, errlen, "the peer answered type %u version %u, not "
+		rep_errf(err, errlen, "the peer answered type %u version %u, not "
 		     "HELD version %d", w.type, w.version, REP_PEER_VERSION);
 		rc = -EPROTO;
 		goto out;
@@ -338,7 +324,7 @@ int rep_peer_sync(struct vstore *st, struct rep_conn *c,
 	if (w.n)
 		last_held = rep_wire_held_id(&w, w.n - 1);
 	if (w.n && !common) {
-		cerr(err, errlen, "the peer's replica of this store (%llu..%llu)"
+		rep_errf(err, errlen, "the peer's replica of this store (%llu..%llu)"
 		     " shares no checkpoint with it: move it away on the peer",
 		     (unsigned long long)rep_wire_held_id(&w, 0),
 		     (unsigned long long)last_held);

@@ -362,49 +362,42 @@ START_TEST(test_zstd)
 }
 END_TEST
 
+/* One zstd frame of plain[0..n) with window log wlog, the size unknown to
+   the encoder (so the header states the window): its length in out. */
+static size_t compress_window(const unsigned char *plain, size_t n, int wlog,
+			      unsigned char *out, size_t cap)
+{
+	ZSTD_CCtx *cx = ZSTD_createCCtx();
+	ZSTD_outBuffer o = { out, cap, 0 };
+	ZSTD_inBuffer in = { plain, n, 0 };
+
+	ZSTD_CCtx_setParameter(cx, ZSTD_c_windowLog, wlog);
+	ZSTD_CCtx_setParameter(cx, ZSTD_c_contentSizeFlag, 0);
+	ck_assert(!ZSTD_isError(ZSTD_compressStream2(cx, &o, &in,
+						     ZSTD_e_continue)));
+	ck_assert(!ZSTD_isError(ZSTD_compressStream2(cx, &o, &in,
+						     ZSTD_e_end)));
+	ZSTD_freeCCtx(cx);
+	return o.pos;
+}
+
 /* A frame that asks for a window over the cap is refused, whatever it
    would decompress to: the decoder never allocates it. */
 START_TEST(test_zstd_window)
 {
-	size_t n = 1 << 20;
-	unsigned char *plain = calloc(1, n), *out;
-	ZSTD_CCtx *cx = ZSTD_createCCtx();
-	ZSTD_outBuffer o;
-	ZSTD_inBuffer in = { NULL, 0, 0 };
-	struct mem r = { 0 };
+	size_t n = 1 << 20, cap = ZSTD_compressBound(n) + 64;
+	unsigned char *plain = calloc(1, n), *out = malloc(cap);
+	unsigned char *back = malloc(n + 1);
+	struct mem r = { .p = out };
 	struct rep_source up = { mem_read, &r }, src;
 	struct rep_zsource *zr;
-	unsigned char *back = malloc(n + 1);
 
-	out = malloc(ZSTD_compressBound(n) + 64);
-	o = (ZSTD_outBuffer){ out, ZSTD_compressBound(n) + 64, 0 };
-	in.src = plain;
-	in.size = n;
-	/* the size unknown to the encoder: the header states the window */
-	ZSTD_CCtx_setParameter(cx, ZSTD_c_windowLog, REP_ZSTD_WINDOW_LOG + 3);
-	ZSTD_CCtx_setParameter(cx, ZSTD_c_contentSizeFlag, 0);
-	ck_assert(!ZSTD_isError(ZSTD_compressStream2(cx, &o, &in,
-						     ZSTD_e_continue)));
-	ck_assert(!ZSTD_isError(ZSTD_compressStream2(cx, &o, &in,
-						     ZSTD_e_end)));
-	ZSTD_freeCCtx(cx);
-	r.p = out;
-	r.len = o.pos;
+	r.len = compress_window(plain, n, REP_ZSTD_WINDOW_LOG + 3, out, cap);
 	ck_assert_int_eq(rep_source_auto(&up, &zr, &src), 0);
 	ck_assert_int_eq(read_all(&src, back, n + 1), -EBADMSG);
 	rep_zsource_free(zr);
 	/* the same data under the cap decompresses */
-	cx = ZSTD_createCCtx();
-	o.pos = 0;
-	in.pos = 0;
-	ZSTD_CCtx_setParameter(cx, ZSTD_c_windowLog, REP_ZSTD_WINDOW_LOG);
-	ZSTD_CCtx_setParameter(cx, ZSTD_c_contentSizeFlag, 0);
-	ck_assert(!ZSTD_isError(ZSTD_compressStream2(cx, &o, &in,
-						     ZSTD_e_continue)));
-	ck_assert(!ZSTD_isError(ZSTD_compressStream2(cx, &o, &in,
-						     ZSTD_e_end)));
-	ZSTD_freeCCtx(cx);
-	r.len = o.pos;
+	r.len = compress_window(plain, n, REP_ZSTD_WINDOW_LOG, out, cap);
 	r.pos = 0;
 	ck_assert_int_eq(rep_source_auto(&up, &zr, &src), 0);
 	ck_assert_int_eq(read_all(&src, back, n + 1), (ssize_t)n);
