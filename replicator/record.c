@@ -40,36 +40,14 @@ _Static_assert(FX_BASE == 8 + 4 * 4 + 4 * 8 + 4 * 4, "BASE layout");
 _Static_assert(FX_DATA + REP_DATA_PAGES * VFS_PAGE <= REP_FRAME_MAX,
 	       "a DATA frame fits");
 
-static void p32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void p64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t g32(const unsigned char *p)
-{
-	return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t g64(const unsigned char *p)
-{
-	return g32(p) | (uint64_t)g32(p + 4) << 32;
-}
-
 void rep_extent_get(const struct rep_extents *x, uint32_t i,
 		    struct bt_extent *e)
 {
 	const unsigned char *p = x->raw + (size_t)i * 24;
 
-	e->page = g64(p);
-	e->count = g64(p + 8);
-	e->holder = g64(p + 16);
+	e->page = vfs_get_le64(p);
+	e->count = vfs_get_le64(p + 8);
+	e->holder = vfs_get_le64(p + 16);
 }
 
 static bool type_ok(uint32_t t)
@@ -129,17 +107,17 @@ int rep_encode(const struct rep_rec *r, unsigned char *f, size_t *flen,
 
 		if (n > BT_TAG_MAX)
 			return -EINVAL;
-		p32(f, b->version);
-		p32(f + 4, b->flags);
+		vfs_put_le32(f, b->version);
+		vfs_put_le32(f + 4, b->flags);
 		memcpy(f + 8, b->store_id, 16);
-		p64(f + 24, b->ckpt);
-		p64(f + 32, b->base);
-		p64(f + 40, b->parent);
-		p64(f + 48, b->time_ns);
-		p64(f + 56, b->files);
-		p64(f + 64, b->bytes);
-		p64(f + 72, b->next_ino);
-		p32(f + 80, (uint32_t)n);
+		vfs_put_le64(f + 24, b->ckpt);
+		vfs_put_le64(f + 32, b->base);
+		vfs_put_le64(f + 40, b->parent);
+		vfs_put_le64(f + 48, b->time_ns);
+		vfs_put_le64(f + 56, b->files);
+		vfs_put_le64(f + 64, b->bytes);
+		vfs_put_le64(f + 72, b->next_ino);
+		vfs_put_le32(f + 80, (uint32_t)n);
 		*flen = FX_BEGIN;
 		*tail = b->tag;
 		*tlen = n;
@@ -150,12 +128,12 @@ int rep_encode(const struct rep_rec *r, unsigned char *f, size_t *flen,
 
 		if (d->namelen > BT_NAME_MAX)
 			return -EINVAL;
-		p64(f, d->dir);
-		p64(f + 8, d->birth);
-		p64(f + 16, d->death);
-		p64(f + 24, d->ino);
-		p32(f + 32, d->type);
-		p32(f + 36, d->namelen);
+		vfs_put_le64(f, d->dir);
+		vfs_put_le64(f + 8, d->birth);
+		vfs_put_le64(f + 16, d->death);
+		vfs_put_le64(f + 24, d->ino);
+		vfs_put_le32(f + 32, d->type);
+		vfs_put_le32(f + 36, d->namelen);
 		*flen = FX_DIRENT;
 		*tail = d->name;
 		*tlen = d->namelen;
@@ -167,25 +145,25 @@ int rep_encode(const struct rep_rec *r, unsigned char *f, size_t *flen,
 
 		if (i->auxlen > BT_AUX_MAX)
 			return -EINVAL;
-		p64(f, i->ino);
-		p64(f + 8, i->ver);
-		p32(f + 16, i->flags);
-		p32(f + 20, i->type);
-		p64(f + 24, i->data_ver);
-		p64(f + 32, i->size);
-		p32(f + 40, a->mode);
-		p32(f + 44, a->uid);
-		p32(f + 48, a->gid);
-		p32(f + 52, a->nlink);
-		p64(f + 56, a->rdev);
-		p64(f + 64, (uint64_t)a->atime_sec);
-		p64(f + 72, (uint64_t)a->mtime_sec);
-		p64(f + 80, (uint64_t)a->ctime_sec);
-		p32(f + 88, a->atime_nsec);
-		p32(f + 92, a->mtime_nsec);
-		p32(f + 96, a->ctime_nsec);
-		p32(f + 100, a->flags);
-		p32(f + 104, (uint32_t)i->auxlen);
+		vfs_put_le64(f, i->ino);
+		vfs_put_le64(f + 8, i->ver);
+		vfs_put_le32(f + 16, i->flags);
+		vfs_put_le32(f + 20, i->type);
+		vfs_put_le64(f + 24, i->data_ver);
+		vfs_put_le64(f + 32, i->size);
+		vfs_put_le32(f + 40, a->mode);
+		vfs_put_le32(f + 44, a->uid);
+		vfs_put_le32(f + 48, a->gid);
+		vfs_put_le32(f + 52, a->nlink);
+		vfs_put_le64(f + 56, a->rdev);
+		vfs_put_le64(f + 64, (uint64_t)a->atime_sec);
+		vfs_put_le64(f + 72, (uint64_t)a->mtime_sec);
+		vfs_put_le64(f + 80, (uint64_t)a->ctime_sec);
+		vfs_put_le32(f + 88, a->atime_nsec);
+		vfs_put_le32(f + 92, a->mtime_nsec);
+		vfs_put_le32(f + 96, a->ctime_nsec);
+		vfs_put_le32(f + 100, a->flags);
+		vfs_put_le32(f + 104, (uint32_t)i->auxlen);
 		*flen = FX_INODE;
 		*tail = i->aux;
 		*tlen = i->auxlen;
@@ -196,22 +174,22 @@ int rep_encode(const struct rep_rec *r, unsigned char *f, size_t *flen,
 
 		if (m->targetlen > REP_PATH_MAX)
 			return -EINVAL;
-		p64(f, m->ino);
-		p64(f + 8, m->ver);
-		p32(f + 16, m->m.mode);
-		p32(f + 20, m->m.uid);
-		p32(f + 24, m->m.gid);
-		p32(f + 28, m->m.nlink);
-		p32(f + 32, m->m.flags);
-		p32(f + 36, m->targetlen);
-		p64(f + 40, m->m.rdev);
-		p64(f + 48, m->m.size);
-		p64(f + 56, (uint64_t)m->m.atime.tv_sec);
-		p64(f + 64, (uint64_t)m->m.mtime.tv_sec);
-		p64(f + 72, (uint64_t)m->m.ctime.tv_sec);
-		p32(f + 80, (uint32_t)m->m.atime.tv_nsec);
-		p32(f + 84, (uint32_t)m->m.mtime.tv_nsec);
-		p32(f + 88, (uint32_t)m->m.ctime.tv_nsec);
+		vfs_put_le64(f, m->ino);
+		vfs_put_le64(f + 8, m->ver);
+		vfs_put_le32(f + 16, m->m.mode);
+		vfs_put_le32(f + 20, m->m.uid);
+		vfs_put_le32(f + 24, m->m.gid);
+		vfs_put_le32(f + 28, m->m.nlink);
+		vfs_put_le32(f + 32, m->m.flags);
+		vfs_put_le32(f + 36, m->targetlen);
+		vfs_put_le64(f + 40, m->m.rdev);
+		vfs_put_le64(f + 48, m->m.size);
+		vfs_put_le64(f + 56, (uint64_t)m->m.atime.tv_sec);
+		vfs_put_le64(f + 64, (uint64_t)m->m.mtime.tv_sec);
+		vfs_put_le64(f + 72, (uint64_t)m->m.ctime.tv_sec);
+		vfs_put_le32(f + 80, (uint32_t)m->m.atime.tv_nsec);
+		vfs_put_le32(f + 84, (uint32_t)m->m.mtime.tv_nsec);
+		vfs_put_le32(f + 88, (uint32_t)m->m.ctime.tv_nsec);
 		*flen = FX_META;
 		*tail = m->target;
 		*tlen = m->targetlen;
@@ -228,10 +206,10 @@ int rep_encode(const struct rep_rec *r, unsigned char *f, size_t *flen,
 			if (x->namelen > BT_NAME_MAX ||
 			    x->valuelen > REP_XATTR_VALUE_MAX)
 				return -EINVAL;
-			p64(f, x->ino);
-			p64(f + 8, x->ver);
-			p32(f + 16, x->namelen);
-			p32(f + 20, x->valuelen);
+			vfs_put_le64(f, x->ino);
+			vfs_put_le64(f + 8, x->ver);
+			vfs_put_le32(f + 16, x->namelen);
+			vfs_put_le32(f + 20, x->valuelen);
 			*flen = FX_XATTR;
 			/* name and value are written as two tails by rep_put */
 			*tail = x->name;
@@ -241,10 +219,10 @@ int rep_encode(const struct rep_rec *r, unsigned char *f, size_t *flen,
 
 			if (x->count > REP_EXT_CHUNK)
 				return -EINVAL;
-			p64(f, x->ino);
-			p64(f + 8, x->ver);
-			p32(f + 16, x->flags);
-			p32(f + 20, x->count);
+			vfs_put_le64(f, x->ino);
+			vfs_put_le64(f + 8, x->ver);
+			vfs_put_le32(f + 16, x->flags);
+			vfs_put_le32(f + 20, x->count);
 			*flen = FX_EXTENTS;
 			*tail = x->raw;
 			*tlen = (size_t)x->count * 24;
@@ -253,18 +231,18 @@ int rep_encode(const struct rep_rec *r, unsigned char *f, size_t *flen,
 
 			if (d->npages == 0 || d->npages > REP_DATA_PAGES)
 				return -EINVAL;
-			p64(f, d->ino);
-			p64(f + 8, d->holder);
-			p64(f + 16, d->page);
-			p32(f + 24, d->npages);
+			vfs_put_le64(f, d->ino);
+			vfs_put_le64(f + 8, d->holder);
+			vfs_put_le64(f + 16, d->page);
+			vfs_put_le32(f + 24, d->npages);
 			*flen = FX_DATA;
 			*tail = d->bytes;
 			*tlen = (size_t)d->npages * VFS_PAGE;
 		}
 		return 0;
 	case REP_CONTENT:
-		p64(f, r->u.content.ino);
-		p64(f + 8, r->u.content.holder);
+		vfs_put_le64(f, r->u.content.ino);
+		vfs_put_le64(f + 8, r->u.content.holder);
 		*flen = FX_CONTENT;
 		return 0;
 	case REP_BASE: {
@@ -272,28 +250,28 @@ int rep_encode(const struct rep_rec *r, unsigned char *f, size_t *flen,
 
 		if (b->pathlen > REP_PATH_MAX || b->targetlen > REP_PATH_MAX)
 			return -EINVAL;
-		p64(f, b->ino);
-		p32(f + 8, b->mode);
-		p32(f + 12, b->uid);
-		p32(f + 16, b->gid);
-		p64(f + 24, b->rdev);
-		p64(f + 32, b->size);
-		p64(f + 40, (uint64_t)b->atime_sec);
-		p64(f + 48, (uint64_t)b->mtime_sec);
-		p32(f + 56, b->atime_nsec);
-		p32(f + 60, b->mtime_nsec);
-		p32(f + 64, b->pathlen);
-		p32(f + 68, b->targetlen);
+		vfs_put_le64(f, b->ino);
+		vfs_put_le32(f + 8, b->mode);
+		vfs_put_le32(f + 12, b->uid);
+		vfs_put_le32(f + 16, b->gid);
+		vfs_put_le64(f + 24, b->rdev);
+		vfs_put_le64(f + 32, b->size);
+		vfs_put_le64(f + 40, (uint64_t)b->atime_sec);
+		vfs_put_le64(f + 48, (uint64_t)b->mtime_sec);
+		vfs_put_le32(f + 56, b->atime_nsec);
+		vfs_put_le32(f + 60, b->mtime_nsec);
+		vfs_put_le32(f + 64, b->pathlen);
+		vfs_put_le32(f + 68, b->targetlen);
 		*flen = FX_BASE;
 		*tail = b->path;	/* and the target: rep_put */
 		*tlen = b->pathlen;
 		return 0;
 	}
 	case REP_END:
-		p64(f, r->u.end.frames);
-		p64(f + 8, r->u.end.bytes);
-		p64(f + 16, r->u.end.pages);
-		p64(f + 24, r->u.end.base_bytes);
+		vfs_put_le64(f, r->u.end.frames);
+		vfs_put_le64(f + 8, r->u.end.bytes);
+		vfs_put_le64(f + 16, r->u.end.pages);
+		vfs_put_le64(f + 24, r->u.end.base_bytes);
 		*flen = FX_END;
 		return 0;
 	}
@@ -340,17 +318,17 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 		struct rep_begin *b = &r->u.begin;
 		uint32_t n;
 
-		b->version = g32(f);
-		b->flags = g32(f + 4);
+		b->version = vfs_get_le32(f);
+		b->flags = vfs_get_le32(f + 4);
 		memcpy(b->store_id, f + 8, 16);
-		b->ckpt = g64(f + 24);
-		b->base = g64(f + 32);
-		b->parent = g64(f + 40);
-		b->time_ns = g64(f + 48);
-		b->files = g64(f + 56);
-		b->bytes = g64(f + 64);
-		b->next_ino = g64(f + 72);
-		n = g32(f + 80);
+		b->ckpt = vfs_get_le64(f + 24);
+		b->base = vfs_get_le64(f + 32);
+		b->parent = vfs_get_le64(f + 40);
+		b->time_ns = vfs_get_le64(f + 48);
+		b->files = vfs_get_le64(f + 56);
+		b->bytes = vfs_get_le64(f + 64);
+		b->next_ino = vfs_get_le64(f + 72);
+		n = vfs_get_le32(f + 80);
 		if (b->version != REP_VERSION)
 			BAD("stream format %u, this receiver reads format %d",
 			    b->version, REP_VERSION);
@@ -373,12 +351,12 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	case REP_DIRENT: {
 		struct rep_dirent *d = &r->u.dirent;
 
-		d->dir = g64(f);
-		d->birth = g64(f + 8);
-		d->death = g64(f + 16);
-		d->ino = g64(f + 24);
-		d->type = g32(f + 32);
-		d->namelen = g32(f + 36);
+		d->dir = vfs_get_le64(f);
+		d->birth = vfs_get_le64(f + 8);
+		d->death = vfs_get_le64(f + 16);
+		d->ino = vfs_get_le64(f + 24);
+		d->type = vfs_get_le32(f + 32);
+		d->namelen = vfs_get_le32(f + 36);
 		d->name = t;
 		if (d->namelen != tl)
 			BAD("DIRENT: name length %u, record holds %zu",
@@ -396,25 +374,25 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 		struct bt_inode *i = &r->u.inode.rec;
 		struct bt_attr *a = &i->attr;
 
-		i->ino = g64(f);
-		i->ver = g64(f + 8);
-		i->flags = g32(f + 16);
-		i->type = g32(f + 20);
-		i->data_ver = g64(f + 24);
-		i->size = g64(f + 32);
-		a->mode = g32(f + 40);
-		a->uid = g32(f + 44);
-		a->gid = g32(f + 48);
-		a->nlink = g32(f + 52);
-		a->rdev = g64(f + 56);
-		a->atime_sec = (int64_t)g64(f + 64);
-		a->mtime_sec = (int64_t)g64(f + 72);
-		a->ctime_sec = (int64_t)g64(f + 80);
-		a->atime_nsec = g32(f + 88);
-		a->mtime_nsec = g32(f + 92);
-		a->ctime_nsec = g32(f + 96);
-		a->flags = g32(f + 100);
-		i->auxlen = g32(f + 104);
+		i->ino = vfs_get_le64(f);
+		i->ver = vfs_get_le64(f + 8);
+		i->flags = vfs_get_le32(f + 16);
+		i->type = vfs_get_le32(f + 20);
+		i->data_ver = vfs_get_le64(f + 24);
+		i->size = vfs_get_le64(f + 32);
+		a->mode = vfs_get_le32(f + 40);
+		a->uid = vfs_get_le32(f + 44);
+		a->gid = vfs_get_le32(f + 48);
+		a->nlink = vfs_get_le32(f + 52);
+		a->rdev = vfs_get_le64(f + 56);
+		a->atime_sec = (int64_t)vfs_get_le64(f + 64);
+		a->mtime_sec = (int64_t)vfs_get_le64(f + 72);
+		a->ctime_sec = (int64_t)vfs_get_le64(f + 80);
+		a->atime_nsec = vfs_get_le32(f + 88);
+		a->mtime_nsec = vfs_get_le32(f + 92);
+		a->ctime_nsec = vfs_get_le32(f + 96);
+		a->flags = vfs_get_le32(f + 100);
+		i->auxlen = vfs_get_le32(f + 104);
 		i->aux = tl ? t : NULL;
 		if (i->auxlen != tl || tl > BT_AUX_MAX)
 			BAD("INODE %llu: aux length %zu, record holds %zu",
@@ -434,22 +412,22 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	case REP_META: {
 		struct rep_meta *m = &r->u.meta;
 
-		m->ino = g64(f);
-		m->ver = g64(f + 8);
-		m->m.mode = g32(f + 16);
-		m->m.uid = g32(f + 20);
-		m->m.gid = g32(f + 24);
-		m->m.nlink = g32(f + 28);
-		m->m.flags = g32(f + 32);
-		m->targetlen = g32(f + 36);
-		m->m.rdev = g64(f + 40);
-		m->m.size = g64(f + 48);
-		m->m.atime.tv_sec = (time_t)g64(f + 56);
-		m->m.mtime.tv_sec = (time_t)g64(f + 64);
-		m->m.ctime.tv_sec = (time_t)g64(f + 72);
-		m->m.atime.tv_nsec = g32(f + 80);
-		m->m.mtime.tv_nsec = g32(f + 84);
-		m->m.ctime.tv_nsec = g32(f + 88);
+		m->ino = vfs_get_le64(f);
+		m->ver = vfs_get_le64(f + 8);
+		m->m.mode = vfs_get_le32(f + 16);
+		m->m.uid = vfs_get_le32(f + 20);
+		m->m.gid = vfs_get_le32(f + 24);
+		m->m.nlink = vfs_get_le32(f + 28);
+		m->m.flags = vfs_get_le32(f + 32);
+		m->targetlen = vfs_get_le32(f + 36);
+		m->m.rdev = vfs_get_le64(f + 40);
+		m->m.size = vfs_get_le64(f + 48);
+		m->m.atime.tv_sec = (time_t)vfs_get_le64(f + 56);
+		m->m.mtime.tv_sec = (time_t)vfs_get_le64(f + 64);
+		m->m.ctime.tv_sec = (time_t)vfs_get_le64(f + 72);
+		m->m.atime.tv_nsec = vfs_get_le32(f + 80);
+		m->m.mtime.tv_nsec = vfs_get_le32(f + 84);
+		m->m.ctime.tv_nsec = vfs_get_le32(f + 88);
 		m->target = t;
 		if (m->targetlen != tl || tl > REP_PATH_MAX ||
 		    memchr(t, 0, tl))
@@ -469,10 +447,10 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	case REP_XATTR: {
 		struct rep_xattr *x = &r->u.xattr;
 
-		x->ino = g64(f);
-		x->ver = g64(f + 8);
-		x->namelen = g32(f + 16);
-		x->valuelen = g32(f + 20);
+		x->ino = vfs_get_le64(f);
+		x->ver = vfs_get_le64(f + 8);
+		x->namelen = vfs_get_le32(f + 16);
+		x->valuelen = vfs_get_le32(f + 20);
 		if (x->namelen == 0 || x->namelen > BT_NAME_MAX ||
 		    x->valuelen > REP_XATTR_VALUE_MAX ||
 		    (size_t)x->namelen + x->valuelen != tl)
@@ -492,10 +470,10 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 		struct rep_extents *x = &r->u.ext;
 		uint64_t end = 0;
 
-		x->ino = g64(f);
-		x->ver = g64(f + 8);
-		x->flags = g32(f + 16);
-		x->count = g32(f + 20);
+		x->ino = vfs_get_le64(f);
+		x->ver = vfs_get_le64(f + 8);
+		x->flags = vfs_get_le32(f + 16);
+		x->count = vfs_get_le32(f + 20);
 		x->raw = (const unsigned char *)t;
 		if (x->count > REP_EXT_CHUNK || (size_t)x->count * 24 != tl)
 			BAD("EXTENTS: count %u, record holds %zu bytes",
@@ -521,10 +499,10 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	case REP_DATA: {
 		struct rep_data *d = &r->u.data;
 
-		d->ino = g64(f);
-		d->holder = g64(f + 8);
-		d->page = g64(f + 16);
-		d->npages = g32(f + 24);
+		d->ino = vfs_get_le64(f);
+		d->holder = vfs_get_le64(f + 8);
+		d->page = vfs_get_le64(f + 16);
+		d->npages = vfs_get_le32(f + 24);
 		d->bytes = t;
 		if (d->npages == 0 || d->npages > REP_DATA_PAGES ||
 		    (size_t)d->npages * VFS_PAGE != tl)
@@ -537,8 +515,8 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 		return 0;
 	}
 	case REP_CONTENT:
-		r->u.content.ino = g64(f);
-		r->u.content.holder = g64(f + 8);
+		r->u.content.ino = vfs_get_le64(f);
+		r->u.content.holder = vfs_get_le64(f + 8);
 		if (tl || !r->u.content.ino || !r->u.content.holder ||
 		    r->u.content.holder >= BT_ALIVE)
 			BAD("CONTENT: bad record");
@@ -546,18 +524,18 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	case REP_BASE: {
 		struct rep_base *b = &r->u.base;
 
-		b->ino = g64(f);
-		b->mode = g32(f + 8);
-		b->uid = g32(f + 12);
-		b->gid = g32(f + 16);
-		b->rdev = g64(f + 24);
-		b->size = g64(f + 32);
-		b->atime_sec = (int64_t)g64(f + 40);
-		b->mtime_sec = (int64_t)g64(f + 48);
-		b->atime_nsec = g32(f + 56);
-		b->mtime_nsec = g32(f + 60);
-		b->pathlen = g32(f + 64);
-		b->targetlen = g32(f + 68);
+		b->ino = vfs_get_le64(f);
+		b->mode = vfs_get_le32(f + 8);
+		b->uid = vfs_get_le32(f + 12);
+		b->gid = vfs_get_le32(f + 16);
+		b->rdev = vfs_get_le64(f + 24);
+		b->size = vfs_get_le64(f + 32);
+		b->atime_sec = (int64_t)vfs_get_le64(f + 40);
+		b->mtime_sec = (int64_t)vfs_get_le64(f + 48);
+		b->atime_nsec = vfs_get_le32(f + 56);
+		b->mtime_nsec = vfs_get_le32(f + 60);
+		b->pathlen = vfs_get_le32(f + 64);
+		b->targetlen = vfs_get_le32(f + 68);
 		b->path = t;
 		b->target = t + b->pathlen;
 		if (b->pathlen > REP_PATH_MAX || b->targetlen > REP_PATH_MAX ||
@@ -579,10 +557,10 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	case REP_END:
 		if (tl)
 			BAD("END: %zu bytes too many", tl);
-		r->u.end.frames = g64(f);
-		r->u.end.bytes = g64(f + 8);
-		r->u.end.pages = g64(f + 16);
-		r->u.end.base_bytes = g64(f + 24);
+		r->u.end.frames = vfs_get_le64(f);
+		r->u.end.bytes = vfs_get_le64(f + 8);
+		r->u.end.pages = vfs_get_le64(f + 16);
+		r->u.end.base_bytes = vfs_get_le64(f + 24);
 		return 0;
 	}
 	BAD("unknown record type %d", type);

@@ -12,8 +12,8 @@
  * applies it (apply.c) know nothing of transports: they write frames to a
  * rep_sink and read them from a rep_source, two small interfaces of one
  * function each (frame.c provides the file-descriptor ones: a pipe, a
- * socket, stdin/stdout).  A TCP transport, a compressor or a MAC layer is
- * another sink/source pair.  Below: libvfsstore (store.h), libvfsbtree.
+ * socket, stdin/stdout).  A TCP transport, a compressor (zstd.c) or a MAC
+ * layer is another sink/source pair.  Below: libvfsstore (store.h), libvfsbtree.
  *
  * FRAMES.  Every frame is a 24-byte header (magic "VFSR", type, flags,
  * payload length, sequence number, XXH3-64 checksum) and a payload of at
@@ -64,6 +64,31 @@ struct rep_source {
 /* Sinks and sources over a file descriptor (arg is the fd, cast). */
 void rep_sink_fd(struct rep_sink *s, int fd);
 void rep_source_fd(struct rep_source *s, int fd);
+
+/* ---- zstd (zstd.c) ---------------------------------------------------------- */
+
+/*
+ * A sink that zstd-compresses into `down`: write through rep_zsink_sink's
+ * sink, then rep_zsink_finish to end the frame.
+ */
+struct rep_zsink;
+int rep_zsink_new(const struct rep_sink *down, struct rep_zsink **out);
+void rep_zsink_sink(struct rep_zsink *z, struct rep_sink *s);
+int rep_zsink_finish(struct rep_zsink *z);
+void rep_zsink_free(struct rep_zsink *z);
+
+/*
+ * A source over `up` that decompresses when the stream starts with the zstd
+ * magic and passes it through otherwise (*src is set to read from it).
+ * The decoder's window is capped at 2^REP_ZSTD_WINDOW_LOG bytes, so a
+ * bomb cannot make it allocate more.  Reads the first 4 bytes of up.
+ */
+#define REP_ZSTD_WINDOW_LOG	24
+struct rep_zsource;
+int rep_source_auto(const struct rep_source *up, struct rep_zsource **z,
+		    struct rep_source *src);
+bool rep_zsource_compressed(const struct rep_zsource *z);
+void rep_zsource_free(struct rep_zsource *z);
 
 /* ---- records ----------------------------------------------------------------- */
 
@@ -274,6 +299,26 @@ int rep_ckpt_resolve(struct vstore *st, const char *spec, uint64_t *id);
  */
 int rep_recv(const char *dir, const struct rep_source *src,
 	     struct rep_stats *stats, char *err, size_t errlen);
+
+/*
+ * What the replica in dir holds (discard.c): its store id (zeros if dir
+ * holds no replica), its checkpoint ids in ascending order (*ids
+ * malloc'ed, NULL if none) and the first one it received (*first, 0 if
+ * none).  Opens the store briefly (its lock).
+ */
+int rep_held(const char *dir, unsigned char id[16], uint64_t **ids,
+	     size_t *n, uint64_t *first, char *err, size_t errlen);
+/*
+ * Discard every checkpoint of the replica in dir after checkpoint `to`,
+ * as a rollback to `to` on the primary did there, atomically and durably.
+ * -EPROTO if dir holds no replica, or not `to`, or `to` precedes the
+ * first checkpoint it received.  0 also when nothing follows `to`.
+ */
+int rep_discard(const char *dir, uint64_t to, char *err, size_t errlen);
+
+/* Format a one-line reason into err (len bytes; NULL is fine). */
+void rep_errf(char *err, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* Whether name (len bytes) is a safe directory entry name. */
 bool rep_name_ok(const char *name, size_t len);

@@ -321,44 +321,15 @@ static void rb_reset(struct rb_arg *a)
 	a->err = 0;
 }
 
-struct rb_walk {
-	bt_txn *txn;
-	struct rb_arg *a;
-	uint64_t e;
-};
-
-static int rb_entry(const struct bt_log *l, void *arg)
+/* An inode or entry a rollback changed: the kernel's copy goes. */
+static void rb_changed(void *arg, const struct bt_log *l)
 {
-	struct rb_walk *w = arg;
-	struct bt_dirent d;
-	int rc;
+	struct rb_arg *a = arg;
 
-	if (l->kind == BT_LOG_INODE) {
-		rc = bt_inode_del(w->txn, l->ino, w->e);
-		if (rc && rc != -ENOENT)
-			return rc;
-		rc = bt_ext_drop(w->txn, l->ino, w->e);
-		if (rc && rc != -ENOENT)
-			return rc;
-		rb_note(w->a, 0, l->ino, NULL, 0);
-		return bt_trash_add(w->txn, l->ino, w->e,
-				    VFS_TRASH_META | VFS_TRASH_CONTENT);
-	}
-	if (l->kind == BT_LOG_CONTENT)	/* a merged version's content */
-		return bt_trash_add(w->txn, l->ino, l->birth,
-				    VFS_TRASH_CONTENT);
-	rc = bt_dir_get(w->txn, l->ino, l->name, l->namelen, l->birth, &d);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc)
-		return rc;
-	if (d.birth == w->e)
-		rc = bt_dir_del(w->txn, l->ino, l->name, l->namelen, l->birth);
-	else if (d.death == w->e)
-		rc = bt_dir_set_death(w->txn, l->ino, l->name, l->namelen,
-				      l->birth, BT_ALIVE);
-	rb_note(w->a, l->ino, 0, l->name, l->namelen);
-	return rc;
+	if (l->kind == BT_LOG_INODE)
+		rb_note(a, 0, l->ino, NULL, 0);
+	else
+		rb_note(a, l->ino, 0, l->name, l->namelen);
 }
 
 static int rb_txn(bt_txn *txn, void *arg)
@@ -370,14 +341,7 @@ static int rb_txn(bt_txn *txn, void *arg)
 	/* Also the inodes created in discarded epochs carry trash entries
 	   for files of epochs they never had: deleting nothing is harmless. */
 	for (uint64_t e = a->c + 1; e <= a->E; e++) {
-		struct rb_walk w = { txn, a, e };
-
-		if ((rc = bt_log_foreach(txn, e, rb_entry, &w)))
-			return rc;
-		if ((rc = bt_log_drop(txn, e)))
-			return rc;
-		rc = bt_ckpt_del(txn, e);
-		if (rc && rc != -ENOENT)
+		if ((rc = store_undo_epoch(txn, e, rb_changed, a)))
 			return rc;
 		rb_note(a, VFS_CKDIR_INO, e, NULL, 0);
 	}
@@ -619,6 +583,13 @@ static int list_cb(const struct bt_ckpt *c, void *arg)
 	cb_u64(b, F_STATE, c->state);
 	if (c->tag[0])
 		cb_str(b, F_TAG, c->tag, strlen(c->tag));
+	{
+		bool have;
+		uint64_t sent = rp_shipped_bytes(a->txn, c->id, &have);
+
+		if (have)	/* stream bytes the peer acknowledged */
+			cb_u64(b, F_SHIPPED, sent);
+	}
 	return b->err;
 }
 
@@ -736,6 +707,7 @@ int ep_status(struct ctl_out *out)
 	cb_u64(&out->b, F_BYTES_FREED, tot.bytes_freed);
 	cb_u64(&out->b, F_ORPHANS_FOUND, tot.orphans_found);
 	cb_u64(&out->b, F_ORPHANS_FREED, tot.orphans_freed);
+	rp_status(out);
 	if (vfs->last_ck.id) {	/* written by this (the control) thread */
 		const struct ck_times *t = &vfs->last_ck;
 

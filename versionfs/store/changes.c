@@ -48,9 +48,14 @@ static int ch_entry(const struct bt_log *l, void *arg)
 	case BT_LOG_DIRENT:
 		ch.kind = STORE_CH_DIRENT;
 		ch.dir = l->ino;
-		if ((rc = bt_dir_get(w->txn, l->ino, l->name, l->namelen,
-				     l->birth, &ch.dent)))
-			return rc == -ENOENT ? BT_ECORRUPT : rc;
+		/* absent: born and ended inside the epochs the cleaner
+		   merged into c, it leaves nothing (as a rollback skips it) */
+		rc = bt_dir_get(w->txn, l->ino, l->name, l->namelen, l->birth,
+				&ch.dent);
+		if (rc == -ENOENT)
+			return 0;
+		if (rc)
+			return rc;
 		ch.dent.name = l->name;		/* the key: the log's copy */
 		ch.dent.namelen = l->namelen;
 		break;
@@ -93,4 +98,66 @@ int store_changes_pages(bt_txn *txn, uint64_t ino, uint64_t ver,
 	struct pg_walk w = { .ver = ver, .cb = cb, .arg = arg };
 
 	return bt_ext_foreach(txn, ino, ver, 0, pg_extent, &w);
+}
+
+int store_undo_log(bt_txn *txn, uint64_t e, const struct bt_log *l)
+{
+	struct bt_dirent d;
+	int rc;
+
+	if (l->kind == BT_LOG_INODE) {
+		rc = bt_inode_del(txn, l->ino, e);
+		if (rc && rc != -ENOENT)
+			return rc;
+		rc = bt_ext_drop(txn, l->ino, e);
+		if (rc && rc != -ENOENT)
+			return rc;
+		rc = bt_trash_add(txn, l->ino, e,
+				  VFS_TRASH_META | VFS_TRASH_CONTENT);
+		return rc ? rc : 1;
+	}
+	if (l->kind == BT_LOG_CONTENT)	/* a merged version's content */
+		return bt_trash_add(txn, l->ino, l->birth, VFS_TRASH_CONTENT);
+	rc = bt_dir_get(txn, l->ino, l->name, l->namelen, l->birth, &d);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	if (d.birth == e)
+		rc = bt_dir_del(txn, l->ino, l->name, l->namelen, l->birth);
+	else if (d.death == e)
+		rc = bt_dir_set_death(txn, l->ino, l->name, l->namelen,
+				      l->birth, BT_ALIVE);
+	return rc ? rc : 1;
+}
+
+struct undo_walk {
+	bt_txn *txn;
+	uint64_t e;
+	void (*note)(void *arg, const struct bt_log *l);
+	void *arg;
+};
+
+static int undo_one(const struct bt_log *l, void *arg)
+{
+	struct undo_walk *w = arg;
+	int rc = store_undo_log(w->txn, w->e, l);
+
+	if (rc > 0 && w->note)
+		w->note(w->arg, l);
+	return rc < 0 ? rc : 0;
+}
+
+int store_undo_epoch(bt_txn *txn, uint64_t e,
+		     void (*note)(void *arg, const struct bt_log *l),
+		     void *arg)
+{
+	struct undo_walk w = { txn, e, note, arg };
+	int rc;
+
+	if ((rc = bt_log_foreach(txn, e, undo_one, &w)) ||
+	    (rc = bt_log_drop(txn, e)))
+		return rc;
+	rc = bt_ckpt_del(txn, e);
+	return rc == -ENOENT ? 0 : rc;
 }

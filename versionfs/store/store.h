@@ -241,6 +241,25 @@ int store_changes(bt_txn *txn, uint64_t c, store_change_cb cb, void *arg);
 int store_changes_pages(bt_txn *txn, uint64_t ino, uint64_t ver,
 			bt_ext_cb cb, void *arg);
 
+/*
+ * Undo entry l of epoch e's log, as a rollback over e does (the daemon's,
+ * and a replica's discard): drop the inode record and map of e and trash
+ * their files, trash a merged epoch's content file, delete an entry born
+ * in e or revive one that ended in e.  1 when it changed an inode or an
+ * entry (the daemon invalidates the kernel's copy), 0 when not (a content
+ * file, an entry already gone), or -errno.  The caller drops e's log and
+ * checkpoint record after the walk.
+ */
+int store_undo_log(bt_txn *txn, uint64_t e, const struct bt_log *l);
+/*
+ * Undo the whole epoch e (every entry of its log, as store_undo_log), then
+ * drop its log and its checkpoint record.  note (may be NULL) is called
+ * for each entry that changed an inode or a directory entry.
+ */
+int store_undo_epoch(bt_txn *txn, uint64_t e,
+		     void (*note)(void *arg, const struct bt_log *l),
+		     void *arg);
+
 /* ---- a hash set of (u64, u64) pairs (pairset.c) --------------------------- */
 
 struct pairset {
@@ -282,6 +301,29 @@ static inline struct timespec vfs_now(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return ts;
+}
+
+/* Little-endian fields of on-wire and on-disk records. */
+static inline void vfs_put_le32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline void vfs_put_le64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint32_t vfs_get_le32(const unsigned char *p)
+{
+	return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t vfs_get_le64(const unsigned char *p)
+{
+	return vfs_get_le32(p) | (uint64_t)vfs_get_le32(p + 4) << 32;
 }
 
 static inline int cmp_u64(const void *a, const void *b)
