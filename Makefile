@@ -81,7 +81,7 @@ PROTO_SRC   := $(wildcard versionfs/proto/*.c)
 CLIENT_SRC  := $(wildcard versionfs/lib/*.c) $(PROTO_SRC)
 CLIENT_OBJ  := $(CLIENT_SRC:%.c=$(BUILD)/obj/%.o)
 CLIENT_LIB  := $(BUILD)/libversionfs.a
-CLIENT_SO   := $(BUILD)/libversionfs.so.0
+CLIENT_SO   := $(BUILD)/libversionfs.so.1
 CLIENT_HDR  := $(BUILD)/include/versionfs/client.h
 STORE_SRC   := $(wildcard versionfs/store/*.c)
 STORE_LIB   := $(BUILD)/libvfsstore.a
@@ -162,7 +162,7 @@ $(CLIENT_LIB): $(CLIENT_OBJ)
 
 $(CLIENT_SO): $(CLIENT_OBJ)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -shared \
-	    -Wl,-soname,libversionfs.so.0 -o $@ $^
+	    -Wl,-soname,libversionfs.so.1 -o $@ $^
 
 # The installed layout of the header, for programs built against the tree.
 $(CLIENT_HDR): versionfs/lib/client.h
@@ -354,7 +354,7 @@ install: all
 	if [ -f $(CLIENT_LIB) ]; then \
 	    $(INSTALL) -m 644 $(CLIENT_LIB) $(DESTDIR)$(libdir)/; \
 	    $(INSTALL) -m 755 $(CLIENT_SO) $(DESTDIR)$(libdir)/; \
-	    ln -sf libversionfs.so.0 $(DESTDIR)$(libdir)/libversionfs.so; \
+	    ln -sf libversionfs.so.1 $(DESTDIR)$(libdir)/libversionfs.so; \
 	    $(INSTALL) -m 644 versionfs/lib/client.h $(DESTDIR)$(includedir)/versionfs/; \
 	fi
 	for m in $(MANPAGES); do \

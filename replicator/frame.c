@@ -72,17 +72,6 @@ void rep_source_fd(struct rep_source *s, int fd)
 	s->arg = (void *)(intptr_t)fd;
 }
 
-static void put32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 void rep_writer_init(struct rep_writer *w, const struct rep_sink *sink)
 {
 	memset(w, 0, sizeof(*w));
@@ -116,12 +105,12 @@ int rep_put(struct rep_writer *w, struct rep_rec *r)
 	len = flen + tlen + t2len;
 	if (len > REP_FRAME_MAX)
 		return -EINVAL;
-	put32(hdr, REP_MAGIC);
+	le32_put(hdr, REP_MAGIC);
 	hdr[4] = (unsigned char)r->type;
 	hdr[5] = 0;
 	hdr[6] = hdr[7] = 0;
-	put32(hdr + 8, (uint32_t)len);
-	put32(hdr + 12, w->seq);
+	le32_put(hdr + 8, (uint32_t)len);
+	le32_put(hdr + 12, w->seq);
 	if (!(xs = XXH3_createState()))
 		return -ENOMEM;
 	XXH3_64bits_reset_withSeed(xs, w->sum);
@@ -232,11 +221,11 @@ int rep_get(struct rep_reader *r, struct rep_rec *out)
 		return rc;
 	}
 	type = hdr[4] | hdr[5] << 8;
-	len = get32(hdr + 8);
-	seq = get32(hdr + 12);
+	len = le32_get(hdr + 8);
+	seq = le32_get(hdr + 12);
 	for (int i = 7; i >= 0; i--)
 		sum = sum << 8 | hdr[16 + i];
-	if (get32(hdr) != REP_MAGIC) {
+	if (le32_get(hdr) != REP_MAGIC) {
 		snprintf(r->err, sizeof(r->err), "frame %llu: bad magic (not "
 			 "a versionfs checkpoint stream)",
 			 (unsigned long long)r->st.frames);

@@ -45,9 +45,9 @@ void rep_extent_get(const struct rep_extents *x, uint32_t i,
 {
 	const unsigned char *p = x->raw + (size_t)i * 24;
 
-	e->page = vfs_get_le64(p);
-	e->count = vfs_get_le64(p + 8);
-	e->holder = vfs_get_le64(p + 16);
+	e->page = le64_get(p);
+	e->count = le64_get(p + 8);
+	e->holder = le64_get(p + 16);
 }
 
 static bool type_ok(uint32_t t)
@@ -107,17 +107,17 @@ int rep_encode(const struct rep_rec *r, unsigned char *f, size_t *flen,
 
 		if (n > BT_TAG_MAX)
 			return -EINVAL;
-		vfs_put_le32(f, b->version);
-		vfs_put_le32(f + 4, b->flags);
+		le32_put(f, b->version);
+		le32_put(f + 4, b->flags);
 		memcpy(f + 8, b->store_id, 16);
-		vfs_put_le64(f + 24, b->ckpt);
-		vfs_put_le64(f + 32, b->base);
-		vfs_put_le64(f + 40, b->parent);
-		vfs_put_le64(f + 48, b->time_ns);
-		vfs_put_le64(f + 56, b->files);
-		vfs_put_le64(f + 64, b->bytes);
-		vfs_put_le64(f + 72, b->next_ino);
-		vfs_put_le32(f + 80, (uint32_t)n);
+		le64_put(f + 24, b->ckpt);
+		le64_put(f + 32, b->base);
+		le64_put(f + 40, b->parent);
+		le64_put(f + 48, b->time_ns);
+		le64_put(f + 56, b->files);
+		le64_put(f + 64, b->bytes);
+		le64_put(f + 72, b->next_ino);
+		le32_put(f + 80, (uint32_t)n);
 		*flen = FX_BEGIN;
 		*tail = b->tag;
 		*tlen = n;
@@ -128,12 +128,12 @@ int rep_encode(const struct rep_rec *r, unsigned char *f, size_t *flen,
 
 		if (d->namelen > BT_NAME_MAX)
 			return -EINVAL;
-		vfs_put_le64(f, d->dir);
-		vfs_put_le64(f + 8, d->birth);
-		vfs_put_le64(f + 16, d->death);
-		vfs_put_le64(f + 24, d->ino);
-		vfs_put_le32(f + 32, d->type);
-		vfs_put_le32(f + 36, d->namelen);
+		le64_put(f, d->dir);
+		le64_put(f + 8, d->birth);
+		le64_put(f + 16, d->death);
+		le64_put(f + 24, d->ino);
+		le32_put(f + 32, d->type);
+		le32_put(f + 36, d->namelen);
 		*flen = FX_DIRENT;
 		*tail = d->name;
 		*tlen = d->namelen;
@@ -145,25 +145,25 @@ int rep_encode(const struct rep_rec *r, unsigned char *f, size_t *flen,
 
 		if (i->auxlen > BT_AUX_MAX)
 			return -EINVAL;
-		vfs_put_le64(f, i->ino);
-		vfs_put_le64(f + 8, i->ver);
-		vfs_put_le32(f + 16, i->flags);
-		vfs_put_le32(f + 20, i->type);
-		vfs_put_le64(f + 24, i->data_ver);
-		vfs_put_le64(f + 32, i->size);
-		vfs_put_le32(f + 40, a->mode);
-		vfs_put_le32(f + 44, a->uid);
-		vfs_put_le32(f + 48, a->gid);
-		vfs_put_le32(f + 52, a->nlink);
-		vfs_put_le64(f + 56, a->rdev);
-		vfs_put_le64(f + 64, (uint64_t)a->atime_sec);
-		vfs_put_le64(f + 72, (uint64_t)a->mtime_sec);
-		vfs_put_le64(f + 80, (uint64_t)a->ctime_sec);
-		vfs_put_le32(f + 88, a->atime_nsec);
-		vfs_put_le32(f + 92, a->mtime_nsec);
-		vfs_put_le32(f + 96, a->ctime_nsec);
-		vfs_put_le32(f + 100, a->flags);
-		vfs_put_le32(f + 104, (uint32_t)i->auxlen);
+		le64_put(f, i->ino);
+		le64_put(f + 8, i->ver);
+		le32_put(f + 16, i->flags);
+		le32_put(f + 20, i->type);
+		le64_put(f + 24, i->data_ver);
+		le64_put(f + 32, i->size);
+		le32_put(f + 40, a->mode);
+		le32_put(f + 44, a->uid);
+		le32_put(f + 48, a->gid);
+		le32_put(f + 52, a->nlink);
+		le64_put(f + 56, a->rdev);
+		le64_put(f + 64, (uint64_t)a->atime_sec);
+		le64_put(f + 72, (uint64_t)a->mtime_sec);
+		le64_put(f + 80, (uint64_t)a->ctime_sec);
+		le32_put(f + 88, a->atime_nsec);
+		le32_put(f + 92, a->mtime_nsec);
+		le32_put(f + 96, a->ctime_nsec);
+		le32_put(f + 100, a->flags);
+		le32_put(f + 104, (uint32_t)i->auxlen);
 		*flen = FX_INODE;
 		*tail = i->aux;
 		*tlen = i->auxlen;
@@ -174,22 +174,22 @@ int rep_encode(const struct rep_rec *r, unsigned char *f, size_t *flen,
 
 		if (m->targetlen > REP_PATH_MAX)
 			return -EINVAL;
-		vfs_put_le64(f, m->ino);
-		vfs_put_le64(f + 8, m->ver);
-		vfs_put_le32(f + 16, m->m.mode);
-		vfs_put_le32(f + 20, m->m.uid);
-		vfs_put_le32(f + 24, m->m.gid);
-		vfs_put_le32(f + 28, m->m.nlink);
-		vfs_put_le32(f + 32, m->m.flags);
-		vfs_put_le32(f + 36, m->targetlen);
-		vfs_put_le64(f + 40, m->m.rdev);
-		vfs_put_le64(f + 48, m->m.size);
-		vfs_put_le64(f + 56, (uint64_t)m->m.atime.tv_sec);
-		vfs_put_le64(f + 64, (uint64_t)m->m.mtime.tv_sec);
-		vfs_put_le64(f + 72, (uint64_t)m->m.ctime.tv_sec);
-		vfs_put_le32(f + 80, (uint32_t)m->m.atime.tv_nsec);
-		vfs_put_le32(f + 84, (uint32_t)m->m.mtime.tv_nsec);
-		vfs_put_le32(f + 88, (uint32_t)m->m.ctime.tv_nsec);
+		le64_put(f, m->ino);
+		le64_put(f + 8, m->ver);
+		le32_put(f + 16, m->m.mode);
+		le32_put(f + 20, m->m.uid);
+		le32_put(f + 24, m->m.gid);
+		le32_put(f + 28, m->m.nlink);
+		le32_put(f + 32, m->m.flags);
+		le32_put(f + 36, m->targetlen);
+		le64_put(f + 40, m->m.rdev);
+		le64_put(f + 48, m->m.size);
+		le64_put(f + 56, (uint64_t)m->m.atime.tv_sec);
+		le64_put(f + 64, (uint64_t)m->m.mtime.tv_sec);
+		le64_put(f + 72, (uint64_t)m->m.ctime.tv_sec);
+		le32_put(f + 80, (uint32_t)m->m.atime.tv_nsec);
+		le32_put(f + 84, (uint32_t)m->m.mtime.tv_nsec);
+		le32_put(f + 88, (uint32_t)m->m.ctime.tv_nsec);
 		*flen = FX_META;
 		*tail = m->target;
 		*tlen = m->targetlen;
@@ -206,10 +206,10 @@ int rep_encode(const struct rep_rec *r, unsigned char *f, size_t *flen,
 			if (x->namelen > BT_NAME_MAX ||
 			    x->valuelen > REP_XATTR_VALUE_MAX)
 				return -EINVAL;
-			vfs_put_le64(f, x->ino);
-			vfs_put_le64(f + 8, x->ver);
-			vfs_put_le32(f + 16, x->namelen);
-			vfs_put_le32(f + 20, x->valuelen);
+			le64_put(f, x->ino);
+			le64_put(f + 8, x->ver);
+			le32_put(f + 16, x->namelen);
+			le32_put(f + 20, x->valuelen);
 			*flen = FX_XATTR;
 			/* name and value are written as two tails by rep_put */
 			*tail = x->name;
@@ -219,10 +219,10 @@ int rep_encode(const struct rep_rec *r, unsigned char *f, size_t *flen,
 
 			if (x->count > REP_EXT_CHUNK)
 				return -EINVAL;
-			vfs_put_le64(f, x->ino);
-			vfs_put_le64(f + 8, x->ver);
-			vfs_put_le32(f + 16, x->flags);
-			vfs_put_le32(f + 20, x->count);
+			le64_put(f, x->ino);
+			le64_put(f + 8, x->ver);
+			le32_put(f + 16, x->flags);
+			le32_put(f + 20, x->count);
 			*flen = FX_EXTENTS;
 			*tail = x->raw;
 			*tlen = (size_t)x->count * 24;
@@ -231,18 +231,18 @@ int rep_encode(const struct rep_rec *r, unsigned char *f, size_t *flen,
 
 			if (d->npages == 0 || d->npages > REP_DATA_PAGES)
 				return -EINVAL;
-			vfs_put_le64(f, d->ino);
-			vfs_put_le64(f + 8, d->holder);
-			vfs_put_le64(f + 16, d->page);
-			vfs_put_le32(f + 24, d->npages);
+			le64_put(f, d->ino);
+			le64_put(f + 8, d->holder);
+			le64_put(f + 16, d->page);
+			le32_put(f + 24, d->npages);
 			*flen = FX_DATA;
 			*tail = d->bytes;
 			*tlen = (size_t)d->npages * VFS_PAGE;
 		}
 		return 0;
 	case REP_CONTENT:
-		vfs_put_le64(f, r->u.content.ino);
-		vfs_put_le64(f + 8, r->u.content.holder);
+		le64_put(f, r->u.content.ino);
+		le64_put(f + 8, r->u.content.holder);
 		*flen = FX_CONTENT;
 		return 0;
 	case REP_BASE: {
@@ -250,28 +250,28 @@ int rep_encode(const struct rep_rec *r, unsigned char *f, size_t *flen,
 
 		if (b->pathlen > REP_PATH_MAX || b->targetlen > REP_PATH_MAX)
 			return -EINVAL;
-		vfs_put_le64(f, b->ino);
-		vfs_put_le32(f + 8, b->mode);
-		vfs_put_le32(f + 12, b->uid);
-		vfs_put_le32(f + 16, b->gid);
-		vfs_put_le64(f + 24, b->rdev);
-		vfs_put_le64(f + 32, b->size);
-		vfs_put_le64(f + 40, (uint64_t)b->atime_sec);
-		vfs_put_le64(f + 48, (uint64_t)b->mtime_sec);
-		vfs_put_le32(f + 56, b->atime_nsec);
-		vfs_put_le32(f + 60, b->mtime_nsec);
-		vfs_put_le32(f + 64, b->pathlen);
-		vfs_put_le32(f + 68, b->targetlen);
+		le64_put(f, b->ino);
+		le32_put(f + 8, b->mode);
+		le32_put(f + 12, b->uid);
+		le32_put(f + 16, b->gid);
+		le64_put(f + 24, b->rdev);
+		le64_put(f + 32, b->size);
+		le64_put(f + 40, (uint64_t)b->atime_sec);
+		le64_put(f + 48, (uint64_t)b->mtime_sec);
+		le32_put(f + 56, b->atime_nsec);
+		le32_put(f + 60, b->mtime_nsec);
+		le32_put(f + 64, b->pathlen);
+		le32_put(f + 68, b->targetlen);
 		*flen = FX_BASE;
 		*tail = b->path;	/* and the target: rep_put */
 		*tlen = b->pathlen;
 		return 0;
 	}
 	case REP_END:
-		vfs_put_le64(f, r->u.end.frames);
-		vfs_put_le64(f + 8, r->u.end.bytes);
-		vfs_put_le64(f + 16, r->u.end.pages);
-		vfs_put_le64(f + 24, r->u.end.base_bytes);
+		le64_put(f, r->u.end.frames);
+		le64_put(f + 8, r->u.end.bytes);
+		le64_put(f + 16, r->u.end.pages);
+		le64_put(f + 24, r->u.end.base_bytes);
 		*flen = FX_END;
 		return 0;
 	}
@@ -318,17 +318,17 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 		struct rep_begin *b = &r->u.begin;
 		uint32_t n;
 
-		b->version = vfs_get_le32(f);
-		b->flags = vfs_get_le32(f + 4);
+		b->version = le32_get(f);
+		b->flags = le32_get(f + 4);
 		memcpy(b->store_id, f + 8, 16);
-		b->ckpt = vfs_get_le64(f + 24);
-		b->base = vfs_get_le64(f + 32);
-		b->parent = vfs_get_le64(f + 40);
-		b->time_ns = vfs_get_le64(f + 48);
-		b->files = vfs_get_le64(f + 56);
-		b->bytes = vfs_get_le64(f + 64);
-		b->next_ino = vfs_get_le64(f + 72);
-		n = vfs_get_le32(f + 80);
+		b->ckpt = le64_get(f + 24);
+		b->base = le64_get(f + 32);
+		b->parent = le64_get(f + 40);
+		b->time_ns = le64_get(f + 48);
+		b->files = le64_get(f + 56);
+		b->bytes = le64_get(f + 64);
+		b->next_ino = le64_get(f + 72);
+		n = le32_get(f + 80);
 		if (b->version != REP_VERSION)
 			BAD("stream format %u, this receiver reads format %d",
 			    b->version, REP_VERSION);
@@ -351,12 +351,12 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	case REP_DIRENT: {
 		struct rep_dirent *d = &r->u.dirent;
 
-		d->dir = vfs_get_le64(f);
-		d->birth = vfs_get_le64(f + 8);
-		d->death = vfs_get_le64(f + 16);
-		d->ino = vfs_get_le64(f + 24);
-		d->type = vfs_get_le32(f + 32);
-		d->namelen = vfs_get_le32(f + 36);
+		d->dir = le64_get(f);
+		d->birth = le64_get(f + 8);
+		d->death = le64_get(f + 16);
+		d->ino = le64_get(f + 24);
+		d->type = le32_get(f + 32);
+		d->namelen = le32_get(f + 36);
 		d->name = t;
 		if (d->namelen != tl)
 			BAD("DIRENT: name length %u, record holds %zu",
@@ -374,25 +374,25 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 		struct bt_inode *i = &r->u.inode.rec;
 		struct bt_attr *a = &i->attr;
 
-		i->ino = vfs_get_le64(f);
-		i->ver = vfs_get_le64(f + 8);
-		i->flags = vfs_get_le32(f + 16);
-		i->type = vfs_get_le32(f + 20);
-		i->data_ver = vfs_get_le64(f + 24);
-		i->size = vfs_get_le64(f + 32);
-		a->mode = vfs_get_le32(f + 40);
-		a->uid = vfs_get_le32(f + 44);
-		a->gid = vfs_get_le32(f + 48);
-		a->nlink = vfs_get_le32(f + 52);
-		a->rdev = vfs_get_le64(f + 56);
-		a->atime_sec = (int64_t)vfs_get_le64(f + 64);
-		a->mtime_sec = (int64_t)vfs_get_le64(f + 72);
-		a->ctime_sec = (int64_t)vfs_get_le64(f + 80);
-		a->atime_nsec = vfs_get_le32(f + 88);
-		a->mtime_nsec = vfs_get_le32(f + 92);
-		a->ctime_nsec = vfs_get_le32(f + 96);
-		a->flags = vfs_get_le32(f + 100);
-		i->auxlen = vfs_get_le32(f + 104);
+		i->ino = le64_get(f);
+		i->ver = le64_get(f + 8);
+		i->flags = le32_get(f + 16);
+		i->type = le32_get(f + 20);
+		i->data_ver = le64_get(f + 24);
+		i->size = le64_get(f + 32);
+		a->mode = le32_get(f + 40);
+		a->uid = le32_get(f + 44);
+		a->gid = le32_get(f + 48);
+		a->nlink = le32_get(f + 52);
+		a->rdev = le64_get(f + 56);
+		a->atime_sec = (int64_t)le64_get(f + 64);
+		a->mtime_sec = (int64_t)le64_get(f + 72);
+		a->ctime_sec = (int64_t)le64_get(f + 80);
+		a->atime_nsec = le32_get(f + 88);
+		a->mtime_nsec = le32_get(f + 92);
+		a->ctime_nsec = le32_get(f + 96);
+		a->flags = le32_get(f + 100);
+		i->auxlen = le32_get(f + 104);
 		i->aux = tl ? t : NULL;
 		if (i->auxlen != tl || tl > BT_AUX_MAX)
 			BAD("INODE %llu: aux length %zu, record holds %zu",
@@ -412,22 +412,22 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	case REP_META: {
 		struct rep_meta *m = &r->u.meta;
 
-		m->ino = vfs_get_le64(f);
-		m->ver = vfs_get_le64(f + 8);
-		m->m.mode = vfs_get_le32(f + 16);
-		m->m.uid = vfs_get_le32(f + 20);
-		m->m.gid = vfs_get_le32(f + 24);
-		m->m.nlink = vfs_get_le32(f + 28);
-		m->m.flags = vfs_get_le32(f + 32);
-		m->targetlen = vfs_get_le32(f + 36);
-		m->m.rdev = vfs_get_le64(f + 40);
-		m->m.size = vfs_get_le64(f + 48);
-		m->m.atime.tv_sec = (time_t)vfs_get_le64(f + 56);
-		m->m.mtime.tv_sec = (time_t)vfs_get_le64(f + 64);
-		m->m.ctime.tv_sec = (time_t)vfs_get_le64(f + 72);
-		m->m.atime.tv_nsec = vfs_get_le32(f + 80);
-		m->m.mtime.tv_nsec = vfs_get_le32(f + 84);
-		m->m.ctime.tv_nsec = vfs_get_le32(f + 88);
+		m->ino = le64_get(f);
+		m->ver = le64_get(f + 8);
+		m->m.mode = le32_get(f + 16);
+		m->m.uid = le32_get(f + 20);
+		m->m.gid = le32_get(f + 24);
+		m->m.nlink = le32_get(f + 28);
+		m->m.flags = le32_get(f + 32);
+		m->targetlen = le32_get(f + 36);
+		m->m.rdev = le64_get(f + 40);
+		m->m.size = le64_get(f + 48);
+		m->m.atime.tv_sec = (time_t)le64_get(f + 56);
+		m->m.mtime.tv_sec = (time_t)le64_get(f + 64);
+		m->m.ctime.tv_sec = (time_t)le64_get(f + 72);
+		m->m.atime.tv_nsec = le32_get(f + 80);
+		m->m.mtime.tv_nsec = le32_get(f + 84);
+		m->m.ctime.tv_nsec = le32_get(f + 88);
 		m->target = t;
 		if (m->targetlen != tl || tl > REP_PATH_MAX ||
 		    memchr(t, 0, tl))
@@ -447,10 +447,10 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	case REP_XATTR: {
 		struct rep_xattr *x = &r->u.xattr;
 
-		x->ino = vfs_get_le64(f);
-		x->ver = vfs_get_le64(f + 8);
-		x->namelen = vfs_get_le32(f + 16);
-		x->valuelen = vfs_get_le32(f + 20);
+		x->ino = le64_get(f);
+		x->ver = le64_get(f + 8);
+		x->namelen = le32_get(f + 16);
+		x->valuelen = le32_get(f + 20);
 		if (x->namelen == 0 || x->namelen > BT_NAME_MAX ||
 		    x->valuelen > REP_XATTR_VALUE_MAX ||
 		    (size_t)x->namelen + x->valuelen != tl)
@@ -470,10 +470,10 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 		struct rep_extents *x = &r->u.ext;
 		uint64_t end = 0;
 
-		x->ino = vfs_get_le64(f);
-		x->ver = vfs_get_le64(f + 8);
-		x->flags = vfs_get_le32(f + 16);
-		x->count = vfs_get_le32(f + 20);
+		x->ino = le64_get(f);
+		x->ver = le64_get(f + 8);
+		x->flags = le32_get(f + 16);
+		x->count = le32_get(f + 20);
 		x->raw = (const unsigned char *)t;
 		if (x->count > REP_EXT_CHUNK || (size_t)x->count * 24 != tl)
 			BAD("EXTENTS: count %u, record holds %zu bytes",
@@ -499,10 +499,10 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	case REP_DATA: {
 		struct rep_data *d = &r->u.data;
 
-		d->ino = vfs_get_le64(f);
-		d->holder = vfs_get_le64(f + 8);
-		d->page = vfs_get_le64(f + 16);
-		d->npages = vfs_get_le32(f + 24);
+		d->ino = le64_get(f);
+		d->holder = le64_get(f + 8);
+		d->page = le64_get(f + 16);
+		d->npages = le32_get(f + 24);
 		d->bytes = t;
 		if (d->npages == 0 || d->npages > REP_DATA_PAGES ||
 		    (size_t)d->npages * VFS_PAGE != tl)
@@ -515,8 +515,8 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 		return 0;
 	}
 	case REP_CONTENT:
-		r->u.content.ino = vfs_get_le64(f);
-		r->u.content.holder = vfs_get_le64(f + 8);
+		r->u.content.ino = le64_get(f);
+		r->u.content.holder = le64_get(f + 8);
 		if (tl || !r->u.content.ino || !r->u.content.holder ||
 		    r->u.content.holder >= BT_ALIVE)
 			BAD("CONTENT: bad record");
@@ -524,18 +524,18 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	case REP_BASE: {
 		struct rep_base *b = &r->u.base;
 
-		b->ino = vfs_get_le64(f);
-		b->mode = vfs_get_le32(f + 8);
-		b->uid = vfs_get_le32(f + 12);
-		b->gid = vfs_get_le32(f + 16);
-		b->rdev = vfs_get_le64(f + 24);
-		b->size = vfs_get_le64(f + 32);
-		b->atime_sec = (int64_t)vfs_get_le64(f + 40);
-		b->mtime_sec = (int64_t)vfs_get_le64(f + 48);
-		b->atime_nsec = vfs_get_le32(f + 56);
-		b->mtime_nsec = vfs_get_le32(f + 60);
-		b->pathlen = vfs_get_le32(f + 64);
-		b->targetlen = vfs_get_le32(f + 68);
+		b->ino = le64_get(f);
+		b->mode = le32_get(f + 8);
+		b->uid = le32_get(f + 12);
+		b->gid = le32_get(f + 16);
+		b->rdev = le64_get(f + 24);
+		b->size = le64_get(f + 32);
+		b->atime_sec = (int64_t)le64_get(f + 40);
+		b->mtime_sec = (int64_t)le64_get(f + 48);
+		b->atime_nsec = le32_get(f + 56);
+		b->mtime_nsec = le32_get(f + 60);
+		b->pathlen = le32_get(f + 64);
+		b->targetlen = le32_get(f + 68);
 		b->path = t;
 		b->target = t + b->pathlen;
 		if (b->pathlen > REP_PATH_MAX || b->targetlen > REP_PATH_MAX ||
@@ -557,10 +557,10 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	case REP_END:
 		if (tl)
 			BAD("END: %zu bytes too many", tl);
-		r->u.end.frames = vfs_get_le64(f);
-		r->u.end.bytes = vfs_get_le64(f + 8);
-		r->u.end.pages = vfs_get_le64(f + 16);
-		r->u.end.base_bytes = vfs_get_le64(f + 24);
+		r->u.end.frames = le64_get(f);
+		r->u.end.bytes = le64_get(f + 8);
+		r->u.end.pages = le64_get(f + 16);
+		r->u.end.base_bytes = le64_get(f + 24);
 		return 0;
 	}
 	BAD("unknown record type %d", type);

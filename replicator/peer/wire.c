@@ -27,7 +27,7 @@ _Static_assert(HEAD + REP_DATA_MAX <= REP_MSG_MAX, "DATA fits");
 
 uint64_t rep_wire_held_id(const struct rep_wire *w, uint32_t i)
 {
-	return vfs_get_le64(w->ids + 8 * (size_t)i);
+	return le64_get(w->ids + 8 * (size_t)i);
 }
 
 ssize_t rep_wire_encode(const struct rep_wire *w, const uint64_t *held,
@@ -59,29 +59,29 @@ ssize_t rep_wire_encode(const struct rep_wire *w, const uint64_t *held,
 	if (len > cap)
 		return -EMSGSIZE;
 	memset(b, 0, len);
-	vfs_put_le32(b, w->type);
+	le32_put(b, w->type);
 	switch (w->type) {
 	case RW_HELLO:
-		vfs_put_le32(b + HEAD, w->version);
+		le32_put(b + HEAD, w->version);
 		memcpy(b + HEAD + 8, w->store_id, 16);
 		break;
 	case RW_HELD:
-		vfs_put_le32(b + HEAD, w->version);
-		vfs_put_le32(b + HEAD + 4, w->n);
-		vfs_put_le64(b + HEAD + 8, w->first);
+		le32_put(b + HEAD, w->version);
+		le32_put(b + HEAD + 4, w->n);
+		le64_put(b + HEAD + 8, w->first);
 		for (uint32_t i = 0; i < w->n; i++)
-			vfs_put_le64(b + FX_HELD + 8 * (size_t)i, held[i]);
+			le64_put(b + FX_HELD + 8 * (size_t)i, held[i]);
 		break;
 	case RW_DISCARD: case RW_ACK:
-		vfs_put_le64(b + HEAD, w->ckpt);
+		le64_put(b + HEAD, w->ckpt);
 		break;
 	case RW_STREAM:
-		vfs_put_le64(b + HEAD, w->ckpt);
-		vfs_put_le64(b + HEAD + 8, w->base);
+		le64_put(b + HEAD, w->ckpt);
+		le64_put(b + HEAD + 8, w->base);
 		break;
 	case RW_REFUSE:
-		vfs_put_le32(b + HEAD, (uint32_t)w->err);
-		vfs_put_le32(b + HEAD + 4, (uint32_t)w->len);
+		le32_put(b + HEAD, (uint32_t)w->err);
+		le32_put(b + HEAD + 4, (uint32_t)w->len);
 		memcpy(b + FX_REFUSE, w->reason, w->len);
 		break;
 	}
@@ -101,15 +101,15 @@ int rep_wire_decode(const void *p, size_t len, struct rep_wire *w,
 	memset(w, 0, sizeof(*w));
 	if (len < HEAD)
 		return bad(err, errlen, "message of %zu bytes", len);
-	w->type = vfs_get_le32(b);
-	if (vfs_get_le32(b + 4))
+	w->type = le32_get(b);
+	if (le32_get(b + 4))
 		return bad(err, errlen, "reserved word not zero");
 	switch (w->type) {
 	case RW_HELLO: want = FX_HELLO; break;
 	case RW_HELD:
 		if (len < FX_HELD)
 			return bad(err, errlen, "HELD of %zu bytes", len);
-		w->n = vfs_get_le32(b + HEAD + 4);
+		w->n = le32_get(b + HEAD + 4);
 		if (w->n > REP_HELD_MAX)
 			return bad(err, errlen, "HELD of %u ids", w->n);
 		want = FX_HELD + 8 * (size_t)w->n;
@@ -126,7 +126,7 @@ int rep_wire_decode(const void *p, size_t len, struct rep_wire *w,
 	case RW_REFUSE:
 		if (len < FX_REFUSE)
 			return bad(err, errlen, "REFUSE of %zu bytes", len);
-		w->len = vfs_get_le32(b + HEAD + 4);
+		w->len = le32_get(b + HEAD + 4);
 		if (w->len > REP_REASON_MAX)
 			return bad(err, errlen, "reason of %zu bytes", w->len);
 		want = FX_REFUSE + w->len;
@@ -139,14 +139,14 @@ int rep_wire_decode(const void *p, size_t len, struct rep_wire *w,
 			   w->type, len, want);
 	switch (w->type) {
 	case RW_HELLO:
-		w->version = vfs_get_le32(b + HEAD);
-		if (vfs_get_le32(b + HEAD + 4))
+		w->version = le32_get(b + HEAD);
+		if (le32_get(b + HEAD + 4))
 			return bad(err, errlen, "HELLO flags not zero");
 		memcpy(w->store_id, b + HEAD + 8, 16);
 		break;
 	case RW_HELD:
-		w->version = vfs_get_le32(b + HEAD);
-		w->first = vfs_get_le64(b + HEAD + 8);
+		w->version = le32_get(b + HEAD);
+		w->first = le64_get(b + HEAD + 8);
 		w->ids = b + FX_HELD;
 		for (uint32_t i = 1; i < w->n; i++)
 			if (rep_wire_held_id(w, i) <=
@@ -155,18 +155,18 @@ int rep_wire_decode(const void *p, size_t len, struct rep_wire *w,
 					   "ascending");
 		break;
 	case RW_DISCARD: case RW_ACK:
-		w->ckpt = vfs_get_le64(b + HEAD);
+		w->ckpt = le64_get(b + HEAD);
 		break;
 	case RW_STREAM:
-		w->ckpt = vfs_get_le64(b + HEAD);
-		w->base = vfs_get_le64(b + HEAD + 8);
+		w->ckpt = le64_get(b + HEAD);
+		w->base = le64_get(b + HEAD + 8);
 		if (!w->ckpt || w->base >= w->ckpt)
 			return bad(err, errlen, "STREAM of %llu from %llu",
 				   (unsigned long long)w->ckpt,
 				   (unsigned long long)w->base);
 		break;
 	case RW_REFUSE:
-		w->err = (int32_t)vfs_get_le32(b + HEAD);
+		w->err = (int32_t)le32_get(b + HEAD);
 		w->reason = (const char *)b + FX_REFUSE;
 		break;
 	}
@@ -189,7 +189,7 @@ int rep_wire_send(struct rep_conn *c, const struct rep_wire *w,
 		if (!buf)
 			return -ENOMEM;
 		memset(buf, 0, HEAD);
-		vfs_put_le32(buf, RW_DATA);
+		le32_put(buf, RW_DATA);
 		memcpy(buf + HEAD, w->data, w->len);
 		rc = rep_conn_send(c, buf, HEAD + w->len);
 		free(buf);

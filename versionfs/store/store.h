@@ -303,29 +303,6 @@ static inline struct timespec vfs_now(void)
 	return ts;
 }
 
-/* Little-endian fields of on-wire and on-disk records. */
-static inline void vfs_put_le32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static inline void vfs_put_le64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static inline uint32_t vfs_get_le32(const unsigned char *p)
-{
-	return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static inline uint64_t vfs_get_le64(const unsigned char *p)
-{
-	return vfs_get_le32(p) | (uint64_t)vfs_get_le32(p + 4) << 32;
-}
-
 static inline int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
