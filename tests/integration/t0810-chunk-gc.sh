@@ -5,7 +5,7 @@
 #     versionfs mounts at checkpoint C with every pushed ancestor under
 #     .checkpoints/: content, modes, owners, times, links, xattrs and
 #     inode numbers identical to the source's views; also with one
-#     benefactor gone; versionfs-fsck clean;
+#     benefactor gone, and from FastCDC chunks; versionfs-fsck clean;
 #   - repair: a corrupted and a deleted fragment are found by check
 #     --read-data and re-created by repair; check clean again;
 #   - locking: a push refused while another writer holds the lock (the
@@ -91,6 +91,21 @@ echo more >"$RM/written-after"	# the restore is a live, writable mount
 c5r=$(ctl checkpoint "$RM") || fail "checkpoint of the restored mount"
 [ "$c5r" -gt "$c4" ] || fail "restored mount numbered its checkpoint $c5r"
 vfs_umount "$RM"
+
+note "FastCDC chunks (not page-aligned) restored to a backing directory"
+cspec="dir:$b1/cdc,$b2/cdc?replicas=2"
+mkdir -p "$b1/cdc" "$b2/cdc"
+"$CHUNK" init "$cspec" || fail "init cdc"
+for c in $c1 $c2 $c3; do
+	"$CHUNK" push "$B" --to "$cspec" --checkpoint "$c" --chunking cdc \
+		>/dev/null || fail "cdc: push $c"
+done
+"$RESTORE" "$cspec" "$data/rcdc" >/dev/null 2>&1 || fail "cdc: restore"
+vfs_mount "$data/rcdc" "$T/rcdcm"
+for c in $c1 $c2 $c3; do
+	same_ckpt "$M/.checkpoints/$c" "$T/rcdcm/.checkpoints/$c" "cdc: checkpoint $c"
+done
+vfs_umount "$T/rcdcm"
 
 note "restore of checkpoint $c2 with a benefactor gone"
 umount "$b2" || fail "umount $b2"
