@@ -163,6 +163,8 @@ static struct ino *ino_find(struct state *s, uint64_t vino)
 {
 	struct ino key = { .vino = vino };
 
+	if (!s->nin)
+		return NULL;
 	return bsearch(&key, s->in, s->nin, sizeof(*s->in), cmp_ino);
 }
 
@@ -258,6 +260,9 @@ static int build_state(struct bk *b)
 {
 	int rc;
 
+	if (!b->np || !b->cur.nin)
+		return fail(b->why, b->whylen, CS_ECORRUPT, "manifest of "
+			    "checkpoint %llu is empty", (unsigned long long)b->C);
 	qsort(b->paths, b->np, sizeof(*b->paths), cmp_path);
 	qsort(b->cur.in, b->cur.nin, sizeof(*b->cur.in), cmp_ino);
 	for (size_t i = 0; i < b->np; i++) {
@@ -290,11 +295,13 @@ static int build_state(struct bk *b)
 			return -ENOMEM;
 		b->cur.ne++;
 	}
-	qsort(b->cur.e, b->cur.ne, sizeof(*b->cur.e), cmp_ent);
+	if (b->cur.ne)
+		qsort(b->cur.e, b->cur.ne, sizeof(*b->cur.e), cmp_ent);
 	for (size_t i = 0; i < b->cur.ne; i++) {
 		struct ent *e = &b->cur.e[i], *o;
 
-		o = bsearch(e, b->prev.e, b->prev.ne, sizeof(*e), cmp_ent);
+		o = b->prev.ne ? bsearch(e, b->prev.e, b->prev.ne, sizeof(*e),
+					 cmp_ent) : NULL;
 		if (o && o->ino == e->ino && o->type == e->type)
 			e->birth = o->birth;
 	}
