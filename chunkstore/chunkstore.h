@@ -242,6 +242,9 @@ bool cs_repo_locked(const struct cs_repo *r);
    `unlock` command); out gets one line per lock removed.  Returns how
    many were removed. */
 int cs_lock_break(struct cs_repo *r, char *out, size_t len);
+/* 1 and who holds it in out if a lock object exists (stale or not), else
+   0 (for check). */
+int cs_lock_describe(struct cs_repo *r, char *out, size_t len);
 
 /* ---- packs and the chunk index (pack.c) ------------------------------------ */
 

@@ -314,6 +314,31 @@ int cs_lock_break(struct cs_repo *r, char *out, size_t len)
 	return n;
 }
 
+int cs_lock_describe(struct cs_repo *r, char *out, size_t len)
+{
+	for (unsigned i = 0; i < r->nb; i++) {
+		struct cs_backend *b = r->b[i];
+		struct holder h;
+		void *cur;
+		size_t cl;
+		int bad;
+
+		if (b->down || b->ops->get(b, LOCK_NAME, &cur, &cl))
+			continue;
+		bad = parse(cur, cl, &h);
+		free(cur);
+		if (bad)
+			snprintf(out, len, "%s: a damaged lock object", b->label);
+		else
+			describe(&h, b->label, out, len);
+		if (!bad && stale(&h))
+			snprintf(out + strlen(out), len - strlen(out),
+				 " [stale: the next writer breaks it]");
+		return 1;
+	}
+	return 0;
+}
+
 void cs_repo_set_lock_wait(struct cs_repo *r, unsigned secs)
 {
 	r->lock_wait = secs;

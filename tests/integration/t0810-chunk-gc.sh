@@ -152,6 +152,7 @@ done
 	fail "a push beside a lock held on 2 of 3 benefactors"
 grep -q "locked by test, host $(hostname).* pid $$" "$T/err" || { cat "$T/err"; fail "the refusal does not name the holder"; }
 "$CHUNK" gc "$spec" >/dev/null 2>"$T/err" && fail "gc beside a held lock"
+"$CHUNK" check "$spec" 2>&1 | grep -q "check: .*locked by test" || fail "check does not report the lock"
 "$CHUNK" unlock "$spec" | grep -q "2 lock objects removed" || fail "unlock"
 "$CHUNK" push "$B" --to "$spec" --checkpoint "$c5" >/dev/null || fail "push after unlock"
 

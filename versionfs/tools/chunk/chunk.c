@@ -474,6 +474,8 @@ static int do_check(int argc, char **argv)
 			c.bad++;
 	}
 	cs_pack_foreach(r, check_pack, &c);
+	if (cs_lock_describe(r, why, sizeof(why)))	/* news, not damage */
+		fprintf(stderr, "versionfs-chunk: check: %s\n", why);
 	warnings(r);
 	printf("manifests %zu packs checked, %u damaged, %u degraded\n", n,
 	       c.bad, c.degraded);
