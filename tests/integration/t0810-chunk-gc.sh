@@ -87,6 +87,15 @@ for c in $c1 $c2 $c3 $c4; do
 	[ -d "$RM/.checkpoints/$c" ] || fail "no .checkpoints/$c in the restore"
 	same_ckpt "$M/.checkpoints/$c" "$RM/.checkpoints/$c" "checkpoint $c"
 done
+# one page of d/big changed in $c2: the restored store holds one 64 KiB
+# chunk of new content for it there, not the whole file again
+ino=$(stat -c %i "$RM/d/big")
+cf=$R/.versionfs/obj/$(printf "%02x/%016x.content.%d" $((ino & 255)) "$ino" "$c2")
+[ -f "$cf" ] || cf=
+[ -n "$cf" ] || fail "no content file of d/big at $c2 in the restore"
+kb=$(du -k "$cf" | cut -f1)
+note "d/big at checkpoint $c2 (one page changed): $kb KiB of new content"
+[ "$kb" -le 128 ] || fail "d/big at $c2 takes $kb KiB in the restore (one page changed)"
 echo more >"$RM/written-after"	# the restore is a live, writable mount
 c5r=$(ctl checkpoint "$RM") || fail "checkpoint of the restored mount"
 [ "$c5r" -gt "$c4" ] || fail "restored mount numbered its checkpoint $c5r"

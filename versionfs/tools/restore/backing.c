@@ -24,10 +24,11 @@
  * vino, name); an inode changed when the digest of its attributes (mode,
  * owner, link count, size, times, target, xattrs) or of its data (size and
  * chunk list) differs.  A changed inode gets a record at C; a data change
- * a new map at C holding the whole file (pages of a chunk that did not
- * change are written again: the restored store shares no pages between
- * checkpoints of a changed file, only between checkpoints of an unchanged
- * one).  Entries that differ end in C and are born in C; an inode no entry
+ * a new map at C: pages of a chunk that is the same chunk at the same
+ * page-aligned place as in the previous version (FsCH's 64 KiB chunks,
+ * all but a changed last one) keep that version's holders, so a one-page
+ * change costs one chunk of new content, as on the source; other chunks
+ * (FastCDC's, rarely page-aligned) are written again.  Entries that differ end in C and are born in C; an inode no entry
  * names any more gets a record with link count 0, as the daemon writes for
  * an unlinked file.  All-zero pages are left out of maps: holes.
  *
@@ -55,7 +56,14 @@ struct ent {
 	char *name;
 };
 
-/* An inode of a checkpoint: digests to compare with the next one. */
+/* An extent of a map as the restored store holds it. */
+struct ext3 {
+	uint64_t page, count, holder;
+};
+
+/* An inode of a checkpoint: digests to compare with the next one, and
+   for a regular file its chunks and its map in the restored store (to
+   share the pages of unchanged chunks with the next checkpoint). */
 struct ino {
 	uint64_t vino, dv;		/* dv: version of its data's map */
 	unsigned char ad[CS_ID_LEN], dd[CS_ID_LEN];
@@ -63,6 +71,10 @@ struct ino {
 	uint64_t size;
 	uint32_t type;
 	bool need_rec, new_data;
+	struct cs_ref *refs;		/* malloc'ed */
+	size_t nrefs;
+	struct ext3 *map;		/* malloc'ed */
+	size_t nmap;
 };
 
 struct state {
@@ -115,7 +127,7 @@ struct bk {
 	unsigned char *win;		/* REP_DATA_PAGES pages */
 	uint64_t wp, tlo, thi;		/* window's first page, touched */
 	unsigned char *chunk;
-	struct { uint64_t page, count; } *runs;
+	struct ext3 *runs;		/* the map being built */
 	size_t nruns, capruns;
 	unsigned char *ext;
 	uint64_t ino;			/* the file being written */
@@ -133,6 +145,10 @@ static void state_free(struct state *s)
 {
 	for (size_t i = 0; i < s->ne; i++)
 		free(s->e[i].name);
+	for (size_t i = 0; i < s->nin; i++) {
+		free(s->in[i].refs);
+		free(s->in[i].map);
+	}
 	free(s->e);
 	free(s->in);
 	memset(s, 0, sizeof(*s));
@@ -247,6 +263,12 @@ static int collect(const struct cs_file *f, void *arg)
 		.mtime_nsec = f->mtime_ns, .ctime_nsec = f->ctime_ns };
 	digest_attr(f, in->ad);
 	digest_data(f, in->dd);
+	if (f->nrefs) {
+		if (!(in->refs = malloc(f->nrefs * sizeof(*in->refs))))
+			return -ENOMEM;
+		memcpy(in->refs, f->refs, f->nrefs * sizeof(*in->refs));
+		in->nrefs = f->nrefs;
+	}
 	b->files++;
 	if (S_ISREG(f->mode))
 		b->bytes += f->size;
@@ -314,6 +336,12 @@ static int build_state(struct bk *b)
 		in->need_rec = data || memcmp(o->ad, in->ad, CS_ID_LEN);
 		in->new_data = data && in->type == S_IFREG;
 		in->dv = in->new_data ? b->C : o && !data ? o->dv : 0;
+		if (o && !data) {	/* the same map: carried over */
+			in->map = o->map;
+			in->nmap = o->nmap;
+			o->map = NULL;
+			o->nmap = 0;
+		}
 	}
 	return 0;
 }
@@ -336,6 +364,74 @@ static bool zero_page(const unsigned char *p)
 		if (p[i])
 			return false;
 	return true;
+}
+
+/* Note pages [p, p + n) held by `holder` in the map being built. */
+static int run_add(struct bk *b, uint64_t p, uint64_t n, uint64_t holder)
+{
+	struct ext3 *l = b->nruns ? &b->runs[b->nruns - 1] : NULL;
+	int rc;
+
+	if (l && l->holder == holder && l->page + l->count == p) {
+		l->count += n;
+		return 0;
+	}
+	if ((rc = vfs_grow((void **)&b->runs, &b->capruns, b->nruns + 1,
+			   sizeof(*b->runs))))
+		return rc;
+	b->runs[b->nruns++] = (struct ext3){ p, n, holder };
+	return 0;
+}
+
+static int cmp_ext3(const void *a, const void *b)
+{
+	return cmp_u64(&((const struct ext3 *)a)->page,
+		       &((const struct ext3 *)b)->page);
+}
+
+/*
+ * Whether chunk c of file f is the same chunk at the same place as in the
+ * previous checkpoint's version o of the file, on page boundaries (or
+ * ending at an unchanged end of file): then its pages are the ones the
+ * restored store holds already, and the new map points at them.
+ */
+static bool reusable(const struct cs_ref *c, const struct cs_file *f,
+		     const struct ino *o)
+{
+	size_t lo = 0, hi;
+
+	if (!o || !o->map || c->off % VFS_PAGE ||
+	    ((c->off + c->len) % VFS_PAGE &&
+	     (c->off + c->len != f->size || f->size != o->size)))
+		return false;
+	hi = o->nrefs;
+	while (lo < hi) {		/* refs ascend by offset */
+		size_t mid = (lo + hi) / 2;
+
+		if (o->refs[mid].off < c->off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < o->nrefs && o->refs[lo].off == c->off &&
+	       o->refs[lo].len == c->len &&
+	       !memcmp(o->refs[lo].id, c->id, CS_ID_LEN);
+}
+
+/* The old map's extents over pages [a, b), clipped, into the new map. */
+static int reuse(struct bk *b, const struct ino *o, uint64_t a, uint64_t e)
+{
+	int rc;
+
+	for (size_t i = 0; i < o->nmap; i++) {
+		const struct ext3 *x = &o->map[i];
+		uint64_t lo = x->page > a ? x->page : a;
+		uint64_t hi = x->page + x->count < e ? x->page + x->count : e;
+
+		if (lo < hi && (rc = run_add(b, lo, hi - lo, x->holder)))
+			return rc;
+	}
+	return 0;
 }
 
 /* The touched pages of the window: non-zero runs as DATA, noted. */
@@ -362,16 +458,8 @@ static int win_flush(struct bk *b)
 		x.u.data.bytes = b->win + (p - b->wp) * VFS_PAGE;
 		if ((rc = put(b, &x)))
 			return rc;
-		if (b->nruns && b->runs[b->nruns - 1].page +
-		    b->runs[b->nruns - 1].count == p) {
-			b->runs[b->nruns - 1].count += q - p;
-		} else {
-			if ((rc = vfs_grow((void **)&b->runs, &b->capruns,
-					   b->nruns + 1, sizeof(*b->runs))))
-				return rc;
-			b->runs[b->nruns].page = p;
-			b->runs[b->nruns++].count = q - p;
-		}
+		if ((rc = run_add(b, p, q - p, b->C)))
+			return rc;
 		p = q;
 	}
 	memset(b->win, 0, (size_t)REP_DATA_PAGES * VFS_PAGE);
@@ -379,8 +467,10 @@ static int win_flush(struct bk *b)
 	return 0;
 }
 
-/* A file's chunks through the window; refs must ascend. */
-static int send_data(struct bk *b, const struct cs_file *f)
+/* A file's chunks through the window; refs must ascend.  Chunks that
+   did not change since the previous version o keep its pages. */
+static int send_data(struct bk *b, const struct cs_file *f,
+		     struct ino *in, const struct ino *o)
 {
 	uint64_t last = 0;
 	int rc;
@@ -399,6 +489,13 @@ static int send_data(struct bk *b, const struct cs_file *f)
 				      "chunk %zu out of order or bounds",
 				      (unsigned long long)b->C, f->path, i);
 		last = end;
+		if (reusable(c, f, o)) {
+			if ((rc = reuse(b, o, c->off / VFS_PAGE,
+					(end + VFS_PAGE - 1) / VFS_PAGE)))
+				return rc;
+			b->done += c->len;
+			continue;
+		}
 		if ((rc = cs_chunk_get(b->r, c->id, b->chunk, c->len, b->why,
 				       b->whylen)))
 			return rc;
@@ -426,6 +523,13 @@ static int send_data(struct bk *b, const struct cs_file *f)
 	}
 	if ((rc = win_flush(b)))
 		return rc;
+	if (b->nruns > 1)
+		qsort(b->runs, b->nruns, sizeof(*b->runs), cmp_ext3);
+	free(in->map);
+	if (!(in->map = malloc((b->nruns ? b->nruns : 1) * sizeof(*in->map))))
+		return -ENOMEM;
+	memcpy(in->map, b->runs, b->nruns * sizeof(*in->map));
+	in->nmap = b->nruns;
 	for (size_t i = 0; i == 0 || i < b->nruns; i += REP_EXT_CHUNK) {
 		struct rep_rec x = { .type = REP_EXTENTS };
 		size_t k = b->nruns - i < REP_EXT_CHUNK ? b->nruns - i :
@@ -434,7 +538,8 @@ static int send_data(struct bk *b, const struct cs_file *f)
 		for (size_t j = 0; j < k; j++) {
 			le64_store(b->ext + j * 24, b->runs[i + j].page);
 			le64_store(b->ext + j * 24 + 8, b->runs[i + j].count);
-			le64_store(b->ext + j * 24 + 16, b->C);
+			le64_store(b->ext + j * 24 + 16,
+				   b->runs[i + j].holder);
 		}
 		x.u.ext.ino = f->vino;
 		x.u.ext.ver = b->C;
@@ -480,7 +585,7 @@ static int emit(const struct cs_file *f, void *arg)
 {
 	struct bk *b = arg;
 	struct rep_rec x = { .type = REP_INODE };
-	struct ino *in;
+	struct ino *in, *o;
 	struct vmeta m;
 	int rc;
 
@@ -526,7 +631,10 @@ static int emit(const struct cs_file *f, void *arg)
 	x.u.meta.targetlen = f->target ? (uint32_t)strlen(f->target) : 0;
 	if ((rc = put(b, &x)) || (rc = send_xattrs(b, f)))
 		return rc;
-	return in->new_data ? send_data(b, f) : 0;
+	if (!in->new_data)
+		return 0;
+	o = ino_find(&b->prev, f->vino);
+	return send_data(b, f, in, o && o->type == S_IFREG ? o : NULL);
 }
 
 static int put_dirent(struct bk *b, const struct ent *e, uint64_t birth,
