@@ -20,8 +20,12 @@
  *                     objects in, whole objects out
  *   packs, index      chunks in packs, the chunk -> pack index   pack.c
  *   manifests         a checkpoint's tree and chunk lists       manifest.c
+ *   writer lock       one writer at a time (put_excl, lease)    lock.c
  *   push, restore     a versionfs store <-> the chunk store     push.c,
  *                                                               restore.c
+ *   prune, gc         manifests dropped, mark and sweep         gc.c
+ *   repair            lost fragments re-created, per-benefactor repair.c
+ *                     counts
  *
  * ERRORS.  Functions return 0 (or a documented non-negative value) or a
  * negative errno; CS_ECORRUPT for damaged stored data.  Nothing here
