@@ -434,13 +434,13 @@ int cs_gc(struct cs_repo *r, const struct cs_gc_opts *o,
 	if (o->dry_run)
 		goto out;
 
-	/* 1. the pending set */
+	/* 1. the pending set: every dead object with its first-seen time,
+	   those swept below too, so that a gc killed before it deleted
+	   them does not restart their grace */
 	for (size_t i = 0; i < d.cand.n && !rc; i++) {
 		char line[160];
 		int l;
 
-		if (now - d.cand.since[i] >= o->grace_s)
-			continue;	/* swept now */
 		l = snprintf(line, sizeof(line), "%s %" PRIu64 "\n",
 			     d.cand.name[i], d.cand.since[i]);
 		rc = cs_buf_add(&pb, line, (size_t)l);
