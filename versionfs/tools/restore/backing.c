@@ -528,7 +528,8 @@ static int send_data(struct bk *b, const struct cs_file *f,
 	free(in->map);
 	if (!(in->map = malloc((b->nruns ? b->nruns : 1) * sizeof(*in->map))))
 		return -ENOMEM;
-	memcpy(in->map, b->runs, b->nruns * sizeof(*in->map));
+	if (b->nruns)
+		memcpy(in->map, b->runs, b->nruns * sizeof(*in->map));
 	in->nmap = b->nruns;
 	for (size_t i = 0; i == 0 || i < b->nruns; i += REP_EXT_CHUNK) {
 		struct rep_rec x = { .type = REP_EXTENTS };
