@@ -216,10 +216,12 @@ $(BUILD)/versionfs-chunk: $(CHUNKTOOL_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(S
 	    $(CHUNKTOOL_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(STORE_LINK) \
 	    $(CHUNK_LIBS)
 
-$(BUILD)/versionfs-restore: $(RESTORE_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+# versionfs-restore builds a backing directory through the replicator's
+# receiver (checkpoint streams made from manifests): libvfsrep too.
+$(BUILD)/versionfs-restore: $(RESTORE_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ \
-	    $(RESTORE_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(STORE_LINK) \
-	    $(CHUNK_LIBS)
+	    $(RESTORE_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(REP_LIB) \
+	    $(STORE_LINK) $(CHUNK_LIBS) -lpthread
 
 # Unit suites: test_btree_* link libvfsbtree, test_store the store library,
 # test_daemon the daemon's objects (its pure parts: page sets, tags).

@@ -12,7 +12,14 @@
  * put is crash-safe: the bytes go to DIR/tmp/<name>.<pid>, are fsync'ed,
  * renamed over DIR/kind/rest and the directory is fsync'ed, so an object
  * is whole or absent after a crash; leftovers in tmp/ are garbage that
- * `versionfs-chunk check` reports (phase 2's gc removes them).
+ * `versionfs-chunk check` reports and `versionfs-chunk gc` removes.
+ *
+ * put_excl (the writer lock, lock.c) creates an object only if it is
+ * absent, the way that works over NFS too: the bytes go to a unique
+ * temporary file, which is then link(2)ed to the name — link is atomic
+ * on NFS, and where its reply was lost the temporary's link count (2)
+ * still says whether it took.  Kind directories missing on a benefactor
+ * initialised by an older version (lock/, gc/) are created on demand.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -30,7 +37,8 @@
 #define MARKER		".vfschunk"
 #define MARKER_TEXT	"versionfs chunk store benefactor, format 1\n"
 
-static const char *const kinds[] = { "pack", "index", "manifest", "tmp" };
+static const char *const kinds[] = { "pack", "index", "manifest", "tmp",
+				      "lock", "gc" };
 
 struct dir_backend {
 	struct cs_backend b;
@@ -68,6 +76,19 @@ static int full_write(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+/* mkdir of the kind of `name` (a benefactor older than that kind). */
+static void kind_mkdir(struct dir_backend *d, const char *name)
+{
+	char kind[16];
+	const char *slash = strchr(name, '/');
+
+	if (slash && (size_t)(slash - name) < sizeof(kind)) {
+		memcpy(kind, name, (size_t)(slash - name));
+		kind[slash - name] = '\0';
+		mkdirat(d->fd, kind, 0755);
+	}
+}
+
 static int dir_put(struct cs_backend *cb, const char *name, const void *buf,
 		   size_t len)
 {
@@ -96,7 +117,8 @@ static int dir_put(struct cs_backend *cb, const char *name, const void *buf,
 		goto fail;
 	}
 	fd = -1;
-	if (renameat(d->fd, tmp, d->fd, name)) {
+	if (renameat(d->fd, tmp, d->fd, name) && (errno != ENOENT ||
+	    (kind_mkdir(d, name), renameat(d->fd, tmp, d->fd, name)))) {
 		rc = -errno;
 		goto fail;
 	}
@@ -112,6 +134,46 @@ fail:
 	if (fd >= 0)
 		close(fd);
 	unlinkat(d->fd, tmp, 0);
+	return rc;
+}
+
+static int dir_put_excl(struct cs_backend *cb, const char *name,
+			const void *buf, size_t len)
+{
+	struct dir_backend *d = (struct dir_backend *)cb;
+	char tmp[512], host[64] = "";
+	struct stat st;
+	int fd, rc;
+
+	if (!name_ok(name))
+		return -EINVAL;
+	gethostname(host, sizeof(host) - 1);
+	for (char *h = host; *h; h++)
+		if (!((*h >= 'a' && *h <= 'z') || (*h >= '0' && *h <= '9')))
+			*h = '_';
+	snprintf(tmp, sizeof(tmp), "tmp/excl.%s.%d.%ld", host, (int)getpid(),
+		 (long)random());
+	fd = openat(d->fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	rc = full_write(fd, buf, len);
+	if (!rc && fsync(fd))
+		rc = -errno;
+	close(fd);
+	if (!rc && linkat(d->fd, tmp, d->fd, name, 0)) {
+		rc = -errno;
+		if (rc == -ENOENT) {	/* no kind directory yet */
+			kind_mkdir(d, name);
+			rc = linkat(d->fd, tmp, d->fd, name, 0) ? -errno : 0;
+		}
+		/* NFS: a lost reply to a link that took */
+		if (rc && rc != -EEXIST && !fstatat(d->fd, tmp, &st, 0) &&
+		    st.st_nlink == 2)
+			rc = 0;
+	}
+	unlinkat(d->fd, tmp, 0);
+	if (!rc)
+		fsync(d->fd);
 	return rc;
 }
 
@@ -238,7 +300,7 @@ static void dir_close(struct cs_backend *cb)
 static const struct cs_backend_ops dir_ops = {
 	.put = dir_put, .get = dir_get, .exists = dir_exists,
 	.list = dir_list, .del = dir_del, .space = dir_space,
-	.close = dir_close,
+	.put_excl = dir_put_excl, .close = dir_close,
 };
 
 int cs_dir_open(const char *path, bool init, struct cs_backend **out)

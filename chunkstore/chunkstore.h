@@ -20,8 +20,12 @@
  *                     objects in, whole objects out
  *   packs, index      chunks in packs, the chunk -> pack index   pack.c
  *   manifests         a checkpoint's tree and chunk lists       manifest.c
+ *   writer lock       one writer at a time (put_excl, lease)    lock.c
  *   push, restore     a versionfs store <-> the chunk store     push.c,
  *                                                               restore.c
+ *   prune, gc         manifests dropped, mark and sweep         gc.c
+ *   repair            lost fragments re-created, per-benefactor repair.c
+ *                     counts
  *
  * ERRORS.  Functions return 0 (or a documented non-negative value) or a
  * negative errno; CS_ECORRUPT for damaged stored data.  Nothing here
@@ -121,8 +125,8 @@ int cs_frag_decode(const char *name, unsigned char *const *frags,
 
 /*
  * One benefactor: a flat space of named objects.  Names are "kind/rest"
- * (kind one of "pack", "index", "manifest"), [a-z0-9/._-] only.  put is
- * atomic and durable when it returns (dir: a temporary file, fsync,
+ * (kind one of "pack", "index", "manifest", "lock", "gc"), [a-z0-9/._-]
+ * only.  put is atomic and durable when it returns (dir: a temporary file, fsync,
  * rename, fsync of the directory); get of a missing object is -ENOENT.
  * A Ceph RADOS backend would implement the same five operations.
  */
@@ -143,6 +147,13 @@ struct cs_backend_ops {
 	   error among them.  Callers flush before writing anything that
 	   refers to the objects. */
 	int (*flush)(struct cs_backend *b);
+	/* Optional: put only if `name` is absent (-EEXIST if present),
+	   atomically against every other put_excl of any node: the writer
+	   lock's primitive (dir: link(2), NFS-safe; RADOS: an exclusive
+	   create).  NULL: lock.c falls back to exists-then-put, which is
+	   not atomic (see versionfs-chunk(8), LOCKING). */
+	int (*put_excl)(struct cs_backend *b, const char *name,
+			const void *buf, size_t len);
 	void (*close)(struct cs_backend *b);
 };
 struct cs_backend {
@@ -213,6 +224,31 @@ void cs_names_free(char **names, size_t n);
  */
 int cs_obj_fragments(struct cs_repo *r, const char *name, unsigned *good,
 		     struct cs_redund *geom, char *why, size_t whylen);
+
+/* ---- the writer lock (lock.c) ---------------------------------------------- */
+
+/*
+ * One writer at a time per chunk store: push, prune, gc and repair take
+ * the lock, readers none.  It is the object "lock/writer" created with
+ * put_excl on a strict majority of the benefactors, naming host, pid,
+ * `what`, since when and a lease (CS_LOCK_LEASE s, renewed by every
+ * cs_obj_put once a fifth of it has passed).  A lock whose lease expired,
+ * or that names this host and a dead pid, is stale and broken.  cs_lock
+ * waits up to the repo's lock wait (0: none) and then fails with -EBUSY,
+ * why naming the holder.  cs_repo_close releases a held lock.
+ */
+#define CS_LOCK_LEASE	300
+int cs_lock(struct cs_repo *r, const char *what, char *why, size_t whylen);
+void cs_unlock(struct cs_repo *r);
+void cs_repo_set_lock_wait(struct cs_repo *r, unsigned secs);
+bool cs_repo_locked(const struct cs_repo *r);
+/* Remove the lock object from every benefactor, whoever holds it (the
+   `unlock` command); out gets one line per lock removed.  Returns how
+   many were removed. */
+int cs_lock_break(struct cs_repo *r, char *out, size_t len);
+/* 1 and who holds it in out if a lock object exists (stale or not), else
+   0 (for check). */
+int cs_lock_describe(struct cs_repo *r, char *out, size_t len);
 
 /* ---- packs and the chunk index (pack.c) ------------------------------------ */
 
@@ -334,6 +370,83 @@ int cs_manifest_parse(const void *buf, size_t len, struct cs_mhead *h,
 /* "manifest/<store id hex>-<ckpt as 16 hex>" into buf (>= 64 bytes). */
 void cs_manifest_name(char *buf, size_t len, const unsigned char sid[16],
 		      uint64_t ckpt);
+
+/* ---- prune and garbage collection (gc.c) ----------------------------------- */
+
+/* Delete object `name` (every fragment on every benefactor that answers). */
+int cs_obj_delete(struct cs_repo *r, const char *name, char *why,
+		  size_t whylen);
+
+struct cs_prune_opts {
+	const char *store;		/* hex prefix of a store id, or NULL */
+	unsigned keep_last;		/* keep the N newest of each store */
+	uint64_t older_than_s;		/* drop older ones (never the newest) */
+	bool dry_run;
+};
+/*
+ * Delete the manifests the policy drops (under the writer lock, every
+ * benefactor answering).  say(name, removed, arg) for each manifest
+ * considered; *removed counts the deleted ones.  Packs are freed by gc.
+ */
+int cs_prune(struct cs_repo *r, const struct cs_prune_opts *o,
+	     void (*say)(const char *name, bool removed, void *arg),
+	     void *arg, size_t *removed, char *why, size_t whylen);
+
+/*
+ * Mark: live[p] for every pack p of the index (cs_pack_foreach order)
+ * that holds a chunk some readable manifest references; *broken gets the
+ * names of manifests with fewer than m good fragments (never
+ * acknowledged), *manifests the count of those marked.  CS_ECORRUPT if a
+ * manifest is damaged or references a chunk in no pack.
+ */
+int cs_gc_mark(struct cs_repo *r, bool *live, char ***broken, size_t *nbroken,
+	       uint64_t *manifests, char *why, size_t whylen);
+
+struct cs_gc_opts {
+	uint64_t grace_s;		/* sweep what was dead this long ago */
+	bool dry_run;			/* mark and count only */
+};
+#define CS_GC_GRACE	3600
+struct cs_gc_result {
+	uint64_t manifests, packs, live_packs, dead_packs;
+	uint64_t broken_manifests, broken_index;
+	uint64_t pending;		/* dead, within the grace period */
+	uint64_t swept_packs, swept_bytes, swept_manifests, swept_tmp;
+	uint64_t index_removed;
+	bool index_written;
+};
+/* Mark and sweep (gc.c's comment: grace, crash safety), under the lock,
+   every benefactor answering (-EIO naming the missing one). */
+int cs_gc(struct cs_repo *r, const struct cs_gc_opts *o,
+	  struct cs_gc_result *res, char *why, size_t whylen);
+
+/* ---- check and repair (repair.c) -------------------------------------------- */
+
+struct cs_repair_result {
+	uint64_t objects;		/* looked at */
+	uint64_t whole;			/* all m + k fragments good */
+	uint64_t repaired;		/* missing fragments written */
+	uint64_t fragments;		/* fragments written */
+	uint64_t lost;			/* fewer than m good: cannot */
+	uint64_t short_of_benef;	/* too few live benefactors */
+};
+/*
+ * For every object (packs and index objects, then manifests): rebuild
+ * the fragments that are missing or corrupt and write them to live
+ * benefactors that hold no good fragment of it (a corrupt fragment is
+ * overwritten in place).  Under the writer lock.  say(line, arg) for
+ * each object repaired or lost.
+ */
+int cs_repair(struct cs_repo *r, struct cs_repair_result *res,
+	      void (*say)(const char *line, void *arg), void *arg,
+	      char *why, size_t whylen);
+
+/* Per benefactor: objects of each kind it holds and its free space. */
+struct cs_benef_stats {
+	uint64_t packs, indexes, manifests, avail;
+	bool down, full;
+};
+int cs_benef_stats(struct cs_repo *r, unsigned i, struct cs_benef_stats *s);
 
 /* ---- push and restore (push.c, restore.c) ---------------------------------- */
 

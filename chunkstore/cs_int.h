@@ -51,7 +51,6 @@ struct cs_buf {
 int cs_buf_need(struct cs_buf *b, size_t more);
 int cs_buf_add(struct cs_buf *b, const void *p, size_t n);
 
-#endif /* VFS_CS_INT_H */
 
 /* ---- the repository (repo.c, pack.c) ---- */
 
@@ -97,12 +96,31 @@ struct cs_repo {
 	uint32_t pending_packs;
 	void *zc, *zd;				/* zstd contexts */
 	struct cs_stats st;
+
+	/* the writer lock (lock.c) */
+	bool locked;				/* held by this session */
+	bool lock_on[CS_MAX_FRAGS];		/* benefactors holding it */
+	char lock_token[40];			/* ours, in the lock's body */
+	char lock_what[32];
+	uint64_t lock_since;			/* s, acquisition */
+	uint64_t lock_renew;			/* s, next renewal due */
+	unsigned lock_wait;			/* s to wait for a holder */
 };
 
 void cs_warn(struct cs_repo *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void cs_pack_name(char *buf, size_t len, const unsigned char id[CS_ID_LEN]);
 void cs_repo_index_free(struct cs_repo *r);
+void cs_index_forget(struct cs_repo *r);
+/* The pack number chunk id resolves to (-ENOENT: none), of a pack name
+   (-ENOENT: not in the index). */
+int cs_chunk_pack(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
+		  uint32_t *no);
+int cs_pack_no(struct cs_repo *r, const char *name, uint32_t *no);
+/* Write one index object for the packs keep[] (npacks entries) names;
+   name (80 bytes) gets its name, "" when none was written. */
+int cs_index_rewrite(struct cs_repo *r, const bool *keep, char *name,
+		     char *why, size_t whylen);
 
 /* Make room for `need` elements in *v of capacity *cap: 0 or -ENOMEM. */
 static inline int vfs_grow_cs(void **v, size_t *cap, size_t need, size_t elem)
@@ -120,3 +138,15 @@ static inline int vfs_grow_cs(void **v, size_t *cap, size_t need, size_t elem)
 	*cap = c;
 	return 0;
 }
+
+/* ---- the writer lock (lock.c) ---- */
+
+/* Renew the lease of a held lock when it is due (called by cs_obj_put). */
+int cs_lock_renew(struct cs_repo *r);
+/* Test-only fault injection: raise SIGKILL at the n-th passage through
+   point `where` when VFS_CHUNK_CRASH is "where:n" (or "where", n = 1);
+   raise SIGSTOP there when VFS_CHUNK_STOP is (the test then breaks a
+   benefactor, or runs a second writer, and sends SIGCONT). */
+void cs_crash_point(const char *where);
+
+#endif /* VFS_CS_INT_H */

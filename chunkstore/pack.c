@@ -499,6 +499,7 @@ static int pack_write(struct cs_repo *r, char *why, size_t whylen)
 	cs_pack_name(name, sizeof(name), id);
 	if ((rc = cs_obj_put(r, name, r->open.p, plen, why, whylen)))
 		return rc;
+	cs_crash_point("push-pack");
 	if ((rc = pack_add(r, id, plen, &no, &fresh)))
 		return rc;
 	r->pack_weak[no] = false;	/* written whole just now */
@@ -578,17 +579,15 @@ int cs_chunk_put(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
 	return 0;
 }
 
-int cs_chunk_flush(struct cs_repo *r, char *why, size_t whylen)
+/* The pending sections as one index object, named into name (80). */
+static int index_write(struct cs_repo *r, char *name, char *why,
+		       size_t whylen)
 {
 	unsigned char hdr[INDEX_HDR], sum[CS_ID_LEN];
 	struct cs_buf ix = { 0 };
-	char name[80], hex[CS_HEX_LEN];
+	char hex[CS_HEX_LEN];
 	int rc;
 
-	if ((rc = pack_write(r, why, whylen)))
-		return rc;
-	if (!r->pending_packs)
-		return 0;
 	memset(hdr, 0, sizeof(hdr));
 	memcpy(hdr, INDEX_MAGIC, 8);
 	le32_put(hdr + 8, PACK_VERSION);
@@ -601,13 +600,110 @@ int cs_chunk_flush(struct cs_repo *r, char *why, size_t whylen)
 		goto out;
 	cs_sha256(ix.p, ix.len, sum);
 	cs_id_hex(sum, hex);
-	snprintf(name, sizeof(name), "index/%s", hex);
+	snprintf(name, 80, "index/%s", hex);
 	if ((rc = cs_obj_put(r, name, ix.p, ix.len, why, whylen)))
 		goto out;
 	r->pending.len = 0;
 	r->pending_packs = 0;
 out:
 	free(ix.p);
+	return rc;
+}
+
+int cs_chunk_flush(struct cs_repo *r, char *why, size_t whylen)
+{
+	char name[80];
+	int rc;
+
+	if ((rc = pack_write(r, why, whylen)))
+		return rc;
+	if (!r->pending_packs)
+		return 0;
+	return index_write(r, name, why, whylen);
+}
+
+int cs_chunk_pack(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
+		  uint32_t *no)
+{
+	struct cs_ient *e = tab_find(r, id);
+
+	if (!e || e->pack >= r->npacks)
+		return -ENOENT;
+	*no = e->pack;
+	return 0;
+}
+
+int cs_pack_no(struct cs_repo *r, const char *name, uint32_t *no)
+{
+	unsigned char id[CS_ID_LEN];
+
+	if (strncmp(name, "pack/", 5) || cs_id_parse(name + 5, id))
+		return -EINVAL;
+	for (size_t i = 0; i < r->npacks; i++)
+		if (!memcmp(r->packs[i], id, CS_ID_LEN)) {
+			*no = (uint32_t)i;
+			return 0;
+		}
+	return -ENOENT;
+}
+
+/*
+ * One index object for the packs keep[] names (weak ones left out: they
+ * stay unindexed), from the in-memory index: each pack's section lists
+ * the chunks the index resolves to it.  name gets its name ("" if no
+ * pack is kept: nothing written).
+ */
+int cs_index_rewrite(struct cs_repo *r, const bool *keep, char *name,
+		     char *why, size_t whylen)
+{
+	struct cs_blob *blobs = NULL;
+	size_t nb = 0, cap = 0;
+	int rc = 0;
+
+	name[0] = '\0';
+	if (r->nob)
+		return cs_err(-EBUSY, why, whylen, "index rewrite during a "
+			      "write");
+	r->pending.len = 0;		/* what the load noted: covered here */
+	r->pending_packs = 0;
+	for (size_t p = 0; p < r->npacks && !rc; p++) {
+		if (!keep[p] || r->pack_weak[p])
+			continue;
+		nb = 0;
+		for (size_t i = 0; i < r->tab_cap && !rc; i++) {
+			const struct cs_ient *e = &r->tab[i];
+
+			if (e->pack != p)
+				continue;
+			if ((rc = vfs_grow_cs((void **)&blobs, &cap, nb + 1,
+					      sizeof(*blobs))))
+				break;
+			memcpy(blobs[nb].id, e->id, CS_ID_LEN);
+			blobs[nb].off = e->off;
+			blobs[nb].clen = e->clen;
+			blobs[nb].ulen = e->ulen;
+			blobs[nb++].flags = e->flags;
+		}
+		/* a pack's entries in pack order, as a pack header has them */
+		for (size_t i = 1; !rc && i < nb; i++)
+			for (size_t j = i; j > 0 && blobs[j].off <
+			     blobs[j - 1].off; j--) {
+				struct cs_blob t = blobs[j];
+
+				blobs[j] = blobs[j - 1];
+				blobs[j - 1] = t;
+			}
+		if (!rc)
+			rc = pending_add(r, r->packs[p], r->pack_bytes[p],
+					 blobs, nb);
+	}
+	free(blobs);
+	if (!rc && r->pending_packs)
+		rc = index_write(r, name, why, whylen);
+	if (rc) {
+		r->pending.len = 0;
+		r->pending_packs = 0;
+	}
 	return rc;
 }
 
@@ -704,6 +800,33 @@ int cs_pack_foreach(struct cs_repo *r,
 	}
 	free(cnt);
 	return rc;
+}
+
+/*
+ * Forget the in-memory index (a writer that just took the lock: another
+ * writer may have added or swept packs since it was loaded); the next use
+ * loads it again.  Not while a pack is open (a write in progress); the
+ * pending index sections are dropped (the load that found unindexed packs
+ * finds them again).
+ */
+void cs_index_forget(struct cs_repo *r)
+{
+	if (!r->loaded || r->nob)
+		return;
+	r->pending_packs = 0;
+	free(r->tab);
+	free(r->packs);
+	free(r->pack_bytes);
+	free(r->pack_weak);
+	r->tab = NULL;
+	r->packs = NULL;
+	r->pack_bytes = NULL;
+	r->pack_weak = NULL;
+	r->tab_n = r->tab_cap = r->npacks = r->packs_cap = 0;
+	r->pack_bytes_cap = r->indexed_from = 0;
+	r->pending.len = 0;
+	r->cached = false;
+	r->loaded = false;
 }
 
 void cs_repo_index_free(struct cs_repo *r)

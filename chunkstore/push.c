@@ -29,6 +29,10 @@
  * chunks changed.  CDC has no such shortcut short of a whole unchanged
  * file: a change shifts its cut points.
  *
+ * Locking: a push holds the chunk store's writer lock (lock.c) from
+ * before it loads the index to after its manifest is durable, so gc
+ * never sweeps a pack it deduplicates against.
+ *
  * Ordering: chunks go into packs; cs_chunk_flush writes the last pack and
  * an index object, each durable before it returns; only then is the
  * manifest written.  A crash before the manifest leaves packs no manifest
@@ -823,6 +827,7 @@ int cs_push(struct cs_repo *r, struct vstore *st, uint64_t ckpt,
 	struct bt_ckpt ck;
 	char name[128];
 	uint64_t listed;
+	bool took = !cs_repo_locked(r);
 	int rc;
 
 	memset(res, 0, sizeof(*res));
@@ -848,6 +853,11 @@ int cs_push(struct cs_repo *r, struct vstore *st, uint64_t ckpt,
 		cs_warn(r, "%s: %u of %u fragments good; writing it again",
 			name, good, g.m + g.k);
 	}
+	/* one writer at a time: gc must not sweep what we deduplicate
+	   against (lock.c); a caller may hold the lock already */
+	if ((rc = cs_lock(r, "push", why, whylen)))
+		return rc;
+	cs_crash_point("push-locked");
 	if ((rc = bt_txn_begin(store_env(st), BT_TXN_RDONLY, &p.txn)))
 		return cs_err(rc, why, whylen, "index: %s", bt_last_error());
 	rc = bt_ckpt_get(p.txn, ckpt, &ck);
@@ -885,6 +895,8 @@ out:
 		cs_err(rc, why, whylen, "%s", rc == -EIO ? bt_last_error() :
 		       strerror(-rc));
 	bt_txn_abort(p.txn);
+	if (took)
+		cs_unlock(r);
 	cs_manifest_free(&p.mb);
 	for (size_t i = 0; i < p.nprev; i++)
 		free(p.prev[i].refs);

@@ -241,6 +241,8 @@ void cs_repo_close(struct cs_repo *r)
 {
 	if (!r)
 		return;
+	if (r->locked)
+		cs_unlock(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		if (r->b[i] && r->b[i]->ops)
 			r->b[i]->ops->close(r->b[i]);
@@ -314,6 +316,7 @@ int cs_obj_put(struct cs_repo *r, const char *name, const void *buf,
 	size_t flen;
 	int rc;
 
+	cs_lock_renew(r);
 	if (refers(name) && (rc = repo_flush(r, why, whylen)))
 		return rc;
 	if ((rc = cs_frag_encode(&r->red, name, buf, len, frags, &flen)))
@@ -358,6 +361,8 @@ int cs_obj_put(struct cs_repo *r, const char *name, const void *buf,
 			continue;
 		}
 		done++;
+		cs_crash_point(!refers(name) ? "put-frag" : name[0] == 'm' ?
+			       "put-frag-manifest" : "put-frag-index");
 	}
 	for (unsigned i = 0; i < n; i++)
 		free(frags[i]);

@@ -12,7 +12,8 @@
  * first.
  *
  * versionfs-restore without --plain (a backing directory that versionfs
- * mounts with C as a checkpoint) is not written yet.
+ * mounts with C as a checkpoint) is the tool's backing.c: it turns
+ * manifests into checkpoint streams for the replicator's receiver.
  */
 #include <errno.h>
 #include <dirent.h>

@@ -22,6 +22,7 @@
 #   - stats reports the dedup ratio; a push from the unmounted store works.
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/chunk-lib.sh"
 need_root
 CHUNK=$VFS_BUILD/versionfs-chunk
 RESTORE=$VFS_BUILD/versionfs-restore
@@ -42,36 +43,6 @@ ln "$B/old/data" "$B/old/sub/data-link"
 ln -s ../data "$B/old/sub/sym"
 setfattr -n user.base -v yes "$B/old/sub/note"
 vfs_mount "$B" "$M"
-
-# tree_list DIR: every entry with type, mode, owner, size (files),
-# symlink target, mtime (not directories': reading a view may touch them)
-tree_list() {
-	(cd "$1" && find . -path ./.checkpoints -prune -o \
-		\( -type d -printf '%p %y %m %U:%G\n' \) -o \
-		\( -type f -printf '%p %y %m %U:%G %s %n %T@\n' \) -o \
-		\( ! -type d ! -type f -printf '%p %y %m %U:%G %l %T@\n' \) |
-		sort)
-	(cd "$1" && find . -path ./.checkpoints -prune -o -print | sort |
-		while read -r f; do
-			getfattr -h -d -m '^user\.' "$f" 2>/dev/null
-		done)
-}
-
-content() {	# content DIR: md5 of every regular file
-	(cd "$1" && find . -path ./.checkpoints -prune -o -type f -print0 |
-		sort -z | xargs -0 -r md5sum)
-}
-
-same_tree() {	# same_tree A B LABEL
-	diff <(content "$1") <(content "$2") >"$T/diff.out" 2>&1 ||
-		{ head -20 "$T/diff.out"; fail "$3: contents differ"; }
-	diff <(tree_list "$1") <(tree_list "$2") >"$T/diff.out" ||
-		{ head -20 "$T/diff.out"; fail "$3: metadata differs"; }
-}
-
-field() {	# field NAME < push output
-	sed -n "s/.* $1 \([0-9.]*\).*/\1/p"
-}
 
 note "a tree with every kind of file"
 mkdir -p "$M/d/e/f"

@@ -10,8 +10,15 @@
  * garbage packs, fragments and manifests refused with a reason; FsCH push
  * of a store built through the index API (opened read-only, no lock):
  * one page changed reads and stores one 64 KiB chunk, nothing changed
- * reads nothing, and the plain restore is byte-identical.  Real mounts and
- * loop-mounted benefactors are in tests/integration/t0800-chunkstore.sh.
+ * reads nothing, and the plain restore is byte-identical.  gc: marking
+ * keeps exactly the packs whose chunks a manifest references, sweeps the
+ * others (and a manifest with too few fragments), refuses to delete
+ * anything when a manifest names a chunk in no pack.  The writer lock:
+ * refused with the holder named while held, taken after release, broken
+ * when its holder died (fork + _exit) or its lease expired, kept while a
+ * live holder on another host has a majority.  Real mounts and
+ * loop-mounted benefactors are in tests/integration/t0800-chunkstore.sh
+ * and t0810-chunk-gc.sh.
  */
 #include <check.h>
 #include <errno.h>
@@ -20,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "chunkstore/chunkstore.h"
@@ -615,6 +624,220 @@ START_TEST(push_fsch)
 }
 END_TEST
 
+/* ---- gc marking and sweeping ---- */
+
+/* Chunks [a, b) of seed `batch`, one flush: a pack set of their own. */
+static uint64_t put_batch(struct cs_repo *r, unsigned char (*id)[CS_ID_LEN],
+			  unsigned char *buf, int a, int b)
+{
+	char why[CS_WHY_LEN];
+	struct cs_stats st0, st1;
+
+	cs_repo_stats(r, &st0);
+	for (int i = a; i < b; i++) {
+		fill(buf, 100000, (uint64_t)i * 7919);
+		cs_sha256(buf, 100000, id[i]);
+		ck_assert_int_eq(cs_chunk_put(r, id[i], buf, 100000, why,
+					      sizeof(why)), 0);
+	}
+	ck_assert_int_eq(cs_chunk_flush(r, why, sizeof(why)), 0);
+	cs_repo_stats(r, &st1);
+	return st1.packs_written - st0.packs_written;
+}
+
+/* A manifest of checkpoint ck whose one file references chunks [a, b). */
+static void put_manifest(struct cs_repo *r, uint64_t ck,
+			 unsigned char (*id)[CS_ID_LEN], int a, int b)
+{
+	struct cs_mhead h = { .ckpt = ck, .chunking = CS_FSCH };
+	struct cs_ref refs[64];
+	struct cs_file f = { .path = "", .mode = S_IFDIR | 0755, .vino = 1 };
+	struct cs_mbuild mb = { 0 };
+	char name[128], why[CS_WHY_LEN];
+
+	memset(h.store_id, 0x5a, 16);
+	for (int i = a; i < b; i++) {
+		memcpy(refs[i - a].id, id[i], CS_ID_LEN);
+		refs[i - a].off = (uint64_t)(i - a) * 100000;
+		refs[i - a].len = 100000;
+	}
+	ck_assert_int_eq(cs_manifest_begin(&mb, &h), 0);
+	ck_assert_int_eq(cs_manifest_add(&mb, &f), 0);
+	f = (struct cs_file){ .path = "f", .mode = S_IFREG | 0644, .vino = 2,
+			      .size = (uint64_t)(b - a) * 100000, .refs = refs,
+			      .nrefs = (size_t)(b - a), .nlink = 1 };
+	ck_assert_int_eq(cs_manifest_add(&mb, &f), 0);
+	ck_assert_int_eq(cs_manifest_end(&mb), 0);
+	cs_manifest_name(name, sizeof(name), h.store_id, ck);
+	ck_assert_int_eq(cs_obj_put(r, name, mb.buf, mb.len, why, sizeof(why)),
+			 0);
+	cs_manifest_free(&mb);
+}
+
+static int count_pack(const char *pack, size_t nblobs, void *arg)
+{
+	(void)pack;
+	(void)nblobs;
+	(*(size_t *)arg)++;
+	return 0;
+}
+
+START_TEST(gc_mark_sweep)
+{
+	unsigned char (*id)[CS_ID_LEN] = malloc(120 * CS_ID_LEN);
+	unsigned char *buf = malloc(100000);
+	char spec[512], why[CS_WHY_LEN], name[128], cmd[1024];
+	struct cs_gc_opts go = { .grace_s = 0 };
+	struct cs_gc_result res;
+	struct cs_repo *r;
+	uint64_t p1, p2, p3;
+	size_t npacks = 0;
+	unsigned char sid[16];
+
+	mk_benef();
+	spec_of(spec, sizeof(spec), "?rs=2+1");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	p1 = put_batch(r, id, buf, 0, 40);	/* checkpoint 1's */
+	p2 = put_batch(r, id, buf, 40, 80);	/* checkpoint 2's */
+	p3 = put_batch(r, id, buf, 80, 120);	/* nobody's */
+	ck_assert_uint_ge(p1, 1);
+	ck_assert_uint_ge(p3, 1);
+	put_manifest(r, 1, id, 0, 40);
+	put_manifest(r, 2, id, 40, 80);
+	/* a manifest a crash cut short: one fragment of three */
+	put_manifest(r, 3, id, 80, 120);
+	memset(sid, 0x5a, 16);
+	cs_manifest_name(name, sizeof(name), sid, 3);
+	snprintf(cmd, sizeof(cmd), "k=; for f in %s/b*/%s; do [ -e \"$f\" ] "
+		 "|| continue; [ -n \"$k\" ] && rm \"$f\"; k=1; done; true",
+		 tdir, name);
+	ck_assert_int_eq(system(cmd), 0);	/* one fragment left */
+	cs_repo_close(r);
+
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_WRITE, &r, why,
+				      sizeof(why)), 0);
+	ck_assert_int_eq(cs_gc(r, &go, &res, why, sizeof(why)), 0);
+	ck_assert_uint_eq(res.manifests, 2);
+	ck_assert_uint_eq(res.live_packs, p1 + p2);
+	ck_assert_uint_eq(res.dead_packs, p3);
+	ck_assert_uint_eq(res.swept_packs, p3);
+	ck_assert_uint_eq(res.broken_manifests, 1);
+	cs_repo_close(r);
+
+	/* a new session: what is referenced reads, what was not is gone */
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_WRITE, &r, why,
+				      sizeof(why)), 0);
+	ck_assert_int_eq(cs_index_load(r, why, sizeof(why)), 0);
+	cs_pack_foreach(r, count_pack, &npacks);
+	ck_assert_uint_eq(npacks, p1 + p2);
+	for (int i = 0; i < 120; i++)
+		ck_assert_int_eq(cs_chunk_has(r, id[i]), i < 80);
+	ck_assert_int_eq(cs_chunk_get(r, id[45], buf, 100000, why,
+				      sizeof(why)), 0);
+	ck_assert_int_eq(cs_obj_exists(r, name), 0);
+	/* prune checkpoint 1: its packs go, checkpoint 2's stay */
+	cs_manifest_name(name, sizeof(name), sid, 1);
+	ck_assert_int_eq(cs_obj_delete(r, name, why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_gc(r, &go, &res, why, sizeof(why)), 0);
+	ck_assert_uint_eq(res.swept_packs, p1);
+	ck_assert_uint_eq(res.live_packs, p2);
+	cs_repo_close(r);
+
+	/* a manifest naming a chunk in no pack: gc deletes nothing */
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_WRITE, &r, why,
+				      sizeof(why)), 0);
+	put_manifest(r, 4, id, 0, 2);		/* chunks swept above */
+	ck_assert_int_eq(cs_gc(r, &go, &res, why, sizeof(why)), CS_ECORRUPT);
+	ck_assert_ptr_nonnull(strstr(why, "in no pack"));
+	ck_assert_uint_eq(res.swept_packs, 0);
+	ck_assert_int_eq(cs_chunk_get(r, id[45], buf, 100000, why,
+				      sizeof(why)), 0);
+	cs_repo_close(r);
+	rm_benef();
+	free(id);
+	free(buf);
+}
+END_TEST
+
+/* ---- the writer lock ---- */
+
+static void write_lock(int b, const char *host, long pid, long expires)
+{
+	char p[256];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/b%d/lock", tdir, b);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/b%d/lock/writer", tdir, b);
+	ck_assert_ptr_nonnull(f = fopen(p, "w"));
+	fprintf(f, "versionfs-chunk lock 1\nhost %s\npid %ld\nwhat test\n"
+		"since 1\nexpires %ld\ntoken feed\n", host, pid, expires);
+	fclose(f);
+}
+
+START_TEST(lock_protocol)
+{
+	char spec[512], why[CS_WHY_LEN];
+	struct cs_repo *r1, *r2;
+	long far = (long)time(NULL) + 3600;
+	pid_t pid;
+	int st;
+
+	mk_benef();
+	spec_of(spec, sizeof(spec), "?rs=2+1");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r1,
+				      why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_WRITE, &r2, why,
+				      sizeof(why)), 0);
+	ck_assert_int_eq(cs_lock(r1, "first", why, sizeof(why)), 0);
+	ck_assert(cs_repo_locked(r1));
+	why[0] = 0;
+	ck_assert_int_eq(cs_lock(r2, "second", why, sizeof(why)), -EBUSY);
+	ck_assert_ptr_nonnull(strstr(why, "locked by first"));
+	cs_unlock(r1);
+	ck_assert_int_eq(cs_lock(r2, "second", why, sizeof(why)), 0);
+	cs_repo_close(r2);		/* releases */
+	ck_assert_int_eq(cs_lock(r1, "again", why, sizeof(why)), 0);
+	cs_unlock(r1);
+
+	/* a holder that died without unlocking (kill -9) */
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct cs_repo *c;
+		char w[CS_WHY_LEN];
+
+		if (cs_repo_open(spec, CS_OPEN_WRITE, &c, w, sizeof(w)) ||
+		    cs_lock(c, "child", w, sizeof(w)))
+			_exit(1);
+		_exit(0);			/* no unlock */
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_int_eq(WEXITSTATUS(st), 0);
+	ck_assert_int_eq(cs_lock(r1, "after", why, sizeof(why)), 0);
+	ck_assert_ptr_nonnull(strstr(cs_repo_warnings(r1), "stale"));
+	cs_unlock(r1);
+
+	/* another host, lease expired: broken; lease running: kept */
+	write_lock(1, "elsewhere", 1, 10);
+	write_lock(2, "elsewhere", 1, 10);
+	ck_assert_int_eq(cs_lock(r1, "expired", why, sizeof(why)), 0);
+	cs_unlock(r1);
+	write_lock(1, "elsewhere", 1, far);
+	write_lock(3, "elsewhere", 1, far);
+	why[0] = 0;
+	ck_assert_int_eq(cs_lock(r1, "live", why, sizeof(why)), -EBUSY);
+	ck_assert_ptr_nonnull(strstr(why, "host elsewhere pid 1"));
+	/* on 2 of 4 benefactors it blocks (a majority is 3) */
+	ck_assert_int_eq(cs_lock_break(r1, NULL, 0), 2);
+	ck_assert_int_eq(cs_lock(r1, "free", why, sizeof(why)), 0);
+	cs_unlock(r1);
+	cs_repo_close(r1);
+	rm_benef();
+}
+END_TEST
+
 static Suite *chunk_suite(void)
 {
 	Suite *s = suite_create("chunkstore");
@@ -641,6 +864,12 @@ static Suite *chunk_suite(void)
 	tc = tcase_create("push");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, push_fsch);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("gc");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, gc_mark_sweep);
+	tcase_add_test(tc, lock_protocol);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,13 +1,14 @@
 /*
  * versionfs-chunk — the chunk store's commands: init, push, list, stats,
- * check (versionfs-chunk(8)).  Everything is done by libvfschunk
- * (chunkstore/chunkstore.h); this file parses options, prints, and turns
+ * check here; prune, gc, repair, unlock in chunk_gc.c
+ * (versionfs-chunk(8)).  Everything is done by libvfschunk
+ * (chunkstore/chunkstore.h); these files parse options, print, and turn
  * errors into "versionfs-chunk: push: ..." lines and exit codes.
  *
  * push opens the versionfs store read-only and without its lock
- * (STORE_RDONLY), so it runs beside a mounted daemon; only the append-only
- * commands are here (init, push), beside the read-only ones: deleting
- * (prune, gc) is phase 2 and will take a lock the appenders respect.
+ * (STORE_RDONLY), so it runs beside a mounted daemon.  Writers (push,
+ * prune, gc, repair) take the chunk store's writer lock (lock.c);
+ * --wait-lock SEC waits for a holder instead of failing at once.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -23,10 +24,11 @@
 
 #include "chunkstore/chunkstore.h"
 #include "versionfs/store/store.h"
+#include "versionfs/tools/chunk/chunk_int.h"
 
-static const char *cmd = "";
+const char *cmd = "";
 
-static void warnings(struct cs_repo *r)
+void warnings(struct cs_repo *r)
 {
 	const char *w = cs_repo_warnings(r);
 
@@ -40,7 +42,7 @@ static void warnings(struct cs_repo *r)
 	}
 }
 
-static int fail(struct cs_repo *r, int rc, const char *why)
+int fail(struct cs_repo *r, int rc, const char *why)
 {
 	if (r)
 		warnings(r);
@@ -49,15 +51,21 @@ static int fail(struct cs_repo *r, int rc, const char *why)
 	return 1;
 }
 
-static void usage(FILE *f)
+void usage(FILE *f)
 {
 	fprintf(f,
 "usage: versionfs-chunk init SPEC\n"
 "       versionfs-chunk push BACKING --to SPEC [--checkpoint C | --tag T]\n"
-"                            [--chunking fsch|cdc]\n"
+"                            [--chunking fsch|cdc] [--wait-lock SEC]\n"
 "       versionfs-chunk list SPEC\n"
 "       versionfs-chunk stats SPEC\n"
 "       versionfs-chunk check SPEC [--read-data]\n"
+"       versionfs-chunk prune SPEC [--store ID] [--dry-run] [--wait-lock SEC]\n"
+"                             --keep-last N | --older-than T | --replace\n"
+"       versionfs-chunk gc SPEC [--grace T] [--dry-run] [--wait-lock SEC]\n"
+"       versionfs-chunk repair SPEC [--wait-lock SEC]\n"
+"       versionfs-chunk unlock SPEC\n"
+"T: seconds, or a number with s, m, h or d\n"
 "SPEC: dir:/b1,/b2,...[?replicas=R | ?parity | ?rs=M+K]\n"
 "      rados:POOL[@CONF][,user=NAME][,namespace=NS]  (the pool's redundancy)\n");
 }
@@ -94,6 +102,7 @@ static int do_push(int argc, char **argv)
 		{ "checkpoint", required_argument, NULL, 'c' },
 		{ "tag", required_argument, NULL, 'g' },
 		{ "chunking", required_argument, NULL, 'k' },
+		{ "wait-lock", required_argument, NULL, 'w' },
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *spec = NULL, *tag = NULL;
@@ -104,12 +113,16 @@ static int do_push(int argc, char **argv)
 	struct vstore *st = NULL;
 	struct timespec t0, t1;
 	struct cs_stats cst;
-	uint64_t c = 0;
+	uint64_t c = 0, wait = 0;
 	int o, rc;
 
-	while ((o = getopt_long(argc, argv, "t:c:g:k:", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "t:c:g:k:w:", opts, NULL)) != -1) {
 		switch (o) {
 		case 't': spec = optarg; break;
+		case 'w':
+			if (parse_secs(optarg, &wait))
+				return 2;
+			break;
 		case 'g': tag = optarg; break;
 		case 'c':
 			c = strtoull(optarg, &end, 10);
@@ -168,6 +181,7 @@ static int do_push(int argc, char **argv)
 		store_close(st);
 		return fail(NULL, rc, why);
 	}
+	cs_repo_set_lock_wait(r, (unsigned)wait);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	rc = cs_push(r, st, c, &po, &res, why, sizeof(why));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -325,6 +339,16 @@ static int do_stats(int argc, char **argv)
 	       red->scheme == CS_REPLICA ? "replicas" :
 	       red->scheme == CS_XOR ? "parity" : "rs", red->m, red->k,
 	       (double)(red->m + red->k) / red->m);
+	for (unsigned i = 0; i < cs_repo_nbenef(r); i++) {
+		struct cs_benef_stats bs;
+
+		cs_benef_stats(r, i, &bs);
+		printf("benefactor %s packs %" PRIu64 " index %" PRIu64
+		       " manifests %" PRIu64 " avail_bytes %" PRIu64 " %s\n",
+		       cs_repo_benef(r, i)->label, bs.packs, bs.indexes,
+		       bs.manifests, bs.avail, bs.down ? "missing" :
+		       bs.full ? "full" : "up");
+	}
 	warnings(r);
 	cs_names_free(names, n);
 	cs_repo_close(r);
@@ -450,6 +474,8 @@ static int do_check(int argc, char **argv)
 			c.bad++;
 	}
 	cs_pack_foreach(r, check_pack, &c);
+	if (cs_lock_describe(r, why, sizeof(why)))	/* news, not damage */
+		fprintf(stderr, "versionfs-chunk: check: %s\n", why);
 	warnings(r);
 	printf("manifests %zu packs checked, %u damaged, %u degraded\n", n,
 	       c.bad, c.degraded);
@@ -479,6 +505,14 @@ int main(int argc, char **argv)
 		return do_list(argc - 1, argv + 1);
 	if (!strcmp(cmd, "stats"))
 		return do_stats(argc - 1, argv + 1);
+	if (!strcmp(cmd, "prune"))
+		return do_prune(argc - 1, argv + 1);
+	if (!strcmp(cmd, "gc"))
+		return do_gc(argc - 1, argv + 1);
+	if (!strcmp(cmd, "repair"))
+		return do_repair(argc - 1, argv + 1);
+	if (!strcmp(cmd, "unlock"))
+		return do_unlock(argc - 1, argv + 1);
 	if (!strcmp(cmd, "check"))
 		return do_check(argc - 1, argv + 1);
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {

@@ -3,12 +3,15 @@
  * (versionfs-restore(8)).  Finds the manifest (the only store in the
  * chunk store, or --store ID; the newest checkpoint, or --checkpoint C)
  * and rebuilds it with libvfschunk.  --plain writes a plain tree; without
- * it the target would be a backing directory that versionfs mounts at
- * checkpoint C, which is not written yet: the command says so and stops.
- * A progress bar goes to stderr when it is a terminal.
+ * it the target is a backing directory that versionfs mounts at checkpoint
+ * C, with every ancestor of C the chunk store holds (following the
+ * manifests' parent fields back to the first missing one) under
+ * .checkpoints/ (backing.c).  A progress bar goes to stderr when it is a
+ * terminal.
  */
 #include <errno.h>
 #include <malloc.h>
+#include <signal.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,6 +20,7 @@
 #include <unistd.h>
 
 #include "chunkstore/chunkstore.h"
+#include "versionfs/tools/restore/restore_int.h"
 
 static void warnings(struct cs_repo *r)
 {
@@ -40,10 +44,67 @@ static void bar(uint64_t done, uint64_t total, void *arg)
 			done >> 20, total >> 20);
 }
 
+static int no_entry(const struct cs_file *f, void *arg)
+{
+	(void)f;
+	(void)arg;
+	return 0;
+}
+
+/*
+ * The manifests to restore, oldest first: `pick` and, through each
+ * manifest's parent, its ancestors among names[] (sorted) back to the
+ * first one missing.  *out points into names[].
+ */
+static int chain(struct cs_repo *r, char *pick, char **names, size_t n,
+		 size_t *nout, char ***out, char *why, size_t whylen)
+{
+	char **v = NULL, name[80];
+	size_t k = 0;
+	int rc = 0;
+
+	if (!(v = calloc(n ? n : 1, sizeof(*v))))
+		return -ENOMEM;
+	for (char *cur = pick; cur && k < n;) {
+		struct cs_mhead h;
+		void *buf;
+		size_t len;
+		char **hit;
+
+		v[k++] = cur;
+		if ((rc = cs_obj_get(r, cur, &buf, &len, why, whylen)))
+			break;
+		rc = cs_manifest_parse(buf, len, &h, no_entry, NULL, why,
+				       whylen);
+		free(buf);
+		if (rc || !h.parent || h.parent >= h.ckpt)
+			break;
+		cs_manifest_name(name, sizeof(name), h.store_id, h.parent);
+		hit = NULL;
+		for (size_t i = 0; i < n && !hit; i++)
+			if (!strcmp(names[i], name))
+				hit = &names[i];
+		cur = hit ? *hit : NULL;
+	}
+	if (rc) {
+		free(v);
+		return rc;
+	}
+	for (size_t i = 0; i < k / 2; i++) {
+		char *t = v[i];
+
+		v[i] = v[k - 1 - i];
+		v[k - 1 - i] = t;
+	}
+	*out = v;
+	*nout = k;
+	return 0;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: versionfs-restore SPEC [--store ID] "
-		"[--checkpoint C] --plain DIR\n");
+		"[--checkpoint C] [--plain] DIR\n");
 }
 
 int main(int argc, char **argv)
@@ -61,7 +122,8 @@ int main(int argc, char **argv)
 	struct cs_repo *r = NULL;
 	uint64_t c = 0, best = 0;
 	bool plain = false;
-	size_t n = 0;
+	char **ch = NULL;
+	size_t n = 0, nch = 0;
 	int o, rc, ret = 1;
 
 	/* Packs and fragments are buffers of a few MiB allocated per object:
@@ -92,12 +154,7 @@ int main(int argc, char **argv)
 	}
 	spec = argv[optind];
 	dir = argv[optind + 1];
-	if (!plain) {
-		fprintf(stderr, "versionfs-restore: restoring a backing "
-			"directory for versionfs is not implemented yet; use "
-			"--plain for a plain tree\n");
-		return 2;
-	}
+	signal(SIGPIPE, SIG_IGN);	/* backing.c's pipe: EPIPE instead */
 	if ((rc = cs_repo_open(spec, 0, &r, why, sizeof(why)))) {
 		fprintf(stderr, "versionfs-restore: %s\n", why);
 		return 1;
@@ -139,7 +196,12 @@ int main(int argc, char **argv)
 	}
 	if (isatty(2))
 		ro.progress = bar;
-	rc = cs_restore_plain(r, pick, dir, &ro, why, sizeof(why));
+	if (plain)
+		rc = cs_restore_plain(r, pick, dir, &ro, why, sizeof(why));
+	else if (!(rc = chain(r, pick, names, n, &nch, &ch, why,
+			      sizeof(why))))
+		rc = restore_backing(r, ch, nch, dir, ro.progress, why,
+				     sizeof(why));
 	if (isatty(2))
 		fputc('\n', stderr);
 	warnings(r);
@@ -147,9 +209,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "versionfs-restore: %s\n", why);
 		goto out;
 	}
-	printf("restored checkpoint %" PRIu64 " into %s\n", best, dir);
+	if (plain)
+		printf("restored checkpoint %" PRIu64 " into %s\n", best, dir);
+	else
+		printf("restored checkpoint %" PRIu64 " into backing directory "
+		       "%s with %zu checkpoint%s\n", best, dir, nch,
+		       nch == 1 ? "" : "s");
 	ret = 0;
 out:
+	free(ch);
 	cs_names_free(names, n);
 	cs_repo_close(r);
 	return ret;

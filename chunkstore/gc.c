@@ -1,0 +1,521 @@
+/*
+ * gc.c — pruning manifests and collecting the packs nothing uses.
+ *
+ * PRUNE deletes manifests (stdchk's policies: keep the last N of each
+ * store, purge those older than T, replace = keep the newest only); the
+ * newest manifest of a store is never pruned by age.  It frees no pack:
+ * gc does.
+ *
+ * GC is mark and sweep, under the writer lock (lock.c), so no push runs
+ * meanwhile.  Mark: every manifest is read and every chunk it references
+ * resolved through the index to the pack that holds it: those packs are
+ * live.  A manifest that cannot be read although every benefactor answers
+ * (fewer than m good fragments: a push or a prune a crash interrupted,
+ * never acknowledged) marks nothing and is garbage itself; a manifest
+ * that is damaged otherwise, or references a chunk in no pack, stops gc
+ * before anything is deleted (run check).  gc refuses to run while a
+ * benefactor is missing: what it holds cannot be marked.
+ *
+ * GRACE.  A dead object (a pack no manifest uses, a broken manifest, a
+ * leftover in tmp/) is swept only once a gc has seen it dead at least
+ * `grace` seconds before: each gc writes the dead set with the time each
+ * was first seen as "gc/pending-<time>" (and deletes the older ones), the
+ * next gc sweeps what has been dead long enough.  With the lock that is
+ * belt and braces: it covers a writer that does not take the lock (an
+ * older versionfs, a backend without an atomic create).  --grace 0
+ * sweeps at once.
+ *
+ * CRASH SAFETY, step by step (each step durable before the next):
+ *   1. gc/pending-<now> written, older pending objects deleted: advisory,
+ *      a crash only delays sweeping;
+ *   2. a new index object naming only the live packs is written;
+ *   3. every other index object is deleted: a crash between 2 and 3
+ *      leaves old index objects that name packs still present;
+ *   4. dead packs are deleted, fragment by fragment: a pack a crash left
+ *      with some fragments is in no index object and no manifest uses it,
+ *      so it is garbage the next gc sweeps (the index loader reads
+ *      unindexed packs from their headers, or warns that it cannot);
+ *   5. broken manifests and tmp/ leftovers are deleted.
+ * Deleting an index before the packs it names is what keeps every index
+ * entry pointing at a pack that exists.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chunkstore/chunkstore.h"
+#include "chunkstore/cs_int.h"
+
+/* ---- helpers ---- */
+
+/* Every benefactor answers: 0, or -EIO naming the one that does not. */
+static int all_up(struct cs_repo *r, const char *what, char *why,
+		  size_t whylen)
+{
+	for (unsigned i = 0; i < r->nb; i++)
+		if (r->b[i]->down)
+			return cs_err(-EIO, why, whylen, "%s needs every "
+				      "benefactor and %s is missing (%s)",
+				      what, r->b[i]->label,
+				      strerror(r->b[i]->err ? -r->b[i]->err :
+					       EIO));
+	return 0;
+}
+
+/* Delete object `name` from every benefactor (fragments), 0 or -errno. */
+static int obj_del(struct cs_repo *r, const char *name)
+{
+	int first = 0;
+
+	for (unsigned i = 0; i < r->nb; i++) {
+		struct cs_backend *b = r->b[i];
+		int rc;
+
+		if (b->down)
+			continue;
+		rc = b->ops->del(b, name);
+		if (rc && rc != -ENOENT && !first)
+			first = rc;
+		if (!rc)
+			cs_crash_point("del-frag");
+	}
+	return first;
+}
+
+int cs_obj_delete(struct cs_repo *r, const char *name, char *why,
+		  size_t whylen)
+{
+	int rc = obj_del(r, name);
+
+	return rc ? cs_err(rc, why, whylen, "deleting %s: %s", name,
+			   strerror(-rc)) : 0;
+}
+
+/* ---- prune ---- */
+
+struct mref {
+	char *name;
+	uint64_t ckpt, time_ns;
+	char store[33];
+};
+
+static int cmp_mref(const void *a, const void *b)
+{
+	const struct mref *x = a, *y = b;
+	int c = strcmp(x->store, y->store);
+
+	if (c)
+		return c;
+	return x->ckpt < y->ckpt ? -1 : x->ckpt > y->ckpt;
+}
+
+int cs_prune(struct cs_repo *r, const struct cs_prune_opts *o,
+	     void (*say)(const char *name, bool removed, void *arg),
+	     void *arg, size_t *removed, char *why, size_t whylen)
+{
+	char **names = NULL;
+	struct mref *m = NULL;
+	size_t n = 0, nm = 0;
+	uint64_t now = (uint64_t)time(NULL) * 1000000000u;
+	int rc;
+
+	*removed = 0;
+	if ((rc = all_up(r, "prune", why, whylen)) ||
+	    (rc = cs_lock(r, "prune", why, whylen)))
+		return rc;
+	if ((rc = cs_obj_list(r, "manifest", &names, &n))) {
+		cs_err(rc, why, whylen, "listing manifests: %s", strerror(-rc));
+		goto out;
+	}
+	if (!(m = calloc(n ? n : 1, sizeof(*m)))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct cs_mhead h;
+		void *buf;
+		size_t len;
+
+		if ((rc = cs_obj_get(r, names[i], &buf, &len, why, whylen)))
+			goto out;	/* cannot date it: refuse */
+		rc = cs_manifest_parse(buf, len, &h, NULL, NULL, why, whylen);
+		free(buf);
+		if (rc)
+			goto out;
+		m[nm].name = names[i];
+		m[nm].ckpt = h.ckpt;
+		m[nm].time_ns = h.time_ns;
+		for (int k = 0; k < 16; k++)
+			snprintf(m[nm].store + 2 * k, 3, "%02x",
+				 h.store_id[k]);
+		if (o->store && strncmp(m[nm].store, o->store,
+					strlen(o->store)))
+			continue;
+		nm++;
+	}
+	qsort(m, nm, sizeof(*m), cmp_mref);
+	for (size_t i = 0; i < nm; i++) {
+		bool newest = i + 1 == nm || strcmp(m[i + 1].store,
+						    m[i].store);
+		size_t after = 0;	/* newer ones of the same store */
+		bool drop;
+
+		for (size_t j = i + 1; j < nm && !strcmp(m[j].store,
+							 m[i].store); j++)
+			after++;
+		drop = (o->keep_last && after >= o->keep_last) ||
+		       (o->older_than_s && !newest &&
+			m[i].time_ns + o->older_than_s * 1000000000u < now);
+		if (drop && !o->dry_run &&
+		    (rc = cs_obj_delete(r, m[i].name, why, whylen)))
+			goto out;
+		if (drop)
+			(*removed)++;
+		if (say)
+			say(m[i].name, drop, arg);
+	}
+	rc = 0;
+out:
+	free(m);
+	cs_names_free(names, n);
+	cs_unlock(r);
+	return rc;
+}
+
+/* ---- gc: mark ---- */
+
+struct mark {
+	struct cs_repo *r;
+	bool *live;			/* per pack of the index */
+	const char *name;
+	char *why;
+	size_t whylen;
+};
+
+static int mark_file(const struct cs_file *f, void *arg)
+{
+	struct mark *mk = arg;
+	uint32_t no;
+
+	for (size_t i = 0; i < f->nrefs; i++) {
+		if (cs_chunk_pack(mk->r, f->refs[i].id, &no))
+			return cs_fail(mk->why, mk->whylen, "%s: /%s: the "
+				       "chunk at %" PRIu64 " is in no pack; gc "
+				       "deletes nothing (run versionfs-chunk "
+				       "check)", mk->name, f->path,
+				       f->refs[i].off);
+		mk->live[no] = true;
+	}
+	return 0;
+}
+
+int cs_gc_mark(struct cs_repo *r, bool *live, char ***broken, size_t *nbroken,
+	       uint64_t *manifests, char *why, size_t whylen)
+{
+	struct mark mk = { r, live, NULL, why, whylen };
+	char **names = NULL;
+	size_t n = 0;
+	int rc;
+
+	*broken = NULL;
+	*nbroken = 0;
+	*manifests = 0;
+	if ((rc = cs_index_load(r, why, whylen)))
+		return rc;
+	if ((rc = cs_obj_list(r, "manifest", &names, &n)))
+		return cs_err(rc, why, whylen, "listing manifests: %s",
+			      strerror(-rc));
+	for (size_t i = 0; i < n; i++) {
+		struct cs_redund g = r->red;
+		struct cs_mhead h;
+		unsigned good = 0;
+		void *buf;
+		size_t len;
+
+		cs_obj_fragments(r, names[i], &good, &g, NULL, 0);
+		if (good < g.m) {	/* never acknowledged: garbage */
+			char **nb = realloc(*broken, (*nbroken + 1) *
+					    sizeof(char *));
+
+			if (!nb) {
+				rc = -ENOMEM;
+				break;
+			}
+			*broken = nb;
+			nb[(*nbroken)++] = names[i];
+			names[i] = NULL;
+			continue;
+		}
+		if ((rc = cs_obj_get(r, names[i], &buf, &len, why, whylen)))
+			break;
+		mk.name = names[i];
+		rc = cs_manifest_parse(buf, len, &h, mark_file, &mk, why,
+				       whylen);
+		free(buf);
+		if (rc)
+			break;
+		(*manifests)++;
+	}
+	cs_names_free(names, n);
+	return rc;
+}
+
+/* ---- gc: the pending set (grace) ---- */
+
+struct pend {
+	char **name;
+	uint64_t *since;
+	size_t n, cap;
+};
+
+static int pend_add(struct pend *p, const char *name, uint64_t since)
+{
+	size_t c = p->cap;
+
+	if (p->n == p->cap) {
+		char **nn;
+		uint64_t *ns;
+
+		c = c ? 2 * c : 64;
+		if (!(nn = realloc(p->name, c * sizeof(*nn))))
+			return -ENOMEM;
+		p->name = nn;
+		if (!(ns = realloc(p->since, c * sizeof(*ns))))
+			return -ENOMEM;
+		p->since = ns;
+		p->cap = c;
+	}
+	if (!(p->name[p->n] = strdup(name)))
+		return -ENOMEM;
+	p->since[p->n++] = since;
+	return 0;
+}
+
+static void pend_free(struct pend *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		free(p->name[i]);
+	free(p->name);
+	free(p->since);
+	memset(p, 0, sizeof(*p));
+}
+
+/* The newest gc/pending-* object, parsed ("<name> <since>\n" lines). */
+static int pend_load(struct cs_repo *r, struct pend *p, char ***all,
+		     size_t *nall)
+{
+	void *buf;
+	size_t len;
+	char *s, *line, *save = NULL;
+	int rc;
+
+	if ((rc = cs_obj_list(r, "gc", all, nall)) || !*nall)
+		return rc;
+	if (cs_obj_get(r, (*all)[*nall - 1], &buf, &len, NULL, 0))
+		return 0;	/* unreadable: start the grace again */
+	if (!(s = malloc(len + 1))) {
+		free(buf);
+		return -ENOMEM;
+	}
+	memcpy(s, buf, len);
+	s[len] = '\0';
+	free(buf);
+	for (line = strtok_r(s, "\n", &save); line && !rc;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char nm[128];
+		uint64_t since;
+
+		if (sscanf(line, "%127s %" SCNu64, nm, &since) == 2)
+			rc = pend_add(p, nm, since);
+	}
+	free(s);
+	return rc;
+}
+
+static uint64_t pend_since(const struct pend *p, const char *name,
+			   uint64_t now)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (!strcmp(p->name[i], name))
+			return p->since[i];
+	return now;
+}
+
+/* ---- gc ---- */
+
+struct dead {
+	struct pend cand;		/* dead now, with first-seen time */
+	struct pend sweep;		/* of those, past the grace */
+};
+
+static int consider(struct dead *d, const struct pend *old, const char *name,
+		    uint64_t now, uint64_t grace)
+{
+	uint64_t since = pend_since(old, name, now);
+	int rc = pend_add(&d->cand, name, since);
+
+	if (!rc && now - since >= grace)
+		rc = pend_add(&d->sweep, name, since);
+	return rc;
+}
+
+static int tmp_one(const char *name, void *arg)
+{
+	return pend_add(arg, name, 0);
+}
+
+int cs_gc(struct cs_repo *r, const struct cs_gc_opts *o,
+	  struct cs_gc_result *res, char *why, size_t whylen)
+{
+	uint64_t now = (uint64_t)time(NULL);
+	char **packs = NULL, **broken = NULL, **pnames = NULL, **inames = NULL;
+	size_t np = 0, nbroken = 0, npn = 0, nin = 0;
+	struct pend old = { 0 }, tmp = { 0 };
+	struct dead d = { 0 };
+	struct cs_buf pb = { 0 };
+	char ixname[80] = "", pname[64];
+	bool *live = NULL, *keep = NULL;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	if ((rc = all_up(r, "gc", why, whylen)) ||
+	    (rc = cs_lock(r, "gc", why, whylen)))
+		return rc;
+	if ((rc = cs_index_load(r, why, whylen)))
+		goto out;
+	if (!(live = calloc(r->npacks + 1, sizeof(bool)))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if ((rc = cs_gc_mark(r, live, &broken, &nbroken, &res->manifests, why,
+			     whylen)))
+		goto out;
+	cs_crash_point("gc-marked");
+	if ((rc = cs_obj_list(r, "pack", &packs, &np)) ||
+	    (rc = pend_load(r, &old, &pnames, &npn)))
+		goto out;
+	res->packs = np;
+	for (size_t i = 0; i < np && !rc; i++) {
+		uint32_t no;
+
+		if (!cs_pack_no(r, packs[i], &no) && live[no]) {
+			res->live_packs++;
+			continue;
+		}
+		res->dead_packs++;
+		rc = consider(&d, &old, packs[i], now, o->grace_s);
+	}
+	for (size_t i = 0; i < nbroken && !rc; i++)
+		rc = consider(&d, &old, broken[i], now, o->grace_s);
+	/* index objects a crash left with fewer than m fragments */
+	if (!rc && !(rc = cs_obj_list(r, "index", &inames, &nin)))
+		for (size_t i = 0; i < nin && !rc; i++) {
+			struct cs_redund g = r->red;
+			unsigned good = 0;
+
+			cs_obj_fragments(r, inames[i], &good, &g, NULL, 0);
+			if (good < g.m && ++res->broken_index)
+				rc = consider(&d, &old, inames[i], now,
+					      o->grace_s);
+		}
+	res->broken_manifests = nbroken;
+	for (unsigned i = 0; i < r->nb && !rc; i++)
+		if (!r->b[i]->down)
+			r->b[i]->ops->list(r->b[i], "tmp", tmp_one, &tmp);
+	for (size_t i = 0; i < tmp.n && !rc; i++)
+		if (strncmp(tmp.name[i], "tmp/excl.", 9))	/* locks' */
+			rc = consider(&d, &old, tmp.name[i], now, o->grace_s);
+	if (rc)
+		goto out;
+	res->pending = d.cand.n - d.sweep.n;
+	if (o->dry_run)
+		goto out;
+
+	/* 1. the pending set: every dead object with its first-seen time,
+	   those swept below too, so that a gc killed before it deleted
+	   them does not restart their grace */
+	for (size_t i = 0; i < d.cand.n && !rc; i++) {
+		char line[160];
+		int l;
+
+		l = snprintf(line, sizeof(line), "%s %" PRIu64 "\n",
+			     d.cand.name[i], d.cand.since[i]);
+		rc = cs_buf_add(&pb, line, (size_t)l);
+	}
+	snprintf(pname, sizeof(pname), "gc/pending-%016" PRIx64,
+		 (uint64_t)time(NULL) * 1000000000u +
+		 (uint64_t)(clock() & 0xffffff));
+	if (!rc && pb.len)
+		rc = cs_obj_put(r, pname, pb.p, pb.len, why, whylen);
+	for (size_t i = 0; i < npn && !rc; i++)
+		if (strcmp(pnames[i], pname))
+			rc = cs_obj_delete(r, pnames[i], why, whylen);
+	if (rc || !d.sweep.n)
+		goto out;
+
+	/* 2, 3. an index of the live packs only, then the others go */
+	if (!(keep = calloc(r->npacks + 1, sizeof(bool)))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < r->npacks; i++) {
+		char nm[80];
+
+		cs_pack_name(nm, sizeof(nm), r->packs[i]);
+		keep[i] = true;
+		for (size_t j = 0; j < d.sweep.n; j++)
+			if (!strcmp(d.sweep.name[j], nm))
+				keep[i] = false;
+	}
+	if ((rc = cs_index_rewrite(r, keep, ixname, why, whylen)))
+		goto out;
+	res->index_written = ixname[0] != '\0';
+	cs_crash_point("gc-index-written");
+	for (size_t i = 0; i < nin && !rc; i++)
+		if (strcmp(inames[i], ixname)) {
+			rc = cs_obj_delete(r, inames[i], why, whylen);
+			res->index_removed++;
+		}
+	for (size_t i = 0; i < d.sweep.n; i++)	/* gone with the others */
+		if (!strncmp(d.sweep.name[i], "index/", 6))
+			d.sweep.name[i][0] = '\0';
+	if (rc)
+		goto out;
+	cs_crash_point("gc-index-removed");
+
+	/* 4, 5. the dead objects */
+	for (size_t i = 0; i < d.sweep.n && !rc; i++) {
+		uint32_t no;
+
+		if (!d.sweep.name[i][0])
+			continue;
+		if (!strncmp(d.sweep.name[i], "pack/", 5)) {
+			if (!cs_pack_no(r, d.sweep.name[i], &no))
+				res->swept_bytes += r->pack_bytes[no];
+			res->swept_packs++;
+		} else if (!strncmp(d.sweep.name[i], "manifest/", 9)) {
+			res->swept_manifests++;
+		} else {
+			res->swept_tmp++;
+		}
+		rc = cs_obj_delete(r, d.sweep.name[i], why, whylen);
+	}
+out:
+	cs_index_forget(r);
+	cs_unlock(r);
+	pend_free(&old);
+	pend_free(&tmp);
+	pend_free(&d.cand);
+	pend_free(&d.sweep);
+	free(pb.p);
+	free(live);
+	free(keep);
+	cs_names_free(packs, np);
+	cs_names_free(broken, nbroken);
+	cs_names_free(pnames, npn);
+	cs_names_free(inames, nin);
+	return rc;
+}

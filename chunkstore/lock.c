@@ -1,0 +1,377 @@
+/*
+ * lock.c — the writer lock: one writer at a time per chunk store.
+ *
+ * WHY ONE EXCLUSIVE LOCK.  Everything that writes or deletes (push, prune,
+ * gc, repair) takes it; readers (restore, list, stats, check) take none.
+ * push could share with push (packs are content-named), but gc must never
+ * run beside a push that has deduplicated against a pack gc is about to
+ * sweep, and a shared/exclusive protocol over a plain object store needs
+ * more round trips than checkpoints of one job are worth.  A second
+ * writer waits (cs_repo_set_lock_wait) or is refused with -EBUSY and a
+ * message naming the holder: host, pid, command, since when, lease until.
+ *
+ * THE OBJECT.  "lock/writer" on each benefactor, a short text (host, pid,
+ * what, since, expires, a random token), created with the backend's
+ * put_excl: atomic on every node (dir: link(2), which is atomic on NFS
+ * too; RADOS: an exclusive create).  The lock is held when a strict
+ * majority of the SPEC's benefactors (counting the missing ones) took it:
+ * two writers cannot both hold a majority, and the lock still works with
+ * a minority of benefactors gone.  After taking them the holder reads
+ * them back and checks its token.
+ *
+ * LEASE AND STALE LOCKS.  The body says until when it holds (now +
+ * CS_LOCK_LEASE); the holder renews it from cs_obj_put at least every
+ * CS_LOCK_LEASE / 5 seconds, so a live writer never lets it lapse.  A
+ * lock is stale, and is broken by the next writer, when its lease has
+ * expired (clocks of the nodes must agree to well under the lease), or at
+ * once when it names this host and a pid that no longer exists (a kill -9
+ * on this node).  `versionfs-chunk unlock` removes it by hand.  Breaking
+ * re-reads the body just before deleting it, so a lock renewed meanwhile
+ * survives; two writers breaking the same stale lock at the same moment
+ * may both delete, but then each needs a majority of fresh creates, which
+ * only one gets.
+ *
+ * A backend without put_excl gets exists-then-put: not atomic; such a
+ * backend must be used with one writer at a time (documented).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "chunkstore/chunkstore.h"
+#include "chunkstore/cs_int.h"
+
+#define LOCK_NAME	"lock/writer"
+#define LOCK_MAGIC	"versionfs-chunk lock 1\n"
+
+struct holder {
+	char host[64], what[32], token[40];
+	long pid;
+	uint64_t since, expires;
+};
+
+static uint64_t now_s(void)
+{
+	return (uint64_t)time(NULL);
+}
+
+static void my_host(char *h, size_t len)
+{
+	if (gethostname(h, len - 1))
+		snprintf(h, len, "unknown");
+	h[len - 1] = '\0';
+	for (char *p = h; *p; p++)
+		if (*p == ' ' || *p == '\n')
+			*p = '_';
+}
+
+static int body(struct cs_repo *r, char *buf, size_t len)
+{
+	char host[64];
+
+	my_host(host, sizeof(host));
+	return snprintf(buf, len, LOCK_MAGIC "host %s\npid %ld\nwhat %s\n"
+			"since %" PRIu64 "\nexpires %" PRIu64 "\ntoken %s\n",
+			host, (long)getpid(), r->lock_what, r->lock_since,
+			now_s() + CS_LOCK_LEASE, r->lock_token);
+}
+
+static int parse(const void *buf, size_t len, struct holder *h)
+{
+	char tmp[512];
+
+	if (len >= sizeof(tmp) || len < strlen(LOCK_MAGIC) ||
+	    memcmp(buf, LOCK_MAGIC, strlen(LOCK_MAGIC)))
+		return CS_ECORRUPT;
+	memcpy(tmp, buf, len);
+	tmp[len] = '\0';
+	memset(h, 0, sizeof(*h));
+	if (sscanf(tmp + strlen(LOCK_MAGIC), "host %63s pid %ld what %31s "
+		   "since %" SCNu64 " expires %" SCNu64 " token %39s",
+		   h->host, &h->pid, h->what, &h->since, &h->expires,
+		   h->token) != 6)
+		return CS_ECORRUPT;
+	return 0;
+}
+
+/* Whether the holder can no longer be holding it. */
+static bool stale(const struct holder *h)
+{
+	char host[64];
+
+	if (h->expires < now_s())
+		return true;
+	my_host(host, sizeof(host));
+	return !strcmp(host, h->host) && h->pid > 0 &&
+	       kill((pid_t)h->pid, 0) && errno == ESRCH;
+}
+
+static void describe(const struct holder *h, const char *label, char *out,
+		     size_t len)
+{
+	time_t s = (time_t)h->since;
+	char tb[32];
+
+	strftime(tb, sizeof(tb), "%Y-%m-%dT%H:%M:%S", localtime(&s));
+	snprintf(out, len, "%s: locked by %s, host %.40s pid %ld, since %s, "
+		 "lease %" PRId64 " s more (stale: versionfs-chunk unlock)",
+		 label, h->what, h->host, h->pid, tb,
+		 (int64_t)(h->expires - now_s()));
+}
+
+static int put_excl(struct cs_backend *b, const char *buf, size_t len)
+{
+	int rc;
+
+	if (b->ops->put_excl)
+		return b->ops->put_excl(b, LOCK_NAME, buf, len);
+	rc = b->ops->exists(b, LOCK_NAME);	/* not atomic: see above */
+	if (rc)
+		return rc > 0 ? -EEXIST : rc;
+	return b->ops->put(b, LOCK_NAME, buf, len);
+}
+
+/* Try once: 1 held, 0 not (holder described in why), or -errno. */
+static int try_lock(struct cs_repo *r, char *why, size_t whylen)
+{
+	unsigned need = r->nb / 2 + 1, got = 0;
+	char buf[512];
+	int len = body(r, buf, sizeof(buf));
+
+	memset(r->lock_on, 0, sizeof(r->lock_on));
+	for (unsigned i = 0; i < r->nb; i++) {
+		struct cs_backend *b = r->b[i];
+		struct holder h;
+		void *old;
+		size_t ol;
+		int rc;
+
+		if (b->down)
+			continue;
+		rc = put_excl(b, buf, (size_t)len);
+		if (rc == -EEXIST && !b->ops->get(b, LOCK_NAME, &old, &ol)) {
+			bool brk = parse(old, ol, &h) || stale(&h);
+			void *again;
+			size_t al;
+
+			if (!brk)
+				describe(&h, b->label, why, whylen);
+			/* still the same body just before deleting it */
+			if (brk && !b->ops->get(b, LOCK_NAME, &again, &al)) {
+				if (al == ol && !memcmp(again, old, ol)) {
+					cs_warn(r, "%s: broke a stale lock "
+						"(%.*s)", b->label,
+						(int)strcspn(old, "\n"),
+						(char *)old);
+					b->ops->del(b, LOCK_NAME);
+					rc = put_excl(b, buf, (size_t)len);
+				}
+				free(again);
+			}
+			free(old);
+		}
+		if (rc == 0) {
+			r->lock_on[i] = true;
+			got++;
+		} else if (rc != -EEXIST) {
+			cs_warn(r, "%s: taking the lock: %s", b->label,
+				strerror(-rc));
+		}
+	}
+	/* read back: the token must be ours everywhere we think we hold */
+	for (unsigned i = 0; i < r->nb; i++) {
+		struct cs_backend *b = r->b[i];
+		struct holder h;
+		void *cur;
+		size_t cl;
+
+		if (!r->lock_on[i])
+			continue;
+		if (b->ops->get(b, LOCK_NAME, &cur, &cl) ||
+		    (parse(cur, cl, &h) ? (free(cur), 1) :
+		     (free(cur), strcmp(h.token, r->lock_token) != 0))) {
+			r->lock_on[i] = false;
+			got--;
+		}
+	}
+	if (got >= need)
+		return 1;
+	if (!why[0])
+		snprintf(why, whylen, "the writer lock: only %u of %u "
+			 "benefactors could take it, %u needed", got, r->nb,
+			 need);
+	cs_unlock(r);
+	return 0;
+}
+
+int cs_lock(struct cs_repo *r, const char *what, char *why, size_t whylen)
+{
+	uint64_t deadline = now_s() + r->lock_wait;
+	unsigned char rnd[16];
+	int rc;
+
+	if (r->locked)
+		return 0;
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+		for (size_t i = 0; i < sizeof(rnd); i++)
+			rnd[i] = (unsigned char)random();
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(r->lock_token + 2 * i, 3, "%02x", rnd[i]);
+	snprintf(r->lock_what, sizeof(r->lock_what), "%s", what);
+	for (char *p = r->lock_what; *p; p++)
+		if (*p == ' ' || *p == '\n')
+			*p = '_';
+	r->lock_since = now_s();
+	for (;;) {
+		char w[CS_WHY_LEN] = "";
+
+		rc = try_lock(r, w, sizeof(w));
+		if (rc < 0 || rc == 1)
+			break;
+		if (now_s() >= deadline) {
+			rc = cs_err(-EBUSY, why, whylen, "%s", w);
+			break;
+		}
+		sleep(1);
+	}
+	if (rc == 1) {
+		/* what another writer did before us is not in our cache */
+		cs_index_forget(r);
+		r->locked = true;
+		r->lock_renew = now_s() + CS_LOCK_LEASE / 5;
+		rc = 0;
+	}
+	return rc;
+}
+
+int cs_lock_renew(struct cs_repo *r)
+{
+	char buf[512];
+	int len;
+
+	if (!r->locked || now_s() < r->lock_renew)
+		return 0;
+	len = body(r, buf, sizeof(buf));
+	for (unsigned i = 0; i < r->nb; i++)
+		if (r->lock_on[i] && !r->b[i]->down)
+			r->b[i]->ops->put(r->b[i], LOCK_NAME, buf, (size_t)len);
+	r->lock_renew = now_s() + CS_LOCK_LEASE / 5;
+	return 0;
+}
+
+void cs_unlock(struct cs_repo *r)
+{
+	for (unsigned i = 0; i < r->nb; i++) {
+		struct cs_backend *b = r->b[i];
+		struct holder h;
+		void *cur;
+		size_t cl;
+
+		if (!r->lock_on[i] || b->down)
+			continue;
+		/* only our own: never a lock someone broke ours for */
+		if (!b->ops->get(b, LOCK_NAME, &cur, &cl)) {
+			if (!parse(cur, cl, &h) &&
+			    !strcmp(h.token, r->lock_token))
+				b->ops->del(b, LOCK_NAME);
+			free(cur);
+		}
+		r->lock_on[i] = false;
+	}
+	r->locked = false;
+}
+
+int cs_lock_break(struct cs_repo *r, char *out, size_t len)
+{
+	size_t used = 0;
+	int n = 0;
+
+	if (out && len)
+		out[0] = '\0';
+	for (unsigned i = 0; i < r->nb; i++) {
+		struct cs_backend *b = r->b[i];
+		struct holder h;
+		void *cur;
+		size_t cl;
+
+		if (b->down || b->ops->get(b, LOCK_NAME, &cur, &cl))
+			continue;
+		if (out && used < len && !parse(cur, cl, &h))
+			used += (size_t)snprintf(out + used, len - used,
+						 "%s: %s pid %ld on %s\n",
+						 b->label, h.what, h.pid,
+						 h.host);
+		free(cur);
+		if (!b->ops->del(b, LOCK_NAME))
+			n++;
+	}
+	return n;
+}
+
+int cs_lock_describe(struct cs_repo *r, char *out, size_t len)
+{
+	for (unsigned i = 0; i < r->nb; i++) {
+		struct cs_backend *b = r->b[i];
+		struct holder h;
+		void *cur;
+		size_t cl;
+		int bad;
+
+		if (b->down || b->ops->get(b, LOCK_NAME, &cur, &cl))
+			continue;
+		bad = parse(cur, cl, &h);
+		free(cur);
+		if (bad)
+			snprintf(out, len, "%s: a damaged lock object", b->label);
+		else
+			describe(&h, b->label, out, len);
+		if (!bad && stale(&h))
+			snprintf(out + strlen(out), len - strlen(out),
+				 " [stale: the next writer breaks it]");
+		return 1;
+	}
+	return 0;
+}
+
+void cs_repo_set_lock_wait(struct cs_repo *r, unsigned secs)
+{
+	r->lock_wait = secs;
+}
+
+bool cs_repo_locked(const struct cs_repo *r)
+{
+	return r->locked;
+}
+
+/* Whether env var `var` ("where" or "where:n") fires at this passage. */
+static bool fires(const char *var, const char *where, unsigned *count)
+{
+	const char *e = getenv(var);
+	size_t wl = strlen(where);
+	unsigned n = 1;
+
+	if (!e || strncmp(e, where, wl) || (e[wl] && e[wl] != ':'))
+		return false;
+	if (e[wl] == ':')
+		n = (unsigned)strtoul(e + wl + 1, NULL, 10);
+	return ++*count == n;
+}
+
+void cs_crash_point(const char *where)
+{
+	static unsigned crash, stop;
+
+	if (fires("VFS_CHUNK_CRASH", where, &crash))
+		raise(SIGKILL);
+	if (fires("VFS_CHUNK_STOP", where, &stop)) {
+		fprintf(stderr, "versionfs-chunk: stopped at %s "
+			"(VFS_CHUNK_STOP)\n", where);
+		raise(SIGSTOP);
+	}
+}

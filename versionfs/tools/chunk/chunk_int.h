@@ -1,0 +1,28 @@
+/*
+ * chunk_int.h — what the files of versionfs-chunk share.
+ */
+#ifndef VFS_CHUNK_INT_H
+#define VFS_CHUNK_INT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "chunkstore/chunkstore.h"
+
+extern const char *cmd;		/* the command, for messages */
+
+/* Print r's warnings as "versionfs-chunk: CMD: warning: ..." lines. */
+void warnings(struct cs_repo *r);
+/* Print the warnings and "versionfs-chunk: CMD: why"; returns 1. */
+int fail(struct cs_repo *r, int rc, const char *why);
+void usage(FILE *f);
+/* "90", "90s", "15m", "12h", "7d" -> seconds: 0, or -1 after a message. */
+int parse_secs(const char *s, uint64_t *out);
+
+/* chunk_gc.c */
+int do_prune(int argc, char **argv);
+int do_gc(int argc, char **argv);
+int do_repair(int argc, char **argv);
+int do_unlock(int argc, char **argv);
+
+#endif /* VFS_CHUNK_INT_H */
