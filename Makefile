@@ -174,9 +174,10 @@ $(REP_LIB): $(REP_SRC:%.c=$(BUILD)/obj/%.o)
 $(CHUNK_LIB): $(CHUNK_SRC:%.c=$(BUILD)/obj/%.o)
 	rm -f $@ && $(AR) rcs $@ $^
 
-$(BUILD)/versionfs: $(DAEMON_OBJ) $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+# The daemon pushes to the chunk store (push.c): libvfschunk too.
+$(BUILD)/versionfs: $(DAEMON_OBJ) $(CHUNK_LIB) $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJ) \
-	    $(CLEANER_LIB) $(STORE_LINK) $(FUSE_LIBS)
+	    $(CHUNK_LIB) $(CLEANER_LIB) $(STORE_LINK) $(FUSE_LIBS) $(CHUNK_LIBS)
 
 $(BUILD)/versionfs-ctl: $(CTL_SRC:%.c=$(BUILD)/obj/%.o) $(CLIENT_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^
@@ -221,11 +222,11 @@ $(BUILD)/tests/test_replicator: tests/unit/test_replicator.c $(REP_LIB) $(STORE_
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(REP_LIB) $(STORE_LINK) $(CHECK_LIBS)
 
-$(BUILD)/tests/test_daemon: tests/unit/test_daemon.c $(DAEMON_LIBOBJ) $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/tests/test_daemon: tests/unit/test_daemon.c $(DAEMON_LIBOBJ) $(CHUNK_LIB) $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
-	    $(DAEMON_LIBOBJ) $(CLEANER_LIB) $(STORE_LINK) $(CHECK_LIBS) \
-	    $(FUSE_LIBS)
+	    $(DAEMON_LIBOBJ) $(CHUNK_LIB) $(CLEANER_LIB) $(STORE_LINK) \
+	    $(CHECK_LIBS) $(FUSE_LIBS) $(CHUNK_LIBS)
 
 $(BUILD)/tests/test_transport: tests/unit/test_transport.c $(TRANSPORT_LIB)
 	@mkdir -p $(@D)

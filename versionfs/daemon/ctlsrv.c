@@ -88,6 +88,8 @@ static int srv_prune(const struct cl_policy *p, bool dry_run,
 	}
 	pthread_rwlock_rdlock(&vfs->epoch_lock);
 	rc = cl_prune_ids(vfs->st, p, vfs->parent, &ids, &n);
+	if (!rc)
+		n = pu_keep(ids, n);	/* the pusher's, for now */
 	if (!rc && !(rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))) {
 		for (size_t i = 0; !rc && i < n; i++) {
 			uint64_t u = 0;
@@ -120,10 +122,10 @@ static bool serve(int fd, const char *denied)
 	struct ctl_hdr h;
 	struct cfield f;
 	unsigned char *req;
-	char err[512] = "", tag[BT_TAG_MAX + 2] = "";
+	char err[512] = "", tag[BT_TAG_MAX + 2] = "", *spec = NULL;
 	uint64_t id = 0, a = 0, b = 0, *ids = NULL;
 	bool have_tag = false, have_id = false, live = false;
-	bool force = false, dry_run = false, set = false;
+	bool force = false, dry_run = false, set = false, wait = false;
 	struct cl_policy pol = { 0 };
 	size_t pos = 0, nids = 0;
 	int rc;
@@ -169,6 +171,14 @@ static bool serve(int fd, const char *denied)
 		case F_A: a = cf_u64(&f); break;
 		case F_B: b = cf_u64(&f); break;
 		case F_LIVE: live = cf_u64(&f) != 0; break;
+		case F_WAIT: wait = cf_u64(&f) != 0; break;
+		case F_SPEC:
+			free(spec);
+			if (memchr(f.val, 0, f.len))
+				rc = -EPROTO;
+			else if (!(spec = strndup((const char *)f.val, f.len)))
+				rc = -ENOMEM;
+			break;
 		}
 		if (rc < 0)
 			break;
@@ -177,6 +187,7 @@ static bool serve(int fd, const char *denied)
 	if (denied) {
 		reply_err(fd, h.op, -EPERM, denied);
 		free(ids);
+		free(spec);
 		return false;
 	}
 	if (rc < 0) {
@@ -184,6 +195,7 @@ static bool serve(int fd, const char *denied)
 			  rc == -EINVAL ? "malformed tag" : rc == -ENOMEM ?
 			  "out of memory" : "malformed request");
 		free(ids);
+		free(spec);
 		return false;
 	}
 	cb_init(&out.b);
@@ -199,9 +211,17 @@ static bool serve(int fd, const char *denied)
 		if (!rc) {
 			cb_u64(&out.b, F_ID, id);
 			cb_u64(&out.b, F_EXISTED, existed);
+			/* to the chunk store: wakes the pusher, or waits */
+			rc = pu_checkpointed(id, err, sizeof(err));
 		}
 		break;
 	}
+	case CTL_PUSH:
+		rc = pu_request(spec, have_id ? id : 0, wait, &id, err,
+				sizeof(err));
+		if (!rc)
+			cb_u64(&out.b, F_ID, id);
+		break;
 	case CTL_ROLLBACK:
 		if (!have_tag && !have_id) {
 			rc = -EINVAL;
@@ -261,6 +281,7 @@ static bool serve(int fd, const char *denied)
 		ctl_send(fd, h.op, 0, out.b.p, out.b.len);
 	cb_free(&out.b);
 	free(ids);
+	free(spec);
 	/* the checkpoint's caller has its answer: now the policy */
 	if (h.op == CTL_CHECKPOINT && !rc)
 		dc_after_checkpoint();

@@ -407,6 +407,28 @@ void *dc_thread(void *arg);
 bool dc_merging(uint64_t vino);
 void dc_wait_merge(uint64_t vino);
 
+/* ---- push.c: pushing checkpoints to a chunk store ---- */
+/* Start the pusher thread; spec NULL: no configured chunk store (push
+   requests with a SPEC still work).  rate in bytes/s (0: unlimited). */
+int pu_start(const char *spec, bool wait_remote, uint64_t rate,
+	     unsigned retry_s);
+/* Stop it: a push under way is abandoned (the next mount resumes it);
+   waiters get -ECANCELED.  Before the control thread is joined. */
+void pu_stop(void);
+/* Checkpoint id was taken: push it; with -o chunkstore_wait=remote wait
+   until the chunk store has it (-EHOSTDOWN with err: it stays local). */
+int pu_checkpointed(uint64_t id, char *err, size_t errlen);
+/* versionfs-ctl push: every checkpoint up to `upto` (0: the newest) to
+   spec (NULL: the configured store), waiting if asked. */
+int pu_request(const char *spec, uint64_t upto, bool wait, uint64_t *pushed,
+	       char *err, size_t errlen);
+/* Checkpoint id is not in the configured chunk store yet: the cleaner
+   keeps it. */
+bool pu_unpushed(uint64_t id);
+/* Drop the unpushed ones from ids[0..n) (a policy leaves them for
+   later); the new count. */
+size_t pu_keep(uint64_t *ids, size_t n);
+
 /* ---- ctlsrv.c ---- */
 int ctl_listen(struct vfs *v);
 void *ctl_thread(void *arg);

@@ -30,6 +30,7 @@ enum ctl_op {
 	CTL_PRUNE,
 	CTL_POLICY,
 	CTL_CLEAN,
+	CTL_PUSH,		/* to a chunk store (issue 17) */
 };
 
 /* Field keys (TLV). */
@@ -52,6 +53,8 @@ enum ctl_key {
 	/* leaks (issue 14): trash entries waiting for the open epoch to
 	   close, store files found that nothing referenced, and freed */
 	F_TRASH_WAITING, F_ORPHANS_FOUND, F_ORPHANS_FREED,
+	/* push (issue 17): the chunk store's SPEC, wait for it */
+	F_SPEC, F_WAIT,
 };
 
 struct ctl_hdr {

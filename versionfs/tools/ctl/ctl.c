@@ -59,6 +59,11 @@ static void usage(FILE *f)
 "                                 show or set the policy applied after each\n"
 "                                 checkpoint, and when the cleaner merges a\n"
 "                                 file's old content files (default 16)\n"
+"  push MOUNT [--to SPEC] [--checkpoint C] [--wait]\n"
+"                                 push the checkpoints up to C (default: the\n"
+"                                 newest) to a chunk store (default: the\n"
+"                                 mount's -o chunkstore=); --wait returns\n"
+"                                 when it has them at full redundancy\n"
 "\n"
 "MOUNT is a versionfs mount point or any path inside one.  Tags are 1-127\n"
 "characters from A-Z a-z 0-9 . _ : @ + - = ,  AGE is a number of seconds\n"
@@ -525,6 +530,7 @@ static const struct {
 	{ "delete", do_delete },
 	{ "prune", do_prune },
 	{ "policy", do_policy },
+	{ "push", do_push },
 };
 
 int main(int argc, char **argv)

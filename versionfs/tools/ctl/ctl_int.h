@@ -40,4 +40,7 @@ int do_delete(const char *mount, int argc, char **argv);
 int do_prune(const char *mount, int argc, char **argv);
 int do_policy(const char *mount, int argc, char **argv);
 
+/* ctl_push.c */
+int do_push(const char *mount, int argc, char **argv);
+
 #endif /* VFS_CTL_INT_H */
