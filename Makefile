@@ -269,7 +269,7 @@ $(BUILD)/bench/%: bench/%.c $(BTREE_LIB) $(CLIENT_LIB)
 	    $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
 
 # The chunk store's micro-benchmark links libvfschunk and its libraries.
-$(BUILD)/bench/chunkstore: bench/chunkstore.c $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/bench/chunkstore $(BUILD)/bench/chunkimg: $(BUILD)/bench/%: bench/%.c $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(CHUNK_LIB) $(STORE_LINK) \
 	    $(CHUNK_LIBS)

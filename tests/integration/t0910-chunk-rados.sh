@@ -66,6 +66,13 @@ note "push with osd.1 killed, restore after it came back: identical"
 # timeout, never a hang; the checkpoint is not in the chunk store and
 # nothing acknowledged before is lost; pushes work again once there is room
 cph() { timeout -k 5 30 ceph -c "$CEPH_CONF" "$@"; }
+# restored POOL C WHAT: restore checkpoint C from POOL, identical to its view
+restored() {
+	rm -rf "$T/r"
+	"$RS" "rados:$1" --checkpoint "$2" --plain "$T/r" >/dev/null ||
+		fail "$3: restore of $2 from $1"
+	diff -r --no-dereference "$m/.checkpoints/$2" "$T/r" || fail "$3: $2 differs"
+}
 pool_full() { cph osd pool ls detail 2>/dev/null | grep "'vfs-rep'" | grep -q full; }
 cph osd pool set-quota vfs-rep max_bytes 1 >/dev/null || fail "set-quota"
 for i in $(seq 90); do pool_full && break; sleep 1; done
@@ -82,19 +89,13 @@ grep -qi "full" "$T/p5" || fail "unclear error for a full pool: $(cat "$T/p5")"
 note "full pool: '$(head -n1 "$T/p5")' after ${secs}s"
 "$CH" list rados:vfs-rep | awk -v c="$id3" '$2 == c { f = 1 } END { exit f }' ||
 	fail "checkpoint $id3 listed although its push failed"
-rm -rf "$T/r"
-"$RS" rados:vfs-rep --checkpoint "$id" --plain "$T/r" >/dev/null ||
-	fail "restore from the full pool"
-diff -r --no-dereference "$m/.checkpoints/$id" "$T/r" || fail "full pool: $id differs"
+restored vfs-rep "$id" "full pool"
 cph osd pool set-quota vfs-rep max_bytes 0 >/dev/null || fail "clear the quota"
 for i in $(seq 90); do pool_full || break; sleep 1; done
 pool_full && fail "vfs-rep still full 90 s after its quota was lifted"
 "$CH" push "$b" --to rados:vfs-rep --checkpoint "$id3" >"$T/p6" 2>&1 ||
 	fail "push once the quota is lifted: $(cat "$T/p6")"
-rm -rf "$T/r"
-"$RS" rados:vfs-rep --checkpoint "$id3" --plain "$T/r" >/dev/null ||
-	fail "restore of $id3"
-diff -r --no-dereference "$m/.checkpoints/$id3" "$T/r" || fail "restore of $id3 differs"
+restored vfs-rep "$id3" "quota lifted"
 note "quota lifted: $id3 pushed and restored"
 vfs_umount "$m"
 
@@ -121,10 +122,7 @@ for i in $(seq 180); do
 	"$CH" list rados:vfs-rep 2>/dev/null | awk -v c="$id4" '$2 == c { f = 1 } END { exit !f }' && break
 	sleep 1
 done
-rm -rf "$T/r"
-"$RS" rados:vfs-rep --checkpoint "$id4" --plain "$T/r" >/dev/null ||
-	fail "checkpoint $id4 not pushed after the cluster came back"
-diff -r --no-dereference "$m/.checkpoints/$id4" "$T/r" || fail "restore of $id4 differs"
+restored vfs-rep "$id4" "pushed by the daemon after the cluster came back"
 note "checkpoint $id4, taken with the cluster stopped, pushed by the daemon once it was back"
 vfs_umount "$m"
 echo ok
