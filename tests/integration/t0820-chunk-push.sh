@@ -18,15 +18,7 @@
 # timeout: 240
 . "$(dirname "$0")/lib.sh"
 need_root
-CHUNK=$VFS_BUILD/versionfs-chunk
-RESTORE=$VFS_BUILD/versionfs-restore
-[ -x "$CHUNK" ] && [ -x "$RESTORE" ] || fail "chunk store tools missing"
-
-b1=$(make_fs ext4:b1 128M)
-b2=$(make_fs ext4:b2 128M)
-b3=$(make_fs ext4:b3 128M)
-data=$(make_fs ext4:data 256M)
-B=$data/backing M=$T/mnt
+chunk_setup 128M
 mkdir -p "$b1/s" "$b2/s" "$b3/s"
 spec="dir:$b1/s,$b2/s,$b3/s?rs=2+1"
 "$CHUNK" init "$spec" || fail "init"
