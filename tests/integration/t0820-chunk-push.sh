@@ -13,6 +13,8 @@
 #   - kill -9 of the daemon during a (paced) push: the next mount resumes
 #     it by itself;
 #   - versionfs-ctl push --to ANOTHER SPEC;
+#   - -o chunkstore_chunking=cdc: an image rewritten whole, shifted by a
+#     page, stores little;
 #   - every checkpoint restored with --plain is byte-identical to
 #     .checkpoints/C, and versionfs-chunk check passes.
 # timeout: 240
@@ -138,6 +140,33 @@ rm -rf "$T/r"
 "$RESTORE" "$other" --plain "$T/r" >/dev/null || fail "restore from the other store"
 diff <(listing "$M/.checkpoints/$c6") <(listing "$T/r") >/dev/null ||
 	fail "checkpoint $c6 from the other store differs"
+rm "$M/large"
+c7=$(ctl checkpoint "$M") || fail "checkpoint 7"
+ctl push "$M" --wait >/dev/null || fail "push of $c7"
+vfs_umount "$M"
+
+note "chunkstore_chunking=cdc: a whole rewrite shifted by a page stores little"
+mkdir -p "$b1/c" "$b2/c"
+cspec="dir:$b1/c,$b2/c?replicas=2"
+"$CHUNK" init "$cspec" || fail "init the cdc store"
+vfs_mount "$B" "$M" -o "chunkstore=$cspec,chunkstore_chunking=cdc"
+ctl push "$M" --wait >/dev/null || fail "first push to the cdc store"
+head -c 3000000 /dev/urandom >"$M/image"
+c8=$(ctl checkpoint "$M") || fail "checkpoint 8"
+ctl push "$M" --wait >/dev/null || fail "push of $c8"
+p1=$("$CHUNK" stats "$cspec" | sed -n 's/^pack_bytes //p')
+{ head -c 4096 /dev/urandom; cat "$M/image"; } >"$M/image.new"
+mv "$M/image.new" "$M/image"
+c9=$(ctl checkpoint "$M") || fail "checkpoint 9"
+ctl push "$M" --wait >/dev/null || fail "push of $c9"
+p2=$("$CHUNK" stats "$cspec" | sed -n 's/^pack_bytes //p')
+[ $((p2 - p1)) -lt 1000000 ] ||
+	fail "a 3 MB image shifted by 4 KiB stored $((p2 - p1)) new bytes with cdc"
+note "shifted image: $((p2 - p1)) new bytes"
+rm -rf "$T/r"
+"$RESTORE" "$cspec" --checkpoint "$c9" --plain "$T/r" >/dev/null || fail "restore of $c9"
+diff <(listing "$M/.checkpoints/$c9") <(listing "$T/r") >/dev/null ||
+	fail "checkpoint $c9 from the cdc store differs"
 vfs_umount "$M"
 
 "$CHUNK" check "$spec" --read-data >"$T/check" 2>&1 ||

@@ -409,9 +409,10 @@ void dc_wait_merge(uint64_t vino);
 
 /* ---- push.c: pushing checkpoints to a chunk store ---- */
 /* Start the pusher thread; spec NULL: no configured chunk store (push
-   requests with a SPEC still work).  rate in bytes/s (0: unlimited). */
+   requests with a SPEC still work).  rate in bytes/s (0: unlimited);
+   cdc: FastCDC chunks instead of FsCH, for every push. */
 int pu_start(const char *spec, bool wait_remote, uint64_t rate,
-	     unsigned retry_s);
+	     unsigned retry_s, bool cdc);
 /* Stop it: a push under way is abandoned (the next mount resumes it);
    waiters get -ECANCELED.  Before the control thread is joined. */
 void pu_stop(void);

@@ -52,6 +52,7 @@ struct opts {
 	int cs_wait;			/* -1: bad value */
 	double cs_rate;			/* MB/s */
 	unsigned cs_retry;
+	char *cs_chunking;		/* fsch (default) or cdc */
 };
 
 enum { KEY_HELP, KEY_VERSION, KEY_MAX_READ, KEY_CHUNKSTORE, KEY_CS_WAIT };
@@ -69,6 +70,7 @@ static const struct fuse_opt vfs_optspec[] = {
 	FUSE_OPT_KEY("wait=", KEY_CS_WAIT),
 	{ "chunkstore_rate=%lf", offsetof(struct opts, cs_rate), 0 },
 	{ "chunkstore_retry=%u", offsetof(struct opts, cs_retry), 0 },
+	{ "chunkstore_chunking=%s", offsetof(struct opts, cs_chunking), 0 },
 	FUSE_OPT_END
 };
 
@@ -159,6 +161,9 @@ static void usage(void)
 "                           store has it (also wait=remote)\n"
 "    -o chunkstore_rate=MB/s  pace background pushes (default: no limit)\n"
 "    -o chunkstore_retry=S  retry a failed push after S seconds (30)\n"
+"    -o chunkstore_chunking=fsch|cdc\n"
+"                           fixed 64 KiB chunks (default: files rewritten\n"
+"                           in place) or FastCDC (whole-image rewrites)\n"
 "    -h, --help             this help, then the FUSE options\n"
 "    -V, --version          print the version\n"
 "\n"
@@ -364,10 +369,12 @@ int main(int argc, char *argv[])
 		ret = 2;
 		goto out_args;
 	}
-	if (o.cs_wait < 0 || (o.cs_wait && !o.chunkstore) || o.cs_rate < 0) {
+	if (o.cs_wait < 0 || (o.cs_wait && !o.chunkstore) || o.cs_rate < 0 ||
+	    (o.cs_chunking && strcmp(o.cs_chunking, "fsch") &&
+	     strcmp(o.cs_chunking, "cdc"))) {
 		fprintf(stderr, "versionfs: chunkstore_wait= takes remote or "
 			"local and needs chunkstore=SPEC; chunkstore_rate= a "
-			"number of MB/s\n");
+			"number of MB/s; chunkstore_chunking= fsch or cdc\n");
 		ret = 2;
 		goto out_args;
 	}
@@ -440,7 +447,8 @@ int main(int argc, char *argv[])
 	}
 	if ((rc = start_threads(&v)) ||
 	    (rc = pu_start(o.chunkstore, o.cs_wait == 1,
-			   (uint64_t)(o.cs_rate * 1e6), o.cs_retry))) {
+			   (uint64_t)(o.cs_rate * 1e6), o.cs_retry,
+			   o.cs_chunking && !strcmp(o.cs_chunking, "cdc")))) {
 		vfs_log(LOG_ERR, "starting threads: %s", strerror(-rc));
 		goto out_unmount;
 	}
@@ -501,6 +509,7 @@ out_args:
 	free(o.backing);
 	free(o.owner);
 	free(o.chunkstore);
+	free(o.cs_chunking);
 	free(co.mountpoint);
 	fuse_opt_free_args(&args);
 	return ret;
