@@ -187,9 +187,11 @@ $(PEER_LIB): $(PEER_SRC:%.c=$(BUILD)/obj/%.o)
 $(CHUNK_LIB): $(CHUNK_SRC:%.c=$(BUILD)/obj/%.o)
 	rm -f $@ && $(AR) rcs $@ $^
 
-$(BUILD)/versionfs: $(DAEMON_OBJ) $(CLEANER_LIB) $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+# The daemon ships to a peer (replicate.c: libvfspeer and below) and pushes
+# to the chunk store (push.c: libvfschunk).
+$(BUILD)/versionfs: $(DAEMON_OBJ) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJ) \
-	    $(CLEANER_LIB) $(PEER_LINK) $(FUSE_LIBS)
+	    $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LINK) $(FUSE_LIBS) $(CHUNK_LIBS)
 
 $(BUILD)/versionfs-ctl: $(CTL_SRC:%.c=$(BUILD)/obj/%.o) $(CLIENT_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^
@@ -240,11 +242,11 @@ $(BUILD)/tests/test_replicator: tests/unit/test_replicator.c $(REP_LIB) $(STORE_
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(REP_LIB) $(STORE_LINK) $(CHECK_LIBS)
 
-$(BUILD)/tests/test_daemon: tests/unit/test_daemon.c $(DAEMON_LIBOBJ) $(CLEANER_LIB) $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/tests/test_daemon: tests/unit/test_daemon.c $(DAEMON_LIBOBJ) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
-	    $(DAEMON_LIBOBJ) $(CLEANER_LIB) $(PEER_LINK) $(CHECK_LIBS) \
-	    $(FUSE_LIBS)
+	    $(DAEMON_LIBOBJ) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LINK) \
+	    $(CHECK_LIBS) $(FUSE_LIBS) $(CHUNK_LIBS)
 
 $(BUILD)/tests/test_transport: tests/unit/test_transport.c $(TRANSPORT_LIB)
 	@mkdir -p $(@D)
@@ -292,7 +294,7 @@ $(BUILD)/bench/%: bench/%.c $(BTREE_LIB) $(CLIENT_LIB)
 	    $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
 
 # The chunk store's micro-benchmark links libvfschunk and its libraries.
-$(BUILD)/bench/chunkstore: bench/chunkstore.c $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/bench/chunkstore $(BUILD)/bench/chunkimg: $(BUILD)/bench/%: bench/%.c $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(CHUNK_LIB) $(STORE_LINK) \
 	    $(CHUNK_LIBS)

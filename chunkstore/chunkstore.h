@@ -455,6 +455,10 @@ struct vstore;
 struct cs_push_opts {
 	int chunking;			/* enum cs_chunking */
 	void (*progress)(uint64_t done, uint64_t total, void *arg);
+	/* Optional: called with `arg` after each chunk read and hashed
+	   (bytes: its length); it may sleep to pace the push, and a
+	   non-zero return stops the push with that error. */
+	int (*pace)(uint64_t bytes, void *arg);
 	void *arg;
 };
 struct cs_push_result {

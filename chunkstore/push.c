@@ -300,6 +300,8 @@ static int store_chunk(struct push *p, const unsigned char *data, size_t len,
 	unsigned char id[CS_ID_LEN];
 	int rc;
 
+	if (p->o && p->o->pace && (rc = p->o->pace(len, p->o->arg)))
+		return rc;
 	cs_sha256(data, len, id);
 	rc = cs_chunk_put(p->r, id, data, len, p->why, p->whylen);
 	if (rc < 0)

@@ -217,6 +217,13 @@ int dc_delete(const uint64_t *ids, size_t n, bool force, char *err,
 
 	if (n == 0)
 		return 0;
+	for (size_t i = 0; !force && i < n; i++)
+		if (pu_unpushed(ids[i])) {
+			snprintf(err, errlen, "checkpoint %" PRIu64 " is not "
+				 "in the chunk store yet (--force deletes it "
+				 "anyway)", ids[i]);
+			return -EBUSY;
+		}
 	pthread_rwlock_wrlock(&vfs->epoch_lock);
 	rc = cl_mark_deleted(vfs->st, ids, n, force, vfs->parent, err, errlen);
 	if (!rc)
@@ -247,8 +254,9 @@ void dc_after_checkpoint(void)
 
 	if (cl_policy_get(vfs->st, &p) || (!p.keep_last && !p.older_than_s))
 		return;
-	if (cl_prune_ids(vfs->st, &p, vfs->parent, &ids, &n) == 0 && n &&
-	    dc_delete(ids, n, false, err, sizeof(err)))
+	/* not yet pushed: left for the pusher to call us again */
+	if (cl_prune_ids(vfs->st, &p, vfs->parent, &ids, &n) == 0 &&
+	    (n = pu_keep(ids, n)) && dc_delete(ids, n, false, err, sizeof(err)))
 		vfs_log(LOG_WARNING, "pruning policy: %s", err);
 	free(ids);
 }

@@ -89,6 +89,8 @@ static int srv_prune(const struct cl_policy *p, bool dry_run,
 	}
 	pthread_rwlock_rdlock(&vfs->epoch_lock);
 	rc = cl_prune_ids(vfs->st, p, vfs->parent, &ids, &n);
+	if (!rc)
+		n = pu_keep(ids, n);	/* the pusher's, for now */
 	if (!rc && !(rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))) {
 		for (size_t i = 0; !rc && i < n; i++) {
 			uint64_t u = 0;
@@ -121,10 +123,10 @@ static bool serve(int fd, const char *denied)
 	struct ctl_hdr h;
 	struct cfield f;
 	unsigned char *req;
-	char err[512] = "", tag[BT_TAG_MAX + 2] = "";
+	char err[512] = "", tag[BT_TAG_MAX + 2] = "", *spec = NULL;
 	uint64_t id = 0, a = 0, b = 0, *ids = NULL;
 	bool have_tag = false, have_id = false, live = false;
-	bool force = false, dry_run = false, set = false;
+	bool force = false, dry_run = false, set = false, wait = false;
 	struct cl_policy pol = { 0 };
 	char peer[256] = "", secret[4096] = "";
 	uint64_t bwlimit = 0;
@@ -202,6 +204,14 @@ static bool serve(int fd, const char *denied)
 		case F_REPL_WAIT: wait_peer = cf_u64(&f) != 0; break;
 		case F_REPL_STOP: stop = cf_u64(&f) != 0; break;
 		case F_REPL_COMPRESS: zst = cf_u64(&f) != 0; break;
+		case F_WAIT: wait = cf_u64(&f) != 0; break;
+		case F_SPEC:
+			free(spec);
+			if (memchr(f.val, 0, f.len))
+				rc = -EPROTO;
+			else if (!(spec = strndup((const char *)f.val, f.len)))
+				rc = -ENOMEM;
+			break;
 		}
 		if (rc < 0)
 			break;
@@ -210,6 +220,7 @@ static bool serve(int fd, const char *denied)
 	if (denied) {
 		reply_err(fd, h.op, -EPERM, denied);
 		free(ids);
+		free(spec);
 		return false;
 	}
 	if (rc < 0) {
@@ -217,6 +228,7 @@ static bool serve(int fd, const char *denied)
 			  rc == -EINVAL ? "malformed tag or argument" : rc == -ENOMEM ?
 			  "out of memory" : "malformed request");
 		free(ids);
+		free(spec);
 		return false;
 	}
 	cb_init(&out.b);
@@ -235,9 +247,17 @@ static bool serve(int fd, const char *denied)
 		if (!rc) {
 			cb_u64(&out.b, F_ID, id);
 			cb_u64(&out.b, F_EXISTED, existed);
+			/* to the chunk store: wakes the pusher, or waits */
+			rc = pu_checkpointed(id, err, sizeof(err));
 		}
 		break;
 	}
+	case CTL_PUSH:
+		rc = pu_request(spec, have_id ? id : 0, wait, &id, err,
+				sizeof(err));
+		if (!rc)
+			cb_u64(&out.b, F_ID, id);
+		break;
 	case CTL_ROLLBACK:
 		if (!have_tag && !have_id) {
 			rc = -EINVAL;
@@ -313,6 +333,7 @@ static bool serve(int fd, const char *denied)
 		ctl_send(fd, h.op, 0, out.b.p, out.b.len);
 	cb_free(&out.b);
 	free(ids);
+	free(spec);
 	/* the checkpoint's caller has its answer: now the policy */
 	if (h.op == CTL_CHECKPOINT && !rc) {
 		rp_kick();

@@ -425,6 +425,28 @@ int rp_wait_acked(uint64_t id, char *err, size_t errlen);
 void rp_status(struct ctl_out *out);
 /* Stream bytes shipped for checkpoint id (*have: it was shipped). */
 uint64_t rp_shipped_bytes(bt_txn *txn, uint64_t id, bool *have);
+/* ---- push.c: pushing checkpoints to a chunk store ---- */
+/* Start the pusher thread; spec NULL: no configured chunk store (push
+   requests with a SPEC still work).  rate in bytes/s (0: unlimited);
+   cdc: FastCDC chunks instead of FsCH, for every push. */
+int pu_start(const char *spec, bool wait_remote, uint64_t rate,
+	     unsigned retry_s, bool cdc);
+/* Stop it: a push under way is abandoned (the next mount resumes it);
+   waiters get -ECANCELED.  Before the control thread is joined. */
+void pu_stop(void);
+/* Checkpoint id was taken: push it; with -o chunkstore_wait=remote wait
+   until the chunk store has it (-EHOSTDOWN with err: it stays local). */
+int pu_checkpointed(uint64_t id, char *err, size_t errlen);
+/* versionfs-ctl push: every checkpoint up to `upto` (0: the newest) to
+   spec (NULL: the configured store), waiting if asked. */
+int pu_request(const char *spec, uint64_t upto, bool wait, uint64_t *pushed,
+	       char *err, size_t errlen);
+/* Checkpoint id is not in the configured chunk store yet: the cleaner
+   keeps it. */
+bool pu_unpushed(uint64_t id);
+/* Drop the unpushed ones from ids[0..n) (a policy leaves them for
+   later); the new count. */
+size_t pu_keep(uint64_t *ids, size_t n);
 
 /* ---- ctlsrv.c ---- */
 int ctl_listen(struct vfs *v);

@@ -50,9 +50,15 @@ struct opts {
 	double timeout;
 	unsigned max_read;
 	int help, version;
+	/* the chunk store (push.c) */
+	char *chunkstore;
+	int cs_wait;			/* -1: bad value */
+	double cs_rate;			/* MB/s */
+	unsigned cs_retry;
+	char *cs_chunking;		/* fsch (default) or cdc */
 };
 
-enum { KEY_HELP, KEY_VERSION, KEY_MAX_READ };
+enum { KEY_HELP, KEY_VERSION, KEY_MAX_READ, KEY_CHUNKSTORE, KEY_CS_WAIT };
 
 static const struct fuse_opt vfs_optspec[] = {
 	{ "owner=%s", offsetof(struct opts, owner), 0 },
@@ -68,8 +74,37 @@ static const struct fuse_opt vfs_optspec[] = {
 	FUSE_OPT_KEY("-V", KEY_VERSION),
 	FUSE_OPT_KEY("--version", KEY_VERSION),
 	FUSE_OPT_KEY("max_read=", KEY_MAX_READ),
+	FUSE_OPT_KEY("chunkstore=", KEY_CHUNKSTORE),
+	FUSE_OPT_KEY("chunkstore_wait=", KEY_CS_WAIT),
+	FUSE_OPT_KEY("wait=", KEY_CS_WAIT),
+	{ "chunkstore_rate=%lf", offsetof(struct opts, cs_rate), 0 },
+	{ "chunkstore_retry=%u", offsetof(struct opts, cs_retry), 0 },
+	{ "chunkstore_chunking=%s", offsetof(struct opts, cs_chunking), 0 },
 	FUSE_OPT_END
 };
+
+/*
+ * -o chunkstore=SPEC: libfuse splits -o at commas, and a SPEC has them
+ * ("dir:/b1,/b2?rs=2+1", "rados:POOL,user=U").  Escape them ("\\,"), or
+ * rely on this: a piece after chunkstore= that starts with '/' or is
+ * user= or namespace= continues the SPEC.
+ */
+static int spec_more(struct opts *o, const char *arg)
+{
+	size_t n;
+	char *s;
+
+	if (!o->chunkstore || (arg[0] != '/' && strncmp(arg, "user=", 5) &&
+			       strncmp(arg, "namespace=", 10)))
+		return 1;
+	n = strlen(o->chunkstore);
+	if (!(s = realloc(o->chunkstore, n + strlen(arg) + 2)))
+		return -1;
+	s[n] = ',';
+	strcpy(s + n + 1, arg);
+	o->chunkstore = s;
+	return 0;
+}
 
 static int opt_proc(void *data, const char *arg, int key,
 		    struct fuse_args *out)
@@ -78,6 +113,17 @@ static int opt_proc(void *data, const char *arg, int key,
 
 	(void)out;
 	switch (key) {
+	case FUSE_OPT_KEY_OPT:
+		return spec_more(o, arg);
+	case KEY_CHUNKSTORE:
+		free(o->chunkstore);
+		o->chunkstore = strdup(arg + strlen("chunkstore="));
+		return o->chunkstore ? 0 : -1;
+	case KEY_CS_WAIT:
+		arg = strchr(arg, '=') + 1;
+		o->cs_wait = !strcmp(arg, "remote") ? 1 :
+			     !strcmp(arg, "local") ? 0 : -1;
+		return 0;
 	case FUSE_OPT_KEY_NONOPT:
 		if (!o->backing) {
 			o->backing = strdup(arg);
@@ -123,6 +169,16 @@ static void usage(void)
 "    -o repl_wait=peer      checkpoint returns once the peer has it\n"
 "                           (default repl_wait=local)\n"
 "    -o repl_compress=zstd  zstd-compress what is shipped\n"
+"    -o chunkstore=SPEC     push every checkpoint to this chunk store in\n"
+"                           the background (commas in SPEC: \\, or as is)\n"
+"    -o chunkstore_wait=remote|local\n"
+"                           remote: a checkpoint returns once the chunk\n"
+"                           store has it (also wait=remote)\n"
+"    -o chunkstore_rate=MB/s  pace background pushes (default: no limit)\n"
+"    -o chunkstore_retry=S  retry a failed push after S seconds (30)\n"
+"    -o chunkstore_chunking=fsch|cdc\n"
+"                           fixed 64 KiB chunks (default: files rewritten\n"
+"                           in place) or FastCDC (whole-image rewrites)\n"
 "    -h, --help             this help, then the FUSE options\n"
 "    -V, --version          print the version\n"
 "\n"
@@ -382,6 +438,15 @@ int main(int argc, char *argv[])
 	}
 	if (check_repl_opts(&o, &v))
 		goto out_args;
+	if (o.cs_wait < 0 || (o.cs_wait && !o.chunkstore) || o.cs_rate < 0 ||
+	    (o.cs_chunking && strcmp(o.cs_chunking, "fsch") &&
+	     strcmp(o.cs_chunking, "cdc"))) {
+		fprintf(stderr, "versionfs: chunkstore_wait= takes remote or "
+			"local and needs chunkstore=SPEC; chunkstore_rate= a "
+			"number of MB/s; chunkstore_chunking= fsch or cdc\n");
+		ret = 2;
+		goto out_args;
+	}
 	v.foreground = co.foreground;
 	v.max_read = o.max_read;
 	if (!co.foreground)
@@ -449,7 +514,10 @@ int main(int argc, char *argv[])
 			"mount had this device number still holds it)" : "");
 		goto out_unmount;
 	}
-	if ((rc = start_threads(&v))) {
+	if ((rc = start_threads(&v)) ||
+	    (rc = pu_start(o.chunkstore, o.cs_wait == 1,
+			   (uint64_t)(o.cs_rate * 1e6), o.cs_retry,
+			   o.cs_chunking && !strcmp(o.cs_chunking, "cdc")))) {
 		vfs_log(LOG_ERR, "starting threads: %s", strerror(-rc));
 		goto out_unmount;
 	}
@@ -486,6 +554,7 @@ int main(int argc, char *argv[])
 	ret = ret ? 1 : 0;
 out_unmount:
 	rp_stop(false);
+	pu_stop();		/* first: its waiters hold the control thread */
 	stop_threads(&v);
 	/* Save everything still in memory before the store closes. */
 	pthread_rwlock_wrlock(&v.epoch_lock);
@@ -526,6 +595,8 @@ out_args:
 	free(o.repl_bwlimit);
 	free(o.repl_wait);
 	free(o.repl_compress);
+	free(o.chunkstore);
+	free(o.cs_chunking);
 	free(co.mountpoint);
 	fuse_opt_free_args(&args);
 	return ret;

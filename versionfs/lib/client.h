@@ -256,6 +256,20 @@ int vfs_prune(vfs_client *c, const struct vfs_policy *p, int dry_run,
  */
 int vfs_clean_start(vfs_client *c, uint64_t *pass);
 
+/*
+ * Push checkpoints to a chunk store (versionfs-chunkstore(5)): every
+ * checkpoint not yet there up to `upto` (0: the newest), oldest first,
+ * to `spec` (NULL: the store the mount was given with -o chunkstore=).
+ * Without VFS_PUSH_WAIT the daemon queues the push and returns; with it,
+ * returns once the chunk store has them at full redundancy, or the error
+ * (-EHOSTDOWN: the chunk store failed; the checkpoints stay local and a
+ * configured store gets them later).  *pushed: the last checkpoint
+ * asked for.
+ */
+#define VFS_PUSH_WAIT	1
+int vfs_push(vfs_client *c, const char *spec, uint64_t upto, unsigned flags,
+	     uint64_t *pushed);
+
 /* One-shot conveniences: open, call, close.  Messages go to err. */
 int vfs_checkpoint_path(const char *path, const char *tag, uint64_t *id,
 			char *err, size_t errlen);

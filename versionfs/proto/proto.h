@@ -31,6 +31,7 @@ enum ctl_op {
 	CTL_POLICY,
 	CTL_CLEAN,
 	CTL_REPLICATE,
+	CTL_PUSH,		/* to a chunk store (issue 17) */
 };
 
 /* Field keys (TLV). */
@@ -59,6 +60,8 @@ enum ctl_key {
 	F_REPL_ON, F_REPL_STATE, F_REPL_ACKED, F_REPL_LAG, F_REPL_LAG_BYTES,
 	F_REPL_SHIPPED, F_REPL_BYTES, F_REPL_DISCARDED, F_SHIPPED,
 	F_REPL_COMPRESS,
+	/* push (issue 17): the chunk store's SPEC, wait for it */
+	F_SPEC, F_WAIT,
 };
 
 struct ctl_hdr {

@@ -64,6 +64,11 @@ static void usage(FILE *f)
 "                                 ship every checkpoint to a\n"
 "                                 versionfs-replicad(8) peer, stop, or show\n"
 "                                 the replication's state and lag\n"
+"  push MOUNT [--to SPEC] [--checkpoint C] [--wait]\n"
+"                                 push the checkpoints up to C (default: the\n"
+"                                 newest) to a chunk store (default: the\n"
+"                                 mount's -o chunkstore=); --wait returns\n"
+"                                 when it has them at full redundancy\n"
 "\n"
 "MOUNT is a versionfs mount point or any path inside one.  Tags are 1-127\n"
 "characters from A-Z a-z 0-9 . _ : @ + - = ,  AGE is a number of seconds\n"
@@ -536,6 +541,7 @@ static const struct {
 	{ "prune", do_prune },
 	{ "policy", do_policy },
 	{ "replicate", do_replicate },
+	{ "push", do_push },
 };
 
 int main(int argc, char **argv)

@@ -43,5 +43,7 @@ int do_policy(const char *mount, int argc, char **argv);
 /* ctl_repl.c: the replicate command; the replication part of status */
 int do_replicate(const char *mount, int argc, char **argv);
 void print_repl(const struct vfs_repl *r, bool as_json);
+/* ctl_push.c */
+int do_push(const char *mount, int argc, char **argv);
 
 #endif /* VFS_CTL_INT_H */

@@ -1,0 +1,32 @@
+/*
+ * client_push.c — libversionfs: asking the daemon to push checkpoints to
+ * a chunk store (client.h, versionfs-ctl(8) push).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "versionfs/lib/client_int.h"
+
+int vfs_push(vfs_client *c, const char *spec, uint64_t upto, unsigned flags,
+	     uint64_t *pushed)
+{
+	unsigned char *r = NULL;
+	struct cbuf b;
+	size_t len;
+	int rc;
+
+	cb_init(&b);
+	if (spec && *spec)
+		cb_str(&b, F_SPEC, spec, strlen(spec));
+	if (upto)
+		cb_u64(&b, F_ID, upto);
+	if (flags & VFS_PUSH_WAIT)
+		cb_u64(&b, F_WAIT, 1);
+	rc = cli_rpc(c, CTL_PUSH, &b, &r, &len);
+	cb_free(&b);
+	if (!rc && pushed)
+		*pushed = cli_reply_u64(r, len, F_ID);
+	free(r);
+	return rc;
+}
