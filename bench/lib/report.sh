@@ -82,6 +82,10 @@ report_summary() {
 			sed -n '/^results:/,$p' "$dir/btree.txt"
 			echo '```'
 		fi
+		if [ -s "$dir/repl.md" ]; then
+			echo
+			cat "$dir/repl.md"
+		fi
 		echo
 		echo "## Plots"
 		echo

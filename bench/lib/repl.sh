@@ -1,0 +1,263 @@
+# bench/lib/repl.sh — the repl family of bench/run: replication (issue 15).
+#
+# Sourced by bench/run, whose helpers it uses (mount_fuse, umount_fuse,
+# csv, log, failed, drop_caches, run_timed) on the file system image FSMNT.
+# Three parts, each against a baseline measured in the same run:
+#
+# table2  004's Table 2 replayed (seeds/004 §4.2, Tables 1-2, Figure 8):
+#         the Bonnie++ steps of Table 1 on one file of REPL_MIB MiB on a
+#         versionfs mount — per-byte write (8 KiB write(2)s, as the paper's
+#         putc through an 8 KiB stdio buffer), per-block write (a new file,
+#         16 KiB blocks), rewrite (every 16 KiB block overwritten in place),
+#         two read steps, random seeks (8,000 16 KiB writes per 4 GB, on
+#         distinct blocks), delete — with a checkpoint every 1, 2, 3 steps
+#         or only after the run, and a last one after the delete.  Each
+#         checkpoint is shipped at once (versionfs-send from its parent |
+#         versionfs-recv into a replica on the same image).  Counted: the
+#         bytes a RAID1 mirror would send (every byte written, as dd
+#         reports it), the stream bytes and content pages versionfs sent,
+#         and the bytes still valid at each checkpoint (from the workload:
+#         the pages of files alive at the checkpoint written since the last
+#         one), whose ratio to the pages sent must be 1.00.
+# ship    shipping throughput of a full stream of one REPL_SHIP_MIB MiB
+#         file (random bytes), cold cache, against min(loopback TCP
+#         (bench/tcpbw), the store's cold read speed, `openssl speed -evp
+#         chacha20-poly1305` on one core).  Over versionfs-replicad with the
+#         authenticated transport when this build has it, else through a
+#         pipe (the CSV's test name says which); zstd when send has it.
+# daemon  with the daemon's replication thread (-o replicate=), fio under
+#         a shipping checkpoint vs idle and checkpoint-to-ack latency;
+#         skipped, with a log line, while the daemon has no such option.
+#
+# Output: RES/repl.csv (bench/run's long format), RES/repl-table2.csv (the
+# table), RES/repl-table2.png (the plot, Figure 8's shape), RES/repl.md
+# (the figures, appended to summary.md by the report).
+
+REPL_SEND=$VFS_BUILD/versionfs-send
+REPL_RECV=$VFS_BUILD/versionfs-recv
+REPL_FSCK=$VFS_BUILD/versionfs-fsck
+REPL_TCPBW=$VFS_BUILD/bench/tcpbw
+
+# repl_ship_ckpt PERIOD N STEPS RAID VALID: checkpoint the mount, ship it
+# from the last shipped one into the replica, one row of the table.
+repl_ship_ckpt() {
+	local period=$1 n=$2 steps=$3 raid=$4 valid=$5 c err t
+	c=$(timeout 120 "$CTL" checkpoint "$FUSE_MNT" 2>&1) || {
+		failed "repl: checkpoint: $c"; return 1; }
+	err=$RAW/repl-send-$period-$n.err
+	# shellcheck disable=SC2086  # --from P or nothing
+	if ! timeout 600 "$REPL_SEND" -v "$FUSE_MNT" "$c" ${REPL_LAST:+--from $REPL_LAST} 2>"$err" |
+	    timeout 600 "$REPL_RECV" "$FSMNT/replica" 2>>"$err"; then
+		failed "repl: ship checkpoint $c (period $period): $(tail -n1 "$err")"
+		return 1
+	fi
+	REPL_LAST=$c
+	# "...: frames F bytes B pages P base_bytes X"
+	t=$(sed -n 's/.*frames \([0-9]*\) bytes \([0-9]*\) pages \([0-9]*\) base_bytes \([0-9]*\)$/\1 \2 \3 \4/p' "$err")
+	# shellcheck disable=SC2086
+	set -- $t
+	[ $# = 4 ] || { failed "repl: no totals from versionfs-send -v ($err)"; return 1; }
+	echo "$period,$n,$steps,$raid,$2,$(($3 * 4096 + $4)),$valid" >>"$RES/repl-table2.csv"
+	dbg "repl period $period ckpt $n (steps $steps): raid $raid stream $2 pages $3 valid $valid"
+}
+
+# repl_step I FILE: run Bonnie++ step I on FILE; prints the bytes written.
+repl_step() {
+	local i=$1 f=$2 nb blocks b w=0
+	nb=$((REPL_MIB * 64))			# 16 KiB blocks
+	case $i in
+	1) dd if="$SCR/repl-a" of="$f" bs=8k status=none || return 1
+	   w=$((REPL_MIB << 20)) ;;
+	2) rm -f "$f" && dd if="$SCR/repl-b" of="$f" bs=16k status=none || return 1
+	   w=$((REPL_MIB << 20)) ;;
+	3) dd if="$SCR/repl-a" of="$f" bs=16k conv=notrunc status=none || return 1
+	   w=$((REPL_MIB << 20)) ;;
+	4) dd if="$f" of=/dev/null bs=8k status=none || return 1 ;;
+	5) dd if="$f" of=/dev/null bs=16k status=none || return 1 ;;
+	6) blocks=$REPL_SEEKS
+	   for b in $(shuf -i 0-$((nb - 1)) -n "$blocks" --random-source="$SCR/repl-a"); do
+		dd if=/dev/urandom of="$f" bs=16k count=1 seek="$b" conv=notrunc status=none || return 1
+	   done
+	   w=$((blocks * 16384)) ;;
+	7) rm -f "$f" || return 1 ;;
+	esac
+	echo "$w"
+}
+
+# repl_table2 FS: the four schedules of Table 2.
+repl_table2() {
+	local fs=$1 period i i_w f raid tot n steps whole seek alive valid sum_raid sum_sent
+	echo "schedule,checkpoint,steps,raid1_bytes,stream_bytes,page_bytes,valid_bytes" >"$RES/repl-table2.csv"
+	for period in 1 2 3 full; do
+		rm -rf "$FSMNT/vfs-src" "$FSMNT/replica"
+		mount_fuse versionfs "$FSMNT/vfs-src" "$fs-repl-$period" || continue
+		f=$FUSE_MNT/Bonnie.f
+		REPL_LAST="" raid=0 tot=0 n=0 steps="" whole=0 seek=0 alive=0
+		for i in 1 2 3 4 5 6 7; do
+			i_w=$(repl_step "$i" "$f") || { failed "repl: step $i (period $period)"; break; }
+			raid=$((raid + i_w)) tot=$((tot + i_w)) steps="$steps${steps:+ }$i"
+			case $i in 1|2|3) whole=1 alive=1 ;; 6) seek=1 ;; 7) alive=0 ;; esac
+			if [ "$i" = 7 ] || { [ "$period" != full ] && [ "$i" -lt 7 ] && [ $((i % period)) = 0 ]; }; then
+				valid=0
+				if [ "$alive" = 1 ]; then
+					if [ "$whole" = 1 ]; then valid=$((REPL_MIB << 20))
+					elif [ "$seek" = 1 ]; then valid=$((REPL_SEEKS * 16384)); fi
+				fi
+				n=$((n + 1))
+				repl_ship_ckpt "$period" "$n" "$steps" "$raid" "$valid" || break
+				raid=0 steps="" whole=0 seek=0
+			fi
+		done
+		umount_fuse
+		if [ -d "$FSMNT/replica" ]; then
+			"$REPL_FSCK" "$FSMNT/replica" >>"$RAW/repl-fsck.log" 2>&1 ||
+				failed "repl: replica of period $period not fsck-clean (raw/repl-fsck.log)"
+		fi
+		sum_raid=$(awk -F, -v p="$period" '$1 == p { s += $4 } END { print s + 0 }' "$RES/repl-table2.csv")
+		sum_sent=$(awk -F, -v p="$period" '$1 == p { s += $5 } END { print s + 0 }' "$RES/repl-table2.csv")
+		csv repl versionfs "$fs" "table2-$period" 1 raid1_bytes "$sum_raid" B 1
+		csv repl versionfs "$fs" "table2-$period" 1 stream_bytes "$sum_sent" B 1
+		log "  repl table2 period $period: RAID1 $((sum_raid >> 20)) MiB, versionfs sent $((sum_sent >> 20)) MiB"
+	done
+	rm -rf "$FSMNT/vfs-src" "$FSMNT/replica"
+}
+
+# MiB/s of BYTES moved in SECONDS
+repl_rate() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.1f", (s > 0) ? b / 1048576 / s : 0 }'; }
+
+# repl_throughput FS: shipping a full stream against its three bounds.
+repl_throughput() {
+	local fs=$1 c t0 t1 tcp rd aead ship send_only mn bytes how
+	rm -rf "$FSMNT/vfs-src" "$FSMNT/replica"
+	mount_fuse versionfs "$FSMNT/vfs-src" "$fs-repl-ship" || return 1
+	dd if=/dev/urandom of="$FUSE_MNT/big" bs=1M count="$REPL_SHIP_MIB" status=none
+	c=$(timeout 120 "$CTL" checkpoint "$FUSE_MNT" 2>&1) || { failed "repl: checkpoint: $c"; umount_fuse; return 1; }
+	umount_fuse
+	bytes=$((REPL_SHIP_MIB << 20))
+
+	# The bounds.  Store read: the content files, cold.
+	drop_caches
+	t0=$(date +%s.%N)
+	find "$FSMNT/vfs-src/.versionfs/obj" -type f -name '*content*' -print0 |
+		xargs -0 cat >/dev/null
+	t1=$(date +%s.%N)
+	rd=$(repl_rate "$bytes" "$(echo "$t1 - $t0" | bc)")
+	tcp=$("$REPL_TCPBW" 1024) || { failed "repl: tcpbw"; tcp=0; }
+	aead=$(openssl speed -evp chacha20-poly1305 -seconds 3 -bytes 16384 2>/dev/null |
+		awk '/^[Cc]ha[Cc]ha20-[Pp]oly1305/ { v = $NF } END { sub(/k$/, "", v); printf "%.1f", v * 1000 / 1048576 }')
+	csv repl bound "$fs" ship 1 store_read "$rd" MiB/s 1
+	csv repl bound "$fs" ship 1 loopback_tcp "$tcp" MiB/s 1
+	csv repl bound "$fs" ship 1 chacha20_poly1305 "$aead" MiB/s 1
+	mn=$(printf '%s\n' "$rd" "$tcp" "$aead" | sort -g | head -n1)
+
+	# The sender alone, cold, into /dev/null.
+	drop_caches
+	t0=$(date +%s.%N)
+	timeout 600 "$REPL_SEND" "$FSMNT/vfs-src" "$c" >/dev/null || failed "repl: send > /dev/null"
+	t1=$(date +%s.%N)
+	send_only=$(repl_rate "$bytes" "$(echo "$t1 - $t0" | bc)")
+	csv repl versionfs "$fs" ship 1 send_devnull "$send_only" MiB/s 1
+
+	# Shipping: send | recv (durable on return), cold.
+	how=pipe
+	if [ -x "$VFS_BUILD/versionfs-replicad" ]; then
+		log "  note: versionfs-replicad is built, but this family does not drive it yet: shipping through a pipe"
+	fi
+	drop_caches
+	t0=$(date +%s.%N)
+	timeout 600 "$REPL_SEND" "$FSMNT/vfs-src" "$c" |
+		timeout 600 "$REPL_RECV" "$FSMNT/replica" || failed "repl: send | recv"
+	t1=$(date +%s.%N)
+	ship=$(repl_rate "$bytes" "$(echo "$t1 - $t0" | bc)")
+	csv repl versionfs "$fs" "ship-$how" 1 throughput "$ship" MiB/s 1
+	csv repl versionfs "$fs" "ship-$how" 1 ratio_to_bound "$(awk -v a="$ship" -v b="$mn" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')" x 1
+	log "  repl ship ($how, no compression): $ship MiB/s; bounds: store read $rd, loopback TCP $tcp, ChaCha20-Poly1305 $aead MiB/s; send alone $send_only MiB/s"
+	if ! "$REPL_SEND" --help 2>&1 | grep -q compress; then
+		log "  repl ship with zstd: skipped (versionfs-send has no compression in this build)"
+		csv repl versionfs "$fs" "ship-$how-zstd" 1 skipped 1 flag 1
+	fi
+	rm -rf "$FSMNT/vfs-src" "$FSMNT/replica"
+}
+
+# repl_daemon FS: the daemon's replication thread, once it exists.
+repl_daemon() {
+	local fs=$1
+	if ! "$VFS" --help 2>&1 | grep -q replicate; then
+		log "  repl daemon (fio while shipping, checkpoint-to-ack): skipped (versionfs has no -o replicate in this build)"
+		csv repl versionfs "$fs" daemon 1 skipped 1 flag 1
+		return 0
+	fi
+	log "  repl daemon: -o replicate exists but this family does not measure it yet"
+	csv repl versionfs "$fs" daemon 1 skipped 1 flag 1
+}
+
+# The plot: Figure 8's bars, RAID1 against versionfs, per schedule.
+repl_plot() {
+	local dat=$RAW/repl-table2.dat term
+	awk -F, 'NR > 1 { r[$1] += $4; s[$1] += $5; p[$1] += $6; v[$1] += $7 }
+		END { n = split("1 2 3 full", o, " ")
+		      for (i = 1; i <= n; i++) if (o[i] in r)
+			printf "\"%s\" %.3f %.3f\n", (o[i] == "full" ? "full run" : o[i] " step" (o[i] > 1 ? "s" : "")),
+				r[o[i]] / 1048576, s[o[i]] / 1048576 }' "$RES/repl-table2.csv" >"$dat"
+	[ -s "$dat" ] || return 0
+	term="png size 1000,560"
+	gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1 && term="pngcairo size 1000,560 font 'Sans,10'"
+	gnuplot <<-EOF 2>>"$RAW/gnuplot.log"
+		set terminal $term
+		set output "$RES/repl-table2.png"
+		set title "004 Table 2 replayed: data sent to the replica, ${REPL_MIB} MiB Bonnie++ file"
+		set ylabel "MiB sent"
+		set xlabel "checkpoint period"
+		set style data histograms
+		set style histogram clustered gap 1
+		set style fill solid 0.8 border -1
+		set yrange [0:*]
+		set key top right
+		plot "$dat" using 2:xtic(1) title "RAID1 (every write)" lc rgb "#4c72b0", \
+		     "" using 3 title "versionfs (stream bytes)" lc rgb "#55a868"
+	EOF
+}
+
+# repl.md: the figures, for summary.md.
+repl_summary() {
+	{
+		echo "## Replication (repl)"
+		echo
+		echo "004's Table 2 replayed, one ${REPL_MIB} MiB file (004: 4 GB):"
+		echo
+		echo "| period | checkpoints | RAID1 MiB | versionfs stream MiB | pages sent / valid | stream / valid |"
+		echo "|---|---|---|---|---|---|"
+		awk -F, 'NR > 1 { n[$1]++; r[$1] += $4; s[$1] += $5; p[$1] += $6; v[$1] += $7 }
+			END { k = split("1 2 3 full", o, " ")
+			      for (i = 1; i <= k; i++) if (o[i] in r)
+				printf "| %s | %d | %.1f | %.1f | %s | %s |\n", o[i], n[o[i]], r[o[i]] / 1048576, s[o[i]] / 1048576,
+					v[o[i]] ? sprintf("%.4f", p[o[i]] / v[o[i]]) : (p[o[i]] ? "inf" : "0 / 0"),
+					v[o[i]] ? sprintf("%.4f", s[o[i]] / v[o[i]]) : "n.a. (" s[o[i]] " B of headers)" }' "$RES/repl-table2.csv"
+		echo
+		echo "Shipping (MiB/s) and its bounds:"
+		echo
+		echo '```'
+		awk -F, '$1 == "bound" || $3 ~ /^ship/ { print $1, $3, $5, $6, $7 }' "$RES/repl.csv"
+		echo '```'
+		echo
+		echo "Skipped parts: $(awk -F, '$5 == "skipped" { printf "%s ", $3 }' "$RES/repl.csv")"
+	} >"$RES/repl.md"
+}
+
+# repl_family FS
+repl_family() {
+	local fs=$1
+	for t in "$REPL_SEND" "$REPL_RECV" "$REPL_TCPBW"; do
+		[ -x "$t" ] || { failed "repl: $t missing"; return 1; }
+	done
+	command -v bc >/dev/null || { failed "repl: bc missing"; return 1; }
+	if [ ! -f "$SCR/repl-a" ]; then
+		head -c $((REPL_MIB << 20)) /dev/urandom >"$SCR/repl-a"
+		head -c $((REPL_MIB << 20)) /dev/urandom >"$SCR/repl-b"
+	fi
+	repl_table2 "$fs"
+	repl_throughput "$fs"
+	repl_daemon "$fs"
+	repl_plot
+	repl_summary
+}
