@@ -101,6 +101,13 @@ TRANSPORT_SRC := $(wildcard replicator/transport/*.c)
 TRANSPORT_LIB := $(BUILD)/libvfstransport.a
 CRYPTO_LIBS := $(shell $(PKG_CONFIG) --libs libcrypto 2>/dev/null)
 
+# replicator/peer: libvfspeer, continuous replication (the protocol on the
+# transport, the primary's and the peer's sides), above libvfsrep.
+PEER_SRC    := $(wildcard replicator/peer/*.c)
+PEER_LIB    := $(BUILD)/libvfspeer.a
+PEER_LINK    = $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LINK) \
+               $(CRYPTO_LIBS)
+
 # libvfschunk (chunkstore/): above the store library, below its tools.
 # rados.c (the rados: backend) is built when librados is installed
 # (Debian 12 ships no rados.pc: the header decides).
@@ -113,10 +120,11 @@ RESTORE_SRC := $(wildcard versionfs/tools/restore/*.c)
 PROGS       := $(BUILD)/versionfs $(BUILD)/versionfs-ctl \
                $(BUILD)/versionfs-clean $(BUILD)/versionfs-fsck \
                $(BUILD)/versionfs-send $(BUILD)/versionfs-recv \
-               $(BUILD)/versionfs-chunk $(BUILD)/versionfs-restore
+               $(BUILD)/versionfs-chunk $(BUILD)/versionfs-restore \
+               $(BUILD)/versionfs-replicad
 LIBS_OUT    := $(BTREE_LIB) $(CLIENT_LIB) $(CLIENT_SO) $(CLIENT_HDR) \
                $(STORE_LIB) $(CLEANER_LIB) $(TRANSPORT_LIB) $(REP_LIB) \
-               $(CHUNK_LIB)
+               $(PEER_LIB) $(CHUNK_LIB)
 # What a program that reads a store links, in link order.
 STORE_LINK  = $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(LMDB_LIBS) \
               $(ATTR_LIBS) $(XXH_LIBS)
@@ -172,6 +180,9 @@ $(TRANSPORT_LIB): $(TRANSPORT_SRC:%.c=$(BUILD)/obj/%.o)
 $(REP_LIB): $(REP_SRC:%.c=$(BUILD)/obj/%.o)
 	rm -f $@ && $(AR) rcs $@ $^
 
+$(PEER_LIB): $(PEER_SRC:%.c=$(BUILD)/obj/%.o)
+	rm -f $@ && $(AR) rcs $@ $^
+
 $(CHUNK_LIB): $(CHUNK_SRC:%.c=$(BUILD)/obj/%.o)
 	rm -f $@ && $(AR) rcs $@ $^
 
@@ -191,9 +202,13 @@ $(BUILD)/versionfs-fsck: $(FSCK_SRC:%.c=$(BUILD)/obj/%.o) $(STORE_LIB) $(CLIENT_
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ \
 	    $(FSCK_SRC:%.c=$(BUILD)/obj/%.o) $(STORE_LINK)
 
-# The replicator's commands: libvfsrep on the store library, no FUSE.
-$(BUILD)/versionfs-send $(BUILD)/versionfs-recv: $(BUILD)/versionfs-%: $(BUILD)/obj/replicator/tools/%.o $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+# The replicator's commands: libvfsrep on the store library, no FUSE;
+# versionfs-send (--peer) and versionfs-replicad also speak libvfspeer.
+$(BUILD)/versionfs-recv: $(BUILD)/versionfs-%: $(BUILD)/obj/replicator/tools/%.o $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(REP_LIB) $(STORE_LINK)
+
+$(BUILD)/versionfs-send $(BUILD)/versionfs-replicad: $(BUILD)/versionfs-%: $(BUILD)/obj/replicator/tools/%.o $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(PEER_LINK)
 
 $(BUILD)/versionfs-chunk: $(CHUNKTOOL_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ \

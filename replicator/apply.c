@@ -1107,7 +1107,7 @@ static int dir_busy(int dfd, bool *busy)
 
 struct state {
 	bool have_last, have_c, epoch_clean;
-	uint64_t last, epoch, first;
+	uint64_t last, epoch, first, reopen;
 };
 
 static int log_any(const struct bt_log *l, void *arg)
@@ -1144,6 +1144,10 @@ static int read_state(struct rcv *r, struct state *s)
 		rc = rc == 1 ? 0 : rc;
 	}
 	if (!rc && (rc = bt_kv_get_u64(txn, "rep.first", &s->first)) ==
+	    -ENOENT)
+		rc = 0;
+	/* the open epoch a discard (discard.c) opened */
+	if (!rc && (rc = bt_kv_get_u64(txn, "rep.reopen", &s->reopen)) ==
 	    -ENOENT)
 		rc = 0;
 	bt_txn_abort(txn);
@@ -1244,7 +1248,9 @@ static int open_replica(struct rcv *r, struct state *s)
 			     (unsigned long long)s->last);
 		return -EPROTO;
 	}
-	if (r->C <= s->last || s->epoch != s->last + 1 || !s->epoch_clean ||
+	if (r->C <= s->last || r->C < s->epoch ||
+	    (s->epoch != s->last + 1 && s->epoch != s->reopen) ||
+	    !s->epoch_clean ||
 	    !s->first) {
 		RERR(r, "this replica was changed since checkpoint %llu "
 		     "(mounted and written?); it takes no more streams",

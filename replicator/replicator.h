@@ -275,6 +275,22 @@ int rep_ckpt_resolve(struct vstore *st, const char *spec, uint64_t *id);
 int rep_recv(const char *dir, const struct rep_source *src,
 	     struct rep_stats *stats, char *err, size_t errlen);
 
+/*
+ * What the replica in dir holds (discard.c): its store id (zeros if dir
+ * holds no replica), its checkpoint ids in ascending order (*ids
+ * malloc'ed, NULL if none) and the first one it received (*first, 0 if
+ * none).  Opens the store briefly (its lock).
+ */
+int rep_held(const char *dir, unsigned char id[16], uint64_t **ids,
+	     size_t *n, uint64_t *first, char *err, size_t errlen);
+/*
+ * Discard every checkpoint of the replica in dir after checkpoint `to`,
+ * as a rollback to `to` on the primary did there, atomically and durably.
+ * -EPROTO if dir holds no replica, or not `to`, or `to` precedes the
+ * first checkpoint it received.  0 also when nothing follows `to`.
+ */
+int rep_discard(const char *dir, uint64_t to, char *err, size_t errlen);
+
 /* Whether name (len bytes) is a safe directory entry name. */
 bool rep_name_ok(const char *name, size_t len);
 /* Whether path (len bytes) is a safe relative path under a backing

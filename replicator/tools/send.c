@@ -3,6 +3,13 @@
  * output.
  *
  *   versionfs-send [-v] BACKING|MOUNT C [--from P]
+ *   versionfs-send [-v] BACKING|MOUNT --peer HOST:PORT --secret-file F
+ *                  [--bwlimit RATE]
+ *
+ * The second form brings a versionfs-replicad(8) peer up to date once
+ * (libvfspeer's rep_peer_sync: every checkpoint of the store's line the
+ * peer lacks, in order, each acknowledged once durable there), as the
+ * daemon's replication thread does after each checkpoint.
  *
  * The store is opened read-only beside its daemon (STORE_RDONLY: no lock;
  * LMDB readers never block the writer, and a checkpoint's files are
@@ -27,13 +34,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "replicator/replicator.h"
+#include "replicator/peer/peer.h"
 #include "versionfs/proto/proto.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 "usage: versionfs-send [-v] BACKING|MOUNT CHECKPOINT [--from BASE]\n"
+"       versionfs-send [-v] BACKING|MOUNT --peer HOST:PORT --secret-file F\n"
+"                      [--bwlimit RATE]\n"
 "\n"
 "Write checkpoint CHECKPOINT (an id or a tag) of the versionfs store of\n"
 "BACKING, or of the store mounted on MOUNT, to standard output as a\n"
@@ -42,7 +51,12 @@ static void usage(FILE *f)
 "empty replica.  With --from BASE it carries only what changed since BASE,\n"
 "which must be the checkpoint's parent and the replica's last checkpoint.\n"
 "\n"
+"With --peer, bring the versionfs-replicad(8) on HOST:PORT up to date:\n"
+"every checkpoint it lacks, in order, each acknowledged once durable there.\n"
+"\n"
 "  --from BASE   send incrementally from checkpoint BASE (id or tag)\n"
+"  --peer HOST:PORT, --secret-file FILE (mode 600), --bwlimit RATE (bytes\n"
+"                per second, with K, M or G)\n"
 "  -v            print the totals on standard error\n"
 "  -h, --help    this help\n"
 "\n"
@@ -83,14 +97,65 @@ static int backing_of(const char *path, char *out, size_t len)
 	return 0;
 }
 
+/* The --peer form: bring the peer up to date. */
+static int to_peer(const char *backing, const char *peer, const char *sfile,
+		   uint64_t bwlimit, bool verbose)
+{
+	struct rep_peer_opts o = { .bwlimit = bwlimit };
+	struct rep_wire bye = { .type = RW_BYE };
+	struct rep_peer_stats s;
+	struct rep_conn *c = NULL;
+	struct vstore *st = NULL;
+	unsigned char *secret = NULL;
+	size_t slen = 0;
+	char err[512] = "";
+	int fd, rc;
+
+	if ((rc = rep_secret_load(sfile, &secret, &slen, err, sizeof(err))))
+		goto out;
+	if ((rc = store_open(backing, STORE_RDONLY, &st)))
+		goto out;
+	if ((fd = rep_dial(peer, 10000, err, sizeof(err))) < 0) {
+		rc = fd;
+		goto out;
+	}
+	if ((rc = rep_conn_open(fd, false, secret, slen, 10000, &c, err,
+				sizeof(err))))
+		goto out;
+	if ((rc = rep_peer_sync(st, c, &o, &s, err, sizeof(err))))
+		goto out;
+	rep_wire_send(c, &bye, NULL);
+	if (verbose)
+		fprintf(stderr, "versionfs-send: %s: shipped %llu checkpoints "
+			"(%llu bytes), discarded %llu, peer at %llu, %llu "
+			"waiting for the cleaner\n", peer,
+			(unsigned long long)s.shipped,
+			(unsigned long long)s.bytes,
+			(unsigned long long)s.discarded,
+			(unsigned long long)s.acked,
+			(unsigned long long)s.pending);
+out:
+	if (rc)
+		fprintf(stderr, "versionfs-send: %s: %s\n", peer,
+			err[0] ? err : strerror(-rc));
+	rep_conn_close(c);
+	store_close(st);
+	rep_secret_free(secret, slen);
+	return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "from", required_argument, NULL, 'f' },
+		{ "peer", required_argument, NULL, 'p' },
+		{ "secret-file", required_argument, NULL, 'S' },
+		{ "bwlimit", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *from_s = NULL;
+	const char *from_s = NULL, *peer = NULL, *sfile = NULL;
+	uint64_t bwlimit = 0;
 	char backing[PATH_MAX], err[512];
 	struct vstore *st = NULL;
 	struct rep_stats stats;
@@ -99,13 +164,33 @@ int main(int argc, char **argv)
 	bool verbose = false;
 	int o, rc;
 
-	while ((o = getopt_long(argc, argv, "+vh", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'f': from_s = optarg; break;
+		case 'p': peer = optarg; break;
+		case 'S': sfile = optarg; break;
+		case 'b':
+			if (rep_parse_rate(optarg, &bwlimit)) {
+				fprintf(stderr, "versionfs-send: bad rate %s\n",
+					optarg);
+				return 2;
+			}
+			break;
 		case 'v': verbose = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
+	}
+	if (peer || sfile) {
+		if (!peer || !sfile || from_s || argc - optind != 1) {
+			usage(stderr);
+			return 2;
+		}
+		signal(SIGPIPE, SIG_IGN);
+		vfs_log_init(true, false);
+		if ((rc = backing_of(argv[optind], backing, sizeof(backing))))
+			return 1;
+		return to_peer(backing, peer, sfile, bwlimit, verbose);
 	}
 	/* --from may also follow the operands */
 	if (optind + 2 < argc && !from_s && argc - optind == 4 &&

@@ -1,0 +1,386 @@
+/*
+ * client.c — the primary's side of replication: bring a peer up to date.
+ *
+ * WHAT TO SEND.  The primary's current line is the chain of checkpoints
+ * from the open epoch's parent back through each checkpoint's parent; a
+ * rollback cuts it (the discarded checkpoints leave the index), a deleted
+ * checkpoint stays on it until the cleaner merges it into its successor.
+ * The peer says what it holds (HELD).  The newest held checkpoint on the
+ * line is the common point: if the peer holds anything after it (the
+ * primary rolled those back), it is told to DISCARD back to it.  Then each
+ * checkpoint of the line after the common point is streamed from its
+ * parent, in order, and the next one only starts after the ACK (the peer
+ * sends it once the checkpoint is durable there).  An empty peer gets a
+ * full stream of the oldest checkpoint that no unmerged deleted one
+ * precedes.  A deleted checkpoint not merged yet stops the walk: its
+ * successor's stream needs it merged (rep_send), and the cleaner will.
+ *
+ * Nothing here is kept between calls: after a disconnect or a restart of
+ * either side the next call starts from what the peer says it holds, so
+ * an acknowledged checkpoint is never sent twice, and an unacknowledged
+ * one is sent again whole (the peer dropped its partial copy).
+ *
+ * The stream goes out in DATA messages of up to 1 MiB (the sink below),
+ * throttled to opts->bwlimit bytes per second, checking opts->stop
+ * between messages so that a stopping daemon is never held by a slow peer
+ * for more than a message.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "replicator/peer/peer.h"
+
+struct line_ck {
+	uint64_t id, parent;
+	uint32_t state;
+};
+
+struct ck_list {
+	struct line_ck *v;
+	size_t n, cap;
+};
+
+static int collect(const struct bt_ckpt *c, void *arg)
+{
+	struct ck_list *l = arg;
+
+	if (vfs_grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v)))
+		return -ENOMEM;
+	l->v[l->n++] = (struct line_ck){ c->id, c->parent, c->state };
+	return 0;
+}
+
+static struct line_ck *find(struct ck_list *all, uint64_t id)
+{
+	size_t lo = 0, hi = all->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (all->v[mid].id == id)
+			return &all->v[mid];
+		if (all->v[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* The current line, oldest first, into *line (malloc'ed). */
+static int current_line(struct vstore *st, struct line_ck **line, size_t *n)
+{
+	struct ck_list all = { 0 };
+	struct line_ck *l = NULL, *c;
+	uint64_t tip = 0;
+	size_t k = 0;
+	bt_txn *txn;
+	int rc;
+
+	*line = NULL;
+	*n = 0;
+	if ((rc = bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn)))
+		return rc;
+	rc = bt_ckpt_foreach(txn, collect, &all);
+	if (!rc && (rc = bt_kv_get_u64(txn, "parent", &tip)) == -ENOENT) {
+		tip = 0;
+		rc = 0;
+	}
+	bt_txn_abort(txn);
+	if (rc)
+		goto out;
+	for (c = find(&all, tip); c; c = c->parent ? find(&all, c->parent) :
+	     NULL)
+		k++;
+	if (k && !(l = malloc(k * sizeof(*l)))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	*n = k;
+	for (c = find(&all, tip); c; c = c->parent ? find(&all, c->parent) :
+	     NULL)
+		l[--k] = *c;
+	*line = l;
+out:
+	free(all.v);
+	return rc;
+}
+
+/* ---- the DATA sink ---- */
+
+struct dsink {
+	struct rep_conn *c;
+	const struct rep_peer_opts *o;
+	unsigned char *buf;
+	size_t n;
+	uint64_t sent;
+	struct timespec t0;
+};
+
+static int dsink_flush(struct dsink *d)
+{
+	struct rep_wire w = { .type = RW_DATA };
+	int rc;
+
+	if (!d->n)
+		return 0;
+	if (d->o->stop && d->o->stop(d->o->arg))
+		return -ECANCELED;
+	w.data = d->buf;
+	w.len = d->n;
+	if ((rc = rep_wire_send(d->c, &w, NULL)))
+		return rc;
+	d->sent += d->n;
+	d->n = 0;
+	if (d->o->bwlimit) {
+		/* sleep until the bytes sent fit the rate */
+		struct timespec now = vfs_now();
+		double el = (double)(now.tv_sec - d->t0.tv_sec) +
+			    (now.tv_nsec - d->t0.tv_nsec) / 1e9;
+		double due = (double)d->sent / (double)d->o->bwlimit;
+
+		if (due > el) {
+			struct timespec ts;
+			double s = due - el;
+
+			ts.tv_sec = (time_t)s;
+			ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+			nanosleep(&ts, NULL);
+		}
+	}
+	return 0;
+}
+
+static int dsink_write(void *arg, const void *buf, size_t len)
+{
+	struct dsink *d = arg;
+	const unsigned char *p = buf;
+	int rc;
+
+	while (len) {
+		size_t k = REP_DATA_MAX - d->n;
+
+		if (k > len)
+			k = len;
+		memcpy(d->buf + d->n, p, k);
+		d->n += k;
+		p += k;
+		len -= k;
+		if (d->n == REP_DATA_MAX && (rc = dsink_flush(d)))
+			return rc;
+	}
+	return 0;
+}
+
+static void cerr(char *err, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void cerr(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+/* Wait for the ACK of ckpt (or a REFUSE). */
+static int wait_ack(struct rep_conn *c, const struct rep_peer_opts *o,
+		    uint64_t ckpt, void **buf, size_t *cap, char *err,
+		    size_t errlen)
+{
+	struct rep_wire w;
+	char why[128];
+	size_t len;
+	int rc;
+
+	rc = rep_conn_recv(c, buf, cap, &len,
+			   o->timeout_ms ? o->timeout_ms : 600000);
+	if (rc) {
+		cerr(err, errlen, "waiting for the peer's acknowledgement of "
+		     "checkpoint %llu: %s", (unsigned long long)ckpt,
+		     strerror(-rc));
+		return rc;
+	}
+	if ((rc = rep_wire_decode(*buf, len, &w, why, sizeof(why)))) {
+		cerr(err, errlen, "bad message from the peer: %s", why);
+		return rc;
+	}
+	if (w.type == RW_REFUSE) {
+		cerr(err, errlen, "the peer refused checkpoint %llu: %.*s",
+		     (unsigned long long)ckpt, (int)w.len, w.reason);
+		return w.err > 0 ? -w.err : -EPROTO;
+	}
+	if (w.type != RW_ACK || w.ckpt != ckpt) {
+		cerr(err, errlen, "the peer answered type %u (checkpoint "
+		     "%llu), not the ACK of %llu", w.type,
+		     (unsigned long long)w.ckpt, (unsigned long long)ckpt);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* Stream checkpoint ck from `from` (0: full) and wait for its ACK. */
+static int ship(struct vstore *st, struct rep_conn *c,
+		const struct rep_peer_opts *o, uint64_t ck, uint64_t from,
+		uint64_t *bytes, void **buf, size_t *cap, char *err,
+		size_t errlen)
+{
+	struct rep_wire w = { .type = RW_STREAM, .ckpt = ck, .base = from };
+	struct dsink d = { .c = c, .o = o };
+	struct rep_sink sink = { dsink_write, &d };
+	int rc;
+
+	if (!(d.buf = malloc(REP_DATA_MAX)))
+		return -ENOMEM;
+	d.t0 = vfs_now();
+	if ((rc = rep_wire_send(c, &w, NULL))) {
+		cerr(err, errlen, "sending to the peer: %s", strerror(-rc));
+		goto out;
+	}
+	rc = rep_send(st, ck, from, &sink, NULL, err, errlen);
+	if (!rc)
+		rc = dsink_flush(&d);
+	if (rc) {
+		struct rep_wire a = { .type = RW_ABORT };
+
+		if (err && !*err)
+			cerr(err, errlen, "streaming checkpoint %llu: %s",
+			     (unsigned long long)ck, strerror(-rc));
+		if (rc != -ECONNRESET && rc != -EPIPE)
+			rep_wire_send(c, &a, NULL);
+		goto out;
+	}
+	w.type = RW_DONE;
+	if ((rc = rep_wire_send(c, &w, NULL))) {
+		cerr(err, errlen, "sending to the peer: %s", strerror(-rc));
+		goto out;
+	}
+	rc = wait_ack(c, o, ck, buf, cap, err, errlen);
+	*bytes = d.sent;
+out:
+	free(d.buf);
+	return rc;
+}
+
+int rep_peer_sync(struct vstore *st, struct rep_conn *c,
+		  const struct rep_peer_opts *o, struct rep_peer_stats *s,
+		  char *err, size_t errlen)
+{
+	struct rep_wire w = { .type = RW_HELLO, .version = REP_PEER_VERSION };
+	struct line_ck *line = NULL;
+	size_t nline = 0, i, start;
+	uint64_t common = 0, last_held = 0;
+	void *buf = NULL;
+	size_t cap = 0, len;
+	char why[128];
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	if (err && errlen)
+		*err = 0;
+	if ((rc = store_id(st, w.store_id)))
+		return rc;
+	if ((rc = rep_wire_send(c, &w, NULL))) {
+		cerr(err, errlen, "sending to the peer: %s", strerror(-rc));
+		return rc;
+	}
+	rc = rep_conn_recv(c, &buf, &cap, &len,
+			   o->timeout_ms ? o->timeout_ms : 600000);
+	if (rc) {
+		cerr(err, errlen, "waiting for the peer's HELD: %s",
+		     strerror(-rc));
+		goto out;
+	}
+	if ((rc = rep_wire_decode(buf, len, &w, why, sizeof(why)))) {
+		cerr(err, errlen, "bad message from the peer: %s", why);
+		goto out;
+	}
+	if (w.type == RW_REFUSE) {
+		cerr(err, errlen, "the peer refused: %.*s", (int)w.len,
+		     w.reason);
+		rc = w.err > 0 ? -w.err : -EPROTO;
+		goto out;
+	}
+	if (w.type != RW_HELD || w.version != REP_PEER_VERSION) {
+		cerr(err, errlen, "the peer answered type %u version %u, not "
+		     "HELD version %d", w.type, w.version, REP_PEER_VERSION);
+		rc = -EPROTO;
+		goto out;
+	}
+	if ((rc = current_line(st, &line, &nline)))
+		goto out;
+	/* the newest checkpoint of the peer that is on our line */
+	for (uint32_t k = w.n; k-- > 0 && !common;) {
+		uint64_t id = rep_wire_held_id(&w, k);
+
+		for (i = 0; i < nline; i++)
+			if (line[i].id == id) {
+				common = id;
+				break;
+			}
+	}
+	if (w.n)
+		last_held = rep_wire_held_id(&w, w.n - 1);
+	if (w.n && !common) {
+		cerr(err, errlen, "the peer's replica of this store (%llu..%llu)"
+		     " shares no checkpoint with it: move it away on the peer",
+		     (unsigned long long)rep_wire_held_id(&w, 0),
+		     (unsigned long long)last_held);
+		rc = -EPROTO;
+		goto out;
+	}
+	if (common && last_held != common) {
+		struct rep_wire d = { .type = RW_DISCARD, .ckpt = common };
+
+		if ((rc = rep_wire_send(c, &d, NULL)) ||
+		    (rc = wait_ack(c, o, common, &buf, &cap, err, errlen)))
+			goto out;
+		s->discarded++;
+		if (o->acked)
+			o->acked(o->arg, common, 0);
+	}
+	s->acked = common;
+	if (common) {
+		for (start = 0; line[start].id != common; start++)
+			;
+		start++;
+	} else {
+		start = 0;
+		for (i = 0; i < nline; i++)
+			if (line[i].state == BT_CKPT_DELETED)
+				start = i + 1;
+	}
+	for (i = start; i < nline; i++) {
+		uint64_t from = i == start && !common ? 0 : line[i].parent;
+		uint64_t bytes = 0;
+
+		s->pending = nline - i;
+		if (line[i].state == BT_CKPT_DELETED)
+			break;		/* the cleaner merges it first */
+		if (o->stop && o->stop(o->arg))
+			break;
+		rc = ship(st, c, o, line[i].id, from, &bytes, &buf, &cap, err,
+			  errlen);
+		if (rc)
+			goto out;
+		s->shipped++;
+		s->bytes += bytes;
+		s->acked = line[i].id;
+		s->pending = nline - i - 1;
+		if (o->acked)
+			o->acked(o->arg, line[i].id, bytes);
+	}
+	if (i == nline)
+		s->pending = 0;
+out:
+	free(line);
+	free(buf);
+	return rc;
+}

@@ -1,0 +1,151 @@
+/*
+ * peer.h — libvfspeer: continuous replication between a primary and its
+ * peer, the protocol spoken over a libvfstransport connection above the
+ * checkpoint streams of libvfsrep.  The primary's side (rep_peer_sync) is
+ * run by the daemon's replication thread and by `versionfs-send --peer`;
+ * the peer's side (rep_peer_serve) by versionfs-replicad(8).
+ *
+ * PROTOCOL (version 1).  Every message is one transport message (already
+ * authenticated and encrypted, transport.h): a little-endian u32 type, a
+ * u32 that must be 0, then the type's fields.  Every length is checked
+ * against the message length before use (rep_wire_decode).
+ *
+ *   primary                                 peer
+ *   HELLO  version, store id      ->
+ *                                 <-  HELD  version, first, n, n ids
+ *                                           (the last REP_HELD_MAX held)
+ *   DISCARD to                    ->        (only if the peer holds
+ *                                 <-  ACK to  checkpoints the primary
+ *                                           rolled back)
+ *   STREAM ckpt, base             ->
+ *   DATA   stream bytes           ->  (as many as needed, <= 1 MiB each)
+ *   DONE                          ->  (or ABORT: the sender failed)
+ *                                 <-  ACK ckpt, once durable on the peer
+ *   ... more STREAMs ...
+ *   BYE                           ->
+ *
+ * Any refusal is a REFUSE (errno, one-line reason) from the peer, which
+ * then closes the connection.  The peer's HELD list is the truth about
+ * what it holds: the primary resumes from it after any disconnect or
+ * restart without resending an acknowledged checkpoint, and caches the
+ * last acknowledged id in its own store only for its cleaner and status.
+ * A stream whose BEGIN names another store than HELLO did is refused
+ * before anything of it is applied.  The stream bytes may be zstd frames
+ * (rep_sink_zstd, replicator.h); the peer detects the zstd magic.
+ *
+ * ERRORS.  0 or a negative errno; err buffers get a one-line reason.
+ */
+#ifndef VFS_REP_PEER_H
+#define VFS_REP_PEER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "replicator/replicator.h"
+#include "replicator/transport/transport.h"
+
+#define REP_PEER_VERSION	1
+#define REP_HELD_MAX		1024	/* ids in one HELD */
+#define REP_DATA_MAX		(1u << 20)	/* stream bytes in one DATA */
+#define REP_REASON_MAX		512
+
+enum rep_wire_type {
+	RW_HELLO = 1,
+	RW_HELD,
+	RW_DISCARD,
+	RW_STREAM,
+	RW_DATA,
+	RW_DONE,
+	RW_ABORT,
+	RW_ACK,
+	RW_REFUSE,
+	RW_BYE,
+	RW_TYPE_MAX
+};
+
+/* A decoded message; pointers point into the message buffer. */
+struct rep_wire {
+	uint32_t type;
+	uint32_t version;		/* HELLO, HELD */
+	unsigned char store_id[16];	/* HELLO */
+	uint64_t first;			/* HELD */
+	uint32_t n;			/* HELD: ids */
+	const unsigned char *ids;	/* HELD: n little-endian u64 */
+	uint64_t ckpt, base;		/* STREAM; ACK and DISCARD: ckpt */
+	const void *data;		/* DATA */
+	size_t len;			/* DATA; REFUSE: reason length */
+	int32_t err;			/* REFUSE: a positive errno */
+	const char *reason;		/* REFUSE, not NUL-terminated */
+};
+
+/* Id i of a HELD message (rep_wire_decode checked the count). */
+uint64_t rep_wire_held_id(const struct rep_wire *w, uint32_t i);
+/*
+ * Encode w into buf (cap bytes): the length, or -EMSGSIZE.  For HELD the
+ * ids come from held[0..w->n); for DATA the bytes are not copied: encode
+ * the 8-byte header and send the data after it (rep_wire_send does).
+ */
+ssize_t rep_wire_encode(const struct rep_wire *w, const uint64_t *held,
+			void *buf, size_t cap);
+/* Decode message p (len bytes): 0 or -EBADMSG with err filled. */
+int rep_wire_decode(const void *p, size_t len, struct rep_wire *w,
+		    char *err, size_t errlen);
+/* Encode and send w (DATA: w->data/len follow the header). */
+int rep_wire_send(struct rep_conn *c, const struct rep_wire *w,
+		  const uint64_t *held);
+
+/* ---- options (opts.c) ------------------------------------------------- */
+
+/* "RATE" in bytes per second: digits, optionally K, M or G (powers of
+   1024, a trailing "B" or "/s" allowed): 0 or -EINVAL. */
+int rep_parse_rate(const char *s, uint64_t *out);
+
+/* ---- the primary's side (client.c) ---------------------------------- */
+
+struct rep_peer_opts {
+	uint64_t bwlimit;		/* bytes per second, 0: none */
+	bool compress;			/* zstd the stream */
+	int timeout_ms;			/* per reply; 0: 10 minutes */
+	/* called after each acknowledgement (ack of a discard: shipped 0) */
+	void (*acked)(void *arg, uint64_t ckpt, uint64_t shipped);
+	/* polled between streams and DATA messages: stop when true */
+	bool (*stop)(void *arg);
+	void *arg;
+};
+
+struct rep_peer_stats {
+	uint64_t shipped;		/* checkpoints acknowledged */
+	uint64_t discarded;		/* discards acknowledged */
+	uint64_t bytes;			/* stream bytes sent (after zstd) */
+	uint64_t acked;			/* the peer's last checkpoint */
+	uint64_t pending;		/* checkpoints still to ship */
+};
+
+/*
+ * Bring the peer on connection c up to date with store st: HELLO, a
+ * DISCARD if the peer holds checkpoints st no longer has on its line,
+ * then a stream of every checkpoint of st's current line after the
+ * peer's last, in order, each acknowledged before the next.  Stops at a
+ * deleted checkpoint the cleaner has not merged yet (*stats->pending says
+ * how many remain).  Returns 0 when the peer is up to date (or stop()).
+ */
+int rep_peer_sync(struct vstore *st, struct rep_conn *c,
+		  const struct rep_peer_opts *o, struct rep_peer_stats *stats,
+		  char *err, size_t errlen);
+
+/* ---- the peer's side (server.c) --------------------------------------- */
+
+/*
+ * Serve one authenticated connection from a primary: replicas live in
+ * root/<store id in hex>.  Only one connection per store at a time: a new
+ * one shuts the old one's socket down (sock, the connection's socket,
+ * dup'ed by the caller, is used for that) and waits for it to end.
+ * Every refusal is logged (vfs_log LOG_WARNING) with `who` (the peer's
+ * address).  Returns when the primary says BYE or the connection ends;
+ * closes nothing (the caller owns c and sock).
+ */
+int rep_peer_serve(struct rep_conn *c, int sock, const char *root,
+		   const char *who);
+
+#endif /* VFS_REP_PEER_H */

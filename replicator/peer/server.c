@@ -1,0 +1,354 @@
+/*
+ * server.c — the peer's side of replication: one connection of a primary.
+ *
+ * A primary is known by its store id; its replica is root/<id in hex>, an
+ * ordinary backing directory that `versionfs` mounts for a failover.  The
+ * connection was authenticated by the transport (the shared secret); what
+ * comes over it is still distrusted: every message is decoded with its
+ * lengths checked, a stream's BEGIN must name the store that HELLO named
+ * (checked on the stream's first bytes, before rep_recv sees them), and
+ * rep_recv checks the rest (apply.c).
+ *
+ * ONE PRIMARY PER STORE.  Two connections for the same store would race
+ * on its replica, and a primary whose link died leaves a connection that
+ * only a timeout would end.  A registry (store id -> the socket serving
+ * it) lets a new connection of the same store shut the old socket down
+ * and wait (bounded) until the old one has let go of the replica; only
+ * holders of the secret can do that, and the old one's partial stream is
+ * dropped by rep_recv as after any failure.
+ *
+ * Acknowledgement: ACK C is sent only after rep_recv returned 0, which it
+ * does only once C is durable on the replica; a stream of a checkpoint
+ * held already (-EEXIST) is acknowledged too (a resend after a lost ACK).
+ * Every refusal is one log line naming the primary and the reason, then a
+ * REFUSE to the primary and the end of the connection.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <syslog.h>
+#include <time.h>
+
+#include "replicator/peer/peer.h"
+
+#define IDLE_MS		120000		/* between two messages of a session */
+#define HELLO_MS	30000
+#define TAKEOVER_S	60
+
+/* ---- the registry of stores being served ---- */
+
+struct served {
+	unsigned char id[16];
+	int sock;			/* of the connection serving it */
+	bool busy;
+};
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reg_cond = PTHREAD_COND_INITIALIZER;
+static struct served *reg;		/* protected by reg_lock */
+static size_t nreg, capreg;		/* protected by reg_lock */
+
+static struct served *reg_find(const unsigned char id[16])
+{
+	for (size_t i = 0; i < nreg; i++)
+		if (!memcmp(reg[i].id, id, 16))
+			return &reg[i];
+	return NULL;
+}
+
+/* Take store id for connection sock, ending an older connection of it. */
+static int reg_acquire(const unsigned char id[16], int sock)
+{
+	struct timespec dl;
+	struct served *s;
+	int rc = 0;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += TAKEOVER_S;
+	pthread_mutex_lock(&reg_lock);
+	while ((s = reg_find(id)) && s->busy && rc == 0) {
+		shutdown(s->sock, SHUT_RDWR);
+		rc = pthread_cond_timedwait(&reg_cond, &reg_lock, &dl);
+	}
+	if (s && s->busy) {
+		rc = -EBUSY;
+	} else if (!s) {
+		if (vfs_grow((void **)&reg, &capreg, nreg + 1, sizeof(*reg))) {
+			rc = -ENOMEM;
+		} else {
+			s = &reg[nreg++];
+			memcpy(s->id, id, 16);
+		}
+	}
+	if (s && !s->busy && rc != -ENOMEM) {
+		s->busy = true;
+		s->sock = sock;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&reg_lock);
+	return rc;
+}
+
+static void reg_release(const unsigned char id[16])
+{
+	struct served *s;
+
+	pthread_mutex_lock(&reg_lock);
+	if ((s = reg_find(id)))
+		s->busy = false;
+	pthread_cond_broadcast(&reg_cond);
+	pthread_mutex_unlock(&reg_lock);
+}
+
+/* ---- the stream source: DATA messages until DONE ---- */
+
+#define ID_OFF	(REP_HDR_LEN + 8)	/* the store id in BEGIN's payload */
+
+struct dsrc {
+	struct rep_conn *c;
+	void **buf;
+	size_t *cap;
+	const unsigned char *p;		/* unread DATA bytes */
+	size_t left;
+	uint64_t pos;			/* stream bytes handed out */
+	const unsigned char *id;	/* the store HELLO named */
+	bool done, aborted, foreign;
+	int err;
+	char why[128];
+};
+
+static ssize_t dsrc_read(void *arg, void *out, size_t len)
+{
+	struct dsrc *d = arg;
+	struct rep_wire w;
+	size_t n;
+	int rc;
+
+	while (!d->left) {
+		if (d->done)
+			return 0;
+		rc = rep_conn_recv(d->c, d->buf, d->cap, &n, IDLE_MS);
+		if (rc)
+			return d->err = rc;
+		if ((rc = rep_wire_decode(*d->buf, n, &w, d->why,
+					  sizeof(d->why))))
+			return d->err = rc;
+		if (w.type == RW_DONE) {
+			d->done = true;
+			return 0;
+		}
+		if (w.type == RW_ABORT) {
+			d->aborted = true;
+			return d->err = -ECANCELED;
+		}
+		if (w.type != RW_DATA) {
+			snprintf(d->why, sizeof(d->why), "message type %u in "
+				 "a stream", w.type);
+			return d->err = -EPROTO;
+		}
+		d->p = w.data;
+		d->left = w.len;
+	}
+	n = len < d->left ? len : d->left;
+	/* the bytes of BEGIN's store id must be HELLO's */
+	for (size_t i = 0; i < n; i++) {
+		uint64_t at = d->pos + i;
+
+		if (at >= ID_OFF && at < ID_OFF + 16 &&
+		    d->p[i] != d->id[at - ID_OFF]) {
+			d->foreign = true;
+			snprintf(d->why, sizeof(d->why), "a stream of another "
+				 "store than the connection's");
+			return d->err = -EPROTO;
+		}
+		if (at >= ID_OFF + 16)
+			break;
+	}
+	memcpy(out, d->p, n);
+	d->p += n;
+	d->left -= n;
+	d->pos += n;
+	return (ssize_t)n;
+}
+
+/* ---- the session ---- */
+
+static void hex_id(const unsigned char id[16], char out[33])
+{
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", id[i]);
+}
+
+static void refuse(struct rep_conn *c, const char *who, const char *store,
+		   int err, const char *reason)
+{
+	struct rep_wire w = { .type = RW_REFUSE, .err = -err };
+
+	vfs_log(LOG_WARNING, "refused %s%s%s: %s", who, store ? " store " : "",
+		store ? store : "", reason);
+	w.reason = reason;
+	w.len = strnlen(reason, REP_REASON_MAX);
+	rep_wire_send(c, &w, NULL);
+}
+
+/* A STREAM: apply it, acknowledge it.  1: go on, 0: end the session. */
+static int serve_stream(struct rep_conn *c, const struct rep_wire *s,
+			const char *dir, const unsigned char id[16],
+			const char *who, const char *hex, void **buf,
+			size_t *cap)
+{
+	struct dsrc d = { .c = c, .buf = buf, .cap = cap, .id = id };
+	struct rep_source src = { dsrc_read, &d };
+	struct rep_wire a = { .type = RW_ACK, .ckpt = s->ckpt };
+	struct rep_stats stats = { 0 };
+	char err[512] = "", why[640];
+	int rc;
+
+	rc = rep_recv(dir, &src, &stats, err, sizeof(err));
+	if (d.aborted) {
+		vfs_log(LOG_WARNING, "%s store %s: the primary abandoned "
+			"checkpoint %llu; nothing of it applied", who, hex,
+			(unsigned long long)s->ckpt);
+		return 1;
+	}
+	if (d.err && d.err != -ECANCELED) {
+		snprintf(why, sizeof(why), "checkpoint %llu: %s%s%s",
+			 (unsigned long long)s->ckpt, d.why[0] ? d.why :
+			 strerror(-d.err), err[0] ? "; " : "", err);
+		if (d.err == -ECONNRESET || d.err == -EPIPE ||
+		    d.err == -ETIMEDOUT || d.err == -ENOTCONN) {
+			vfs_log(LOG_WARNING, "%s store %s: connection lost "
+				"in checkpoint %llu (%s); nothing of it applied",
+				who, hex, (unsigned long long)s->ckpt,
+				strerror(-d.err));
+			return 0;
+		}
+		refuse(c, who, hex, d.err, why);
+		return 0;
+	}
+	if (rc && rc != -EEXIST) {
+		snprintf(why, sizeof(why), "checkpoint %llu: %s",
+			 (unsigned long long)s->ckpt, err[0] ? err :
+			 strerror(-rc));
+		refuse(c, who, hex, rc, why);
+		return 0;
+	}
+	/* rep_recv stops at END: the DONE must follow */
+	if (!d.done) {
+		char one;
+
+		if (dsrc_read(&d, &one, 1) != 0) {
+			refuse(c, who, hex, EPROTO, "stream bytes after END");
+			return 0;
+		}
+	}
+	if (rep_wire_send(c, &a, NULL))
+		return 0;
+	vfs_log(LOG_INFO, "%s store %s: checkpoint %llu %s (%llu bytes)", who,
+		hex, (unsigned long long)s->ckpt, rc ? "held already" :
+		"applied", (unsigned long long)stats.bytes);
+	return 1;
+}
+
+int rep_peer_serve(struct rep_conn *c, int sock, const char *root,
+		   const char *who)
+{
+	struct rep_wire w, h = { .type = RW_HELD, .version = REP_PEER_VERSION };
+	unsigned char id[16], have[16];
+	char hex[33], dir[4096], err[512] = "", why[640];
+	uint64_t *ids = NULL;
+	size_t nids = 0, cap = 0, len;
+	void *buf = NULL;
+	bool acquired = false;
+	int rc;
+
+	rc = rep_conn_recv(c, &buf, &cap, &len, HELLO_MS);
+	if (rc) {
+		vfs_log(LOG_WARNING, "refused %s: no HELLO: %s", who,
+			strerror(-rc));
+		goto out;
+	}
+	if ((rc = rep_wire_decode(buf, len, &w, err, sizeof(err))) ||
+	    w.type != RW_HELLO || w.version != REP_PEER_VERSION) {
+		snprintf(why, sizeof(why), "expected HELLO version %d: %s",
+			 REP_PEER_VERSION, rc ? err : "another message");
+		refuse(c, who, NULL, EPROTO, why);
+		rc = -EPROTO;
+		goto out;
+	}
+	memcpy(id, w.store_id, 16);
+	hex_id(id, hex);
+	snprintf(dir, sizeof(dir), "%s/%s", root, hex);
+	if ((rc = reg_acquire(id, sock))) {
+		refuse(c, who, hex, -rc, "another connection of this store "
+		       "does not let go of it");
+		goto out;
+	}
+	acquired = true;
+	if ((rc = rep_held(dir, have, &ids, &nids, &h.first, err,
+			   sizeof(err)))) {
+		refuse(c, who, hex, -rc, err);
+		goto out;
+	}
+	if (nids && memcmp(have, id, 16)) {
+		refuse(c, who, hex, EPROTO, "its replica directory holds "
+		       "another store");
+		rc = -EPROTO;
+		goto out;
+	}
+	h.n = nids > REP_HELD_MAX ? REP_HELD_MAX : (uint32_t)nids;
+	if ((rc = rep_wire_send(c, &h, ids ? ids + (nids - h.n) : NULL)))
+		goto out;
+	vfs_log(LOG_INFO, "%s store %s: connected, %zu checkpoints held", who,
+		hex, nids);
+	for (;;) {
+		if ((rc = rep_conn_recv(c, &buf, &cap, &len, IDLE_MS))) {
+			if (rc != -ECONNRESET && rc != -EPIPE)
+				vfs_log(LOG_WARNING, "%s store %s: %s", who,
+					hex, strerror(-rc));
+			break;
+		}
+		if ((rc = rep_wire_decode(buf, len, &w, err, sizeof(err)))) {
+			refuse(c, who, hex, EBADMSG, err);
+			break;
+		}
+		if (w.type == RW_BYE)
+			break;
+		if (w.type == RW_STREAM) {
+			if (!serve_stream(c, &w, dir, id, who, hex, &buf,
+					  &cap))
+				break;
+			continue;
+		}
+		if (w.type == RW_DISCARD) {
+			struct rep_wire a = { .type = RW_ACK, .ckpt = w.ckpt };
+
+			err[0] = 0;
+			if ((rc = rep_discard(dir, w.ckpt, err, sizeof(err)))) {
+				refuse(c, who, hex, -rc, err);
+				break;
+			}
+			vfs_log(LOG_NOTICE, "%s store %s: discarded the "
+				"checkpoints after %llu (rolled back on the "
+				"primary)", who, hex,
+				(unsigned long long)w.ckpt);
+			if (rep_wire_send(c, &a, NULL))
+				break;
+			continue;
+		}
+		snprintf(why, sizeof(why), "unexpected message type %u",
+			 w.type);
+		refuse(c, who, hex, EPROTO, why);
+		break;
+	}
+	rc = 0;
+out:
+	if (acquired)
+		reg_release(id);
+	free(ids);
+	free(buf);
+	return rc;
+}
