@@ -23,20 +23,34 @@
 #         file (random bytes), cold cache, against min(loopback TCP
 #         (bench/tcpbw), the store's cold read speed, `openssl speed -evp
 #         chacha20-poly1305` on one core).  Over versionfs-replicad with the
-#         authenticated transport when this build has it, else through a
-#         pipe (the CSV's test name says which); zstd when send has it.
+#         authenticated transport (send --peer) when this build has it,
+#         and through a pipe (send | recv); the CSV's test name says which;
+#         zstd when send has it.  For reference, not a bound of the issue:
+#         writing and fsyncing the same bytes on the replica's disk, the
+#         sender alone (into /dev/null) and the receiver alone (from a
+#         stream in /dev/shm).
 # daemon  with the daemon's replication thread (-o replicate=), fio under
 #         a shipping checkpoint vs idle and checkpoint-to-ack latency;
 #         skipped, with a log line, while the daemon has no such option.
 #
 # Output: RES/repl.csv (bench/run's long format), RES/repl-table2.csv (the
-# table), RES/repl-table2.png (the plot, Figure 8's shape), RES/repl.md
-# (the figures, appended to summary.md by the report).
+# table), RES/repl.md (the figures, appended to summary.md by the
+# report); the report (lib/report.sh) plots repl-table2.png from the table,
+# in the shape of 004's Figure 8.
 
 REPL_SEND=$VFS_BUILD/versionfs-send
 REPL_RECV=$VFS_BUILD/versionfs-recv
 REPL_FSCK=$VFS_BUILD/versionfs-fsck
 REPL_TCPBW=$VFS_BUILD/bench/tcpbw
+REPL_RPID=""		# versionfs-replicad while it runs
+REPL_SHM=""		# a stream kept in /dev/shm
+
+# Called by bench/run's cleanup: what this family may leave behind.
+repl_cleanup() {
+	repl_replicad_down
+	[ -n "$REPL_SHM" ] && rm -rf "$REPL_SHM"
+	REPL_SHM=""
+}
 
 # repl_ship_ckpt PERIOD N STEPS RAID VALID: checkpoint the mount, ship it
 # from the last shipped one into the replica, one row of the table.
@@ -125,58 +139,145 @@ repl_table2() {
 # MiB/s of BYTES moved in SECONDS
 repl_rate() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.1f", (s > 0) ? b / 1048576 / s : 0 }'; }
 
-# repl_throughput FS: shipping a full stream against its three bounds.
+# repl_cold_read BYTES: MiB/s of a cold read of the store's content
+# files, in 1 MiB reads as the sender's DATA frames
+repl_cold_read() {
+	local t0 t1
+	drop_caches
+	t0=$(date +%s.%N)
+	find "$FSMNT/vfs-src/.versionfs/obj" -type f -name '*content*' -print0 |
+		xargs -0 -I{} dd if={} of=/dev/null bs=1M status=none
+	t1=$(date +%s.%N)
+	repl_rate "$1" "$(echo "$t1 - $t0" | bc)"
+}
+
+# repl_replicad_up: start versionfs-replicad on 127.0.0.1 with a fresh
+# secret; sets REPL_PEER and REPL_RPID.  Polls for the listening socket.
+repl_replicad_up() {
+	local port i
+	head -c 32 /dev/urandom >"$SCR/repl.secret" && chmod 600 "$SCR/repl.secret"
+	mkdir -p "$FSMNT/replicas"
+	for i in 1 2 3 4 5; do
+		port=$((20000 + RANDOM % 20000))
+		ss -Hltn "sport = :$port" | grep -q . && continue
+		"$VFS_BUILD/versionfs-replicad" -f --listen "127.0.0.1:$port" \
+			--dir "$FSMNT/replicas" --secret-file "$SCR/repl.secret" \
+			>>"$RAW/replicad.log" 2>&1 &
+		REPL_RPID=$!
+		REPL_PEER=127.0.0.1:$port
+		for i in $(seq 50); do
+			ss -Hltn "sport = :$port" | grep -q . && return 0
+			kill -0 "$REPL_RPID" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill "$REPL_RPID" 2>/dev/null
+		wait "$REPL_RPID" 2>/dev/null
+	done
+	REPL_RPID=""
+	return 1
+}
+
+repl_replicad_down() {
+	[ -n "${REPL_RPID:-}" ] || return 0
+	kill -TERM "$REPL_RPID" 2>/dev/null
+	wait "$REPL_RPID" 2>/dev/null
+	REPL_RPID=""
+}
+
+# repl_throughput FS: shipping a full stream against its bounds.
 repl_throughput() {
-	local fs=$1 c t0 t1 tcp rd aead ship send_only mn bytes how
-	rm -rf "$FSMNT/vfs-src" "$FSMNT/replica"
+	local fs=$1 c t0 t1 tcp rd rd2 aead wr ship send_only mn bytes how r rep
+	rm -rf "$FSMNT/vfs-src" "$FSMNT/replica" "$FSMNT/replicas"
 	mount_fuse versionfs "$FSMNT/vfs-src" "$fs-repl-ship" || return 1
 	dd if=/dev/urandom of="$FUSE_MNT/big" bs=1M count="$REPL_SHIP_MIB" status=none
 	c=$(timeout 120 "$CTL" checkpoint "$FUSE_MNT" 2>&1) || { failed "repl: checkpoint: $c"; umount_fuse; return 1; }
 	umount_fuse
 	bytes=$((REPL_SHIP_MIB << 20))
+	REPL_SHM=$(mktemp -d /dev/shm/vfsbench-repl.XXXXXX) || return 1
+	timeout 600 "$REPL_SEND" "$FSMNT/vfs-src" "$c" >"$REPL_SHM/stream" || failed "repl: send > /dev/shm"
 
-	# The bounds.  Store read: the content files, cold.
-	drop_caches
-	t0=$(date +%s.%N)
-	find "$FSMNT/vfs-src/.versionfs/obj" -type f -name '*content*' -print0 |
-		xargs -0 cat >/dev/null
-	t1=$(date +%s.%N)
-	rd=$(repl_rate "$bytes" "$(echo "$t1 - $t0" | bc)")
-	tcp=$("$REPL_TCPBW" 1024) || { failed "repl: tcpbw"; tcp=0; }
-	aead=$(openssl speed -evp chacha20-poly1305 -seconds 3 -bytes 16384 2>/dev/null |
-		awk '/^[Cc]ha[Cc]ha20-[Pp]oly1305/ { v = $NF } END { sub(/k$/, "", v); printf "%.1f", v * 1000 / 1048576 }')
-	csv repl bound "$fs" ship 1 store_read "$rd" MiB/s 1
-	csv repl bound "$fs" ship 1 loopback_tcp "$tcp" MiB/s 1
-	csv repl bound "$fs" ship 1 chacha20_poly1305 "$aead" MiB/s 1
-	mn=$(printf '%s\n' "$rd" "$tcp" "$aead" | sort -g | head -n1)
+	# REPL_REPS rounds of: the bounds, the sender alone, the shipping.
+	# The disk is shared: the report takes medians.
+	for ((rep = 1; rep <= REPL_REPS; rep++)); do
+		# The bounds.  Store read: the content files, cold, best of two.
+		rd=$(repl_cold_read "$bytes")
+		rd2=$(repl_cold_read "$bytes")
+		rd=$(printf '%s\n' "$rd" "$rd2" | sort -g | tail -n1)
+		tcp=$("$REPL_TCPBW" 1024) || { failed "repl: tcpbw"; tcp=0; }
+		aead=$(openssl speed -evp chacha20-poly1305 -seconds 3 -bytes 16384 2>/dev/null |
+			awk '/^[Cc]ha[Cc]ha20-[Pp]oly1305/ { v = $NF } END { sub(/k$/, "", v); printf "%.1f", v * 1000 / 1048576 }')
+		csv repl bound "$fs" ship 1 store_read "$rd" MiB/s "$rep"
+		csv repl bound "$fs" ship 1 loopback_tcp "$tcp" MiB/s "$rep"
+		csv repl bound "$fs" ship 1 chacha20_poly1305 "$aead" MiB/s "$rep"
+		mn=$(printf '%s\n' "$rd" "$tcp" "$aead" | sort -g | head -n1)
+		# Not one of the issue's bounds, but the replica is on the same disk:
+		# writing the same bytes there and syncing them.
+		t0=$(date +%s.%N)
+		dd if=/dev/zero of="$FSMNT/wtest" bs=1M count="$REPL_SHIP_MIB" conv=fsync status=none
+		t1=$(date +%s.%N)
+		rm -f "$FSMNT/wtest"
+		wr=$(repl_rate "$bytes" "$(echo "$t1 - $t0" | bc)")
+		csv repl reference "$fs" ship 1 replica_write_fsync "$wr" MiB/s "$rep"
 
-	# The sender alone, cold, into /dev/null.
-	drop_caches
-	t0=$(date +%s.%N)
-	timeout 600 "$REPL_SEND" "$FSMNT/vfs-src" "$c" >/dev/null || failed "repl: send > /dev/null"
-	t1=$(date +%s.%N)
-	send_only=$(repl_rate "$bytes" "$(echo "$t1 - $t0" | bc)")
-	csv repl versionfs "$fs" ship 1 send_devnull "$send_only" MiB/s 1
+		# The sender alone, cold, into /dev/null.
+		drop_caches
+		t0=$(date +%s.%N)
+		timeout 600 "$REPL_SEND" "$FSMNT/vfs-src" "$c" >/dev/null || failed "repl: send > /dev/null"
+		t1=$(date +%s.%N)
+		send_only=$(repl_rate "$bytes" "$(echo "$t1 - $t0" | bc)")
+		csv repl versionfs "$fs" ship 1 send_devnull "$send_only" MiB/s "$rep"
 
-	# Shipping: send | recv (durable on return), cold.
-	how=pipe
-	if [ -x "$VFS_BUILD/versionfs-replicad" ]; then
-		log "  note: versionfs-replicad is built, but this family does not drive it yet: shipping through a pipe"
-	fi
-	drop_caches
-	t0=$(date +%s.%N)
-	timeout 600 "$REPL_SEND" "$FSMNT/vfs-src" "$c" |
-		timeout 600 "$REPL_RECV" "$FSMNT/replica" || failed "repl: send | recv"
-	t1=$(date +%s.%N)
-	ship=$(repl_rate "$bytes" "$(echo "$t1 - $t0" | bc)")
-	csv repl versionfs "$fs" "ship-$how" 1 throughput "$ship" MiB/s 1
-	csv repl versionfs "$fs" "ship-$how" 1 ratio_to_bound "$(awk -v a="$ship" -v b="$mn" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')" x 1
-	log "  repl ship ($how, no compression): $ship MiB/s; bounds: store read $rd, loopback TCP $tcp, ChaCha20-Poly1305 $aead MiB/s; send alone $send_only MiB/s"
+		# The receiver alone: the stream from memory (/dev/shm) into the
+		# replica, durably.
+		rm -rf "$FSMNT/replica"
+		t0=$(date +%s.%N)
+		timeout 600 "$REPL_RECV" "$FSMNT/replica" <"$REPL_SHM/stream" || failed "repl: recv < stream"
+		t1=$(date +%s.%N)
+		csv repl versionfs "$fs" ship 1 recv_from_memory "$(repl_rate "$bytes" "$(echo "$t1 - $t0" | bc)")" MiB/s "$rep"
+
+		# Shipping, cold, until the receiver has the checkpoint durably:
+		# send | recv through a pipe, and when this build has it, send --peer
+		# to versionfs-replicad over loopback TCP (authenticated, encrypted).
+		for how in pipe replicad; do
+			rm -rf "$FSMNT/replica" "$FSMNT/replicas"
+			drop_caches
+			if [ "$how" = pipe ]; then
+				t0=$(date +%s.%N)
+				timeout 600 "$REPL_SEND" "$FSMNT/vfs-src" "$c" |
+					timeout 600 "$REPL_RECV" "$FSMNT/replica" || { failed "repl: send | recv"; continue; }
+				t1=$(date +%s.%N)
+			else
+				if [ ! -x "$VFS_BUILD/versionfs-replicad" ]; then
+					dbg "repl ship over versionfs-replicad: skipped (not built)"
+					csv repl versionfs "$fs" "ship-replicad" 1 skipped 1 flag "$rep"
+					continue
+				fi
+				repl_replicad_up || { failed "repl: versionfs-replicad did not start (raw/replicad.log)"; continue; }
+				t0=$(date +%s.%N)
+				timeout 600 "$REPL_SEND" -v "$FSMNT/vfs-src" --peer "$REPL_PEER" \
+					--secret-file "$SCR/repl.secret" 2>>"$RAW/replicad.log" ||
+					{ failed "repl: send --peer (raw/replicad.log)"; repl_replicad_down; continue; }
+				t1=$(date +%s.%N)
+				repl_replicad_down
+				for r in "$FSMNT"/replicas/*; do
+					"$REPL_FSCK" "$r" >>"$RAW/repl-fsck.log" 2>&1 ||
+						failed "repl: replica $r not fsck-clean"
+				done
+			fi
+			ship=$(repl_rate "$bytes" "$(echo "$t1 - $t0" | bc)")
+			r=$(awk -v a="$ship" -v b="$mn" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')
+			csv repl versionfs "$fs" "ship-$how" 1 throughput "$ship" MiB/s "$rep"
+			csv repl versionfs "$fs" "ship-$how" 1 ratio_to_bound "$r" x "$rep"
+			csv repl versionfs "$fs" "ship-$how" 1 ratio_to_replica_write "$(awk -v a="$ship" -v b="$wr" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')" x "$rep"
+			log "  repl ship r$rep ($how, no compression): $ship MiB/s = $r of min(store read $rd, loopback TCP $tcp, ChaCha20-Poly1305 $aead MiB/s); replica disk write+fsync $wr, send alone $send_only MiB/s"
+		done
+	done
 	if ! "$REPL_SEND" --help 2>&1 | grep -q compress; then
 		log "  repl ship with zstd: skipped (versionfs-send has no compression in this build)"
-		csv repl versionfs "$fs" "ship-$how-zstd" 1 skipped 1 flag 1
+		csv repl versionfs "$fs" "ship-zstd" 1 skipped 1 flag 1
 	fi
-	rm -rf "$FSMNT/vfs-src" "$FSMNT/replica"
+	rm -rf "$FSMNT/vfs-src" "$FSMNT/replica" "$FSMNT/replicas"
+	repl_cleanup
 }
 
 # repl_daemon FS: the daemon's replication thread, once it exists.
@@ -189,33 +290,6 @@ repl_daemon() {
 	fi
 	log "  repl daemon: -o replicate exists but this family does not measure it yet"
 	csv repl versionfs "$fs" daemon 1 skipped 1 flag 1
-}
-
-# The plot: Figure 8's bars, RAID1 against versionfs, per schedule.
-repl_plot() {
-	local dat=$RAW/repl-table2.dat term
-	awk -F, 'NR > 1 { r[$1] += $4; s[$1] += $5; p[$1] += $6; v[$1] += $7 }
-		END { n = split("1 2 3 full", o, " ")
-		      for (i = 1; i <= n; i++) if (o[i] in r)
-			printf "\"%s\" %.3f %.3f\n", (o[i] == "full" ? "full run" : o[i] " step" (o[i] > 1 ? "s" : "")),
-				r[o[i]] / 1048576, s[o[i]] / 1048576 }' "$RES/repl-table2.csv" >"$dat"
-	[ -s "$dat" ] || return 0
-	term="png size 1000,560"
-	gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1 && term="pngcairo size 1000,560 font 'Sans,10'"
-	gnuplot <<-EOF 2>>"$RAW/gnuplot.log"
-		set terminal $term
-		set output "$RES/repl-table2.png"
-		set title "004 Table 2 replayed: data sent to the replica, ${REPL_MIB} MiB Bonnie++ file"
-		set ylabel "MiB sent"
-		set xlabel "checkpoint period"
-		set style data histograms
-		set style histogram clustered gap 1
-		set style fill solid 0.8 border -1
-		set yrange [0:*]
-		set key top right
-		plot "$dat" using 2:xtic(1) title "RAID1 (every write)" lc rgb "#4c72b0", \
-		     "" using 3 title "versionfs (stream bytes)" lc rgb "#55a868"
-	EOF
 }
 
 # repl.md: the figures, for summary.md.
@@ -234,11 +308,17 @@ repl_summary() {
 					v[o[i]] ? sprintf("%.4f", p[o[i]] / v[o[i]]) : (p[o[i]] ? "inf" : "0 / 0"),
 					v[o[i]] ? sprintf("%.4f", s[o[i]] / v[o[i]]) : "n.a. (" s[o[i]] " B of headers)" }' "$RES/repl-table2.csv"
 		echo
-		echo "Shipping (MiB/s) and its bounds:"
+		echo "Shipping a ${REPL_SHIP_MIB} MiB checkpoint, medians of $REPL_REPS rounds (min - max):"
 		echo
-		echo '```'
-		awk -F, '$1 == "bound" || $3 ~ /^ship/ { print $1, $3, $5, $6, $7 }' "$RES/repl.csv"
-		echo '```'
+		echo "| what | metric | median | min | max |"
+		echo "|---|---|---|---|---|"
+		awk -F, '($1 == "bound" || $1 == "reference" || $3 ~ /^ship/) && $5 != "skipped" {
+				k = $1 " " $3 "|" $5 " (" $7 ")"; if (!(k in n)) o[++m] = k; v[k, ++n[k]] = $6 }
+			END { for (i = 1; i <= m; i++) { k = o[i]; c = n[k]
+				for (a = 1; a <= c; a++) for (b = a + 1; b <= c; b++)
+					if (v[k, b] + 0 < v[k, a] + 0) { t = v[k, a]; v[k, a] = v[k, b]; v[k, b] = t }
+				med = (c % 2) ? v[k, (c + 1) / 2] : (v[k, c / 2] + v[k, c / 2 + 1]) / 2
+				split(k, kk, "|"); printf "| %s | %s | %s | %s | %s |\n", kk[1], kk[2], med, v[k, 1], v[k, c] } }' "$RES/repl.csv"
 		echo
 		echo "Skipped parts: $(awk -F, '$5 == "skipped" { printf "%s ", $3 }' "$RES/repl.csv")"
 	} >"$RES/repl.md"
@@ -251,6 +331,7 @@ repl_family() {
 		[ -x "$t" ] || { failed "repl: $t missing"; return 1; }
 	done
 	command -v bc >/dev/null || { failed "repl: bc missing"; return 1; }
+	command -v ss >/dev/null || { failed "repl: ss (iproute2) missing"; return 1; }
 	if [ ! -f "$SCR/repl-a" ]; then
 		head -c $((REPL_MIB << 20)) /dev/urandom >"$SCR/repl-a"
 		head -c $((REPL_MIB << 20)) /dev/urandom >"$SCR/repl-b"
@@ -258,6 +339,5 @@ repl_family() {
 	repl_table2 "$fs"
 	repl_throughput "$fs"
 	repl_daemon "$fs"
-	repl_plot
 	repl_summary
 }
