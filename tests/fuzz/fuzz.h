@@ -1,6 +1,7 @@
 /*
- * fuzz.h — what the libFuzzer targets of tests/fuzz/ share: a rep_source
- * over a memory buffer, and removing a temporary tree.
+ * fuzz.h — what the libFuzzer targets of tests/fuzz/ share: making an
+ * input's framing right, and removing a temporary tree.  (The memory
+ * source they read from is libvfsrep's rep_source_mem.)
  */
 #ifndef VFS_FUZZ_H
 #define VFS_FUZZ_H
@@ -9,16 +10,6 @@
 #include <stdint.h>
 
 #include "replicator/replicator.h"
-
-/* A source reading buf[0..len) in pieces of at most `chunk` bytes (0: no
-   limit), so that short reads are exercised as well. */
-struct fuzz_mem {
-	const uint8_t *p;
-	size_t len, off, chunk;
-};
-
-void fuzz_source_mem(struct rep_source *s, struct fuzz_mem *m,
-		     const uint8_t *buf, size_t len, size_t chunk);
 
 /*
  * Make buf a stream whose framing is right, whatever its records say:

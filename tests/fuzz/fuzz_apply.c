@@ -82,10 +82,10 @@ static bool incremental(const uint8_t *data, size_t size)
 static int apply(const char *dir, const uint8_t *data, size_t size)
 {
 	struct rep_source src;
-	struct fuzz_mem m;
+	struct rep_membuf m;
 	char err[512];
 
-	fuzz_source_mem(&src, &m, data, size, 0);
+	rep_source_mem(&src, &m, data, size, 0);
 	return rep_recv(dir, &src, NULL, err, sizeof(err));
 }
 

@@ -73,11 +73,11 @@ static void touch_rec(const struct rep_rec *x)
 static void parse(const uint8_t *data, size_t size, size_t chunk)
 {
 	struct rep_source src;
-	struct fuzz_mem m;
+	struct rep_membuf m;
 	struct rep_reader rd;
 	struct rep_rec x;
 
-	fuzz_source_mem(&src, &m, data, size, chunk);
+	rep_source_mem(&src, &m, data, size, chunk);
 	if (rep_reader_init(&rd, &src) < 0)
 		return;
 	while (rep_get(&rd, &x) == 0) {

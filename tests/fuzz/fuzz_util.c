@@ -1,9 +1,6 @@
 /*
- * fuzz_util.c — the memory source and tree removal the fuzz targets share.
- *
- * The memory source hands out at most `chunk` bytes a call: the frame
- * reader must assemble a header or a payload from short reads exactly as
- * it does from a pipe or a socket, and the fuzzers drive that path too.
+ * fuzz_util.c — what the fuzz targets share: framing fixed up, trees
+ * removed.
  *
  * fuzz_fixup is the fuzzers' way past the chained checksums: it knows
  * the frame header of frame.c (versionfs-stream(5)) and writes what a
@@ -18,31 +15,6 @@
 #include <xxhash.h>
 
 #include "tests/fuzz/fuzz.h"
-
-static ssize_t mem_read(void *arg, void *buf, size_t len)
-{
-	struct fuzz_mem *m = arg;
-	size_t n = m->len - m->off;
-
-	if (n > len)
-		n = len;
-	if (m->chunk && n > m->chunk)
-		n = m->chunk;
-	memcpy(buf, m->p + m->off, n);
-	m->off += n;
-	return (ssize_t)n;
-}
-
-void fuzz_source_mem(struct rep_source *s, struct fuzz_mem *m,
-		     const uint8_t *buf, size_t len, size_t chunk)
-{
-	m->p = buf;
-	m->len = len;
-	m->off = 0;
-	m->chunk = chunk;
-	s->read = mem_read;
-	s->arg = m;
-}
 
 static uint32_t g32(const uint8_t *p)
 {
