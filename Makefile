@@ -53,6 +53,8 @@ LMDB_LIBS   := $(shell $(PKG_CONFIG) --libs lmdb 2>/dev/null)
 FUSE_LIBS   := $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null)
 ATTR_LIBS   := $(shell $(PKG_CONFIG) --libs libattr 2>/dev/null)
 XXH_LIBS    := $(shell $(PKG_CONFIG) --libs libxxhash 2>/dev/null)
+# libvfsrep's zstd sink and source (replicator/zstd.c)
+ZSTD_LIBS   := $(shell $(PKG_CONFIG) --libs libzstd 2>/dev/null)
 # The chunk store: OpenSSL's SHA-256, zstd, ISA-L's erasure codes (libisal
 # ships a .pc file on Debian 12; -lisal if pkg-config cannot find it).
 CHUNK_PKGS  := libcrypto libzstd
@@ -127,7 +129,7 @@ LIBS_OUT    := $(BTREE_LIB) $(CLIENT_LIB) $(CLIENT_SO) $(CLIENT_HDR) \
                $(PEER_LIB) $(CHUNK_LIB)
 # What a program that reads a store links, in link order.
 STORE_LINK  = $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(LMDB_LIBS) \
-              $(ATTR_LIBS) $(XXH_LIBS)
+              $(ATTR_LIBS) $(XXH_LIBS) $(ZSTD_LIBS)
 
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -186,9 +188,9 @@ $(PEER_LIB): $(PEER_SRC:%.c=$(BUILD)/obj/%.o)
 $(CHUNK_LIB): $(CHUNK_SRC:%.c=$(BUILD)/obj/%.o)
 	rm -f $@ && $(AR) rcs $@ $^
 
-$(BUILD)/versionfs: $(DAEMON_OBJ) $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/versionfs: $(DAEMON_OBJ) $(CLEANER_LIB) $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJ) \
-	    $(CLEANER_LIB) $(STORE_LINK) $(FUSE_LIBS)
+	    $(CLEANER_LIB) $(PEER_LINK) $(FUSE_LIBS)
 
 $(BUILD)/versionfs-ctl: $(CTL_SRC:%.c=$(BUILD)/obj/%.o) $(CLIENT_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^
@@ -237,16 +239,21 @@ $(BUILD)/tests/test_replicator: tests/unit/test_replicator.c $(REP_LIB) $(STORE_
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(REP_LIB) $(STORE_LINK) $(CHECK_LIBS)
 
-$(BUILD)/tests/test_daemon: tests/unit/test_daemon.c $(DAEMON_LIBOBJ) $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/tests/test_daemon: tests/unit/test_daemon.c $(DAEMON_LIBOBJ) $(CLEANER_LIB) $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
-	    $(DAEMON_LIBOBJ) $(CLEANER_LIB) $(STORE_LINK) $(CHECK_LIBS) \
+	    $(DAEMON_LIBOBJ) $(CLEANER_LIB) $(PEER_LINK) $(CHECK_LIBS) \
 	    $(FUSE_LIBS)
 
 $(BUILD)/tests/test_transport: tests/unit/test_transport.c $(TRANSPORT_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(TRANSPORT_LIB) $(CRYPTO_LIBS) $(CHECK_LIBS)
+
+$(BUILD)/tests/test_peer: tests/unit/test_peer.c $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
+	    $(PEER_LINK) $(CHECK_LIBS)
 
 $(BUILD)/tests/test_chunkstore: tests/unit/test_chunkstore.c $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
 	@mkdir -p $(@D)
@@ -378,6 +385,7 @@ install: all
 	for p in $(PROGS); do $(INSTALL) -m 755 $$p $(DESTDIR)$(bindir)/; done
 	$(INSTALL) -m 644 $(BTREE_LIB) $(DESTDIR)$(libdir)/
 	$(INSTALL) -m 644 $(REP_LIB) $(DESTDIR)$(libdir)/
+	$(INSTALL) -m 644 $(PEER_LIB) $(DESTDIR)$(libdir)/
 
 	$(INSTALL) -m 644 $(CHUNK_LIB) $(DESTDIR)$(libdir)/
 	$(INSTALL) -m 644 btree/btree.h $(DESTDIR)$(includedir)/versionfs/
@@ -394,6 +402,8 @@ install: all
 	    versionfs-clean.timer; do \
 	    sed 's|/usr/local/bin|$(bindir)|g' scripts/$$f \
 	        > $(DESTDIR)$(datadir)/versionfs/$$f; done
+	sed 's|/usr/local/bin|$(bindir)|g' replicator/versionfs-replicad.service \
+	    > $(DESTDIR)$(datadir)/versionfs/versionfs-replicad.service
 	if [ -f cr-hooks/Makefile.inc ]; then \
 	    $(MAKE) -f cr-hooks/Makefile.inc DESTDIR=$(DESTDIR) bindir=$(bindir) \
 	        libexecdir=$(libexecdir) sysconfdir=$(sysconfdir) install; fi

@@ -12,8 +12,8 @@
  * applies it (apply.c) know nothing of transports: they write frames to a
  * rep_sink and read them from a rep_source, two small interfaces of one
  * function each (frame.c provides the file-descriptor ones: a pipe, a
- * socket, stdin/stdout).  A TCP transport, a compressor or a MAC layer is
- * another sink/source pair.  Below: libvfsstore (store.h), libvfsbtree.
+ * socket, stdin/stdout).  A TCP transport, a compressor (zstd.c) or a MAC
+ * layer is another sink/source pair.  Below: libvfsstore (store.h), libvfsbtree.
  *
  * FRAMES.  Every frame is a 24-byte header (magic "VFSR", type, flags,
  * payload length, sequence number, XXH3-64 checksum) and a payload of at
@@ -76,6 +76,31 @@ struct rep_membuf {
 };
 void rep_source_mem(struct rep_source *s, struct rep_membuf *m,
 		    const void *buf, size_t len, size_t chunk);
+
+/* ---- zstd (zstd.c) ---------------------------------------------------------- */
+
+/*
+ * A sink that zstd-compresses into `down`: write through rep_zsink_sink's
+ * sink, then rep_zsink_finish to end the frame.
+ */
+struct rep_zsink;
+int rep_zsink_new(const struct rep_sink *down, struct rep_zsink **out);
+void rep_zsink_sink(struct rep_zsink *z, struct rep_sink *s);
+int rep_zsink_finish(struct rep_zsink *z);
+void rep_zsink_free(struct rep_zsink *z);
+
+/*
+ * A source over `up` that decompresses when the stream starts with the zstd
+ * magic and passes it through otherwise (*src is set to read from it).
+ * The decoder's window is capped at 2^REP_ZSTD_WINDOW_LOG bytes, so a
+ * bomb cannot make it allocate more.  Reads the first 4 bytes of up.
+ */
+#define REP_ZSTD_WINDOW_LOG	24
+struct rep_zsource;
+int rep_source_auto(const struct rep_source *up, struct rep_zsource **z,
+		    struct rep_source *src);
+bool rep_zsource_compressed(const struct rep_zsource *z);
+void rep_zsource_free(struct rep_zsource *z);
 
 /* ---- records ----------------------------------------------------------------- */
 

@@ -527,7 +527,8 @@ static int full_dirent(const struct bt_dirent *d, void *arg)
 
 	r.u.dirent.dir = d->dir;
 	r.u.dirent.birth = d->birth;
-	r.u.dirent.death = d->death;
+	/* an entry ended after C is alive at C (C need not be the newest) */
+	r.u.dirent.death = d->death > s->c ? BT_ALIVE : d->death;
 	r.u.dirent.ino = d->ino;
 	r.u.dirent.type = d->type;
 	r.u.dirent.name = d->name;
@@ -673,7 +674,9 @@ static int incr_change(const struct store_change *ch, void *arg)
 		r.type = REP_DIRENT;
 		r.u.dirent.dir = ch->dir;
 		r.u.dirent.birth = ch->dent.birth;
-		r.u.dirent.death = ch->dent.death;
+		/* ended after C: alive at C (C need not be the newest) */
+		r.u.dirent.death = ch->dent.death > s->c ? BT_ALIVE :
+				   ch->dent.death;
 		r.u.dirent.ino = ch->dent.ino;
 		r.u.dirent.type = ch->dent.type;
 		r.u.dirent.name = ch->dent.name;

@@ -234,17 +234,25 @@ static int ship(struct vstore *st, struct rep_conn *c,
 {
 	struct rep_wire w = { .type = RW_STREAM, .ckpt = ck, .base = from };
 	struct dsink d = { .c = c, .o = o };
-	struct rep_sink sink = { dsink_write, &d };
+	struct rep_sink raw = { dsink_write, &d }, sink = raw;
+	struct rep_zsink *z = NULL;
 	int rc;
 
 	if (!(d.buf = malloc(REP_DATA_MAX)))
 		return -ENOMEM;
+	if (o->compress) {
+		if ((rc = rep_zsink_new(&raw, &z)))
+			goto out;
+		rep_zsink_sink(z, &sink);
+	}
 	d.t0 = vfs_now();
 	if ((rc = rep_wire_send(c, &w, NULL))) {
 		cerr(err, errlen, "sending to the peer: %s", strerror(-rc));
 		goto out;
 	}
 	rc = rep_send(st, ck, from, &sink, NULL, err, errlen);
+	if (!rc && z)
+		rc = rep_zsink_finish(z);
 	if (!rc)
 		rc = dsink_flush(&d);
 	if (rc) {
@@ -265,6 +273,7 @@ static int ship(struct vstore *st, struct rep_conn *c,
 	rc = wait_ack(c, o, ck, buf, cap, err, errlen);
 	*bytes = d.sent;
 out:
+	rep_zsink_free(z);
 	free(d.buf);
 	return rc;
 }

@@ -113,6 +113,7 @@ struct dsrc {
 	size_t *cap;
 	const unsigned char *p;		/* unread DATA bytes */
 	size_t left;
+	struct rep_source z;		/* the same, decompressed if zstd */
 	uint64_t pos;			/* stream bytes handed out */
 	const unsigned char *id;	/* the store HELLO named */
 	bool done, aborted, foreign;
@@ -153,25 +154,37 @@ static ssize_t dsrc_read(void *arg, void *out, size_t len)
 		d->left = w.len;
 	}
 	n = len < d->left ? len : d->left;
-	/* the bytes of BEGIN's store id must be HELLO's */
-	for (size_t i = 0; i < n; i++) {
-		uint64_t at = d->pos + i;
+	memcpy(out, d->p, n);
+	d->p += n;
+	d->left -= n;
+	return (ssize_t)n;
+}
 
-		if (at >= ID_OFF && at < ID_OFF + 16 &&
-		    d->p[i] != d->id[at - ID_OFF]) {
+/* The stream as rep_recv reads it (decompressed): BEGIN's store id must
+   be the one HELLO named. */
+static ssize_t idchk_read(void *arg, void *out, size_t len)
+{
+	struct dsrc *d = arg;
+	const unsigned char *b = out;
+	ssize_t n = d->z.read(d->z.arg, out, len);
+
+	if (n < 0 && !d->err)
+		d->err = (int)n;
+	for (ssize_t i = 0; i < n; i++) {
+		uint64_t at = d->pos + (uint64_t)i;
+
+		if (at >= ID_OFF + 16)
+			break;
+		if (at >= ID_OFF && b[i] != d->id[at - ID_OFF]) {
 			d->foreign = true;
 			snprintf(d->why, sizeof(d->why), "a stream of another "
 				 "store than the connection's");
 			return d->err = -EPROTO;
 		}
-		if (at >= ID_OFF + 16)
-			break;
 	}
-	memcpy(out, d->p, n);
-	d->p += n;
-	d->left -= n;
-	d->pos += n;
-	return (ssize_t)n;
+	if (n > 0)
+		d->pos += (uint64_t)n;
+	return n;
 }
 
 /* ---- the session ---- */
@@ -201,13 +214,21 @@ static int serve_stream(struct rep_conn *c, const struct rep_wire *s,
 			size_t *cap)
 {
 	struct dsrc d = { .c = c, .buf = buf, .cap = cap, .id = id };
-	struct rep_source src = { dsrc_read, &d };
+	struct rep_source raw = { dsrc_read, &d }, src = { idchk_read, &d };
 	struct rep_wire a = { .type = RW_ACK, .ckpt = s->ckpt };
 	struct rep_stats stats = { 0 };
+	struct rep_zsource *z = NULL;
 	char err[512] = "", why[640];
 	int rc;
 
-	rc = rep_recv(dir, &src, &stats, err, sizeof(err));
+	/* zstd or not: the stream's first bytes say (zstd.c) */
+	rc = rep_source_auto(&raw, &z, &d.z);
+	if (!rc) {
+		rc = rep_recv(dir, &src, &stats, err, sizeof(err));
+		rep_zsource_free(z);
+	} else if (!d.err) {
+		d.err = rc;
+	}
 	if (d.aborted) {
 		vfs_log(LOG_WARNING, "%s store %s: the primary abandoned "
 			"checkpoint %llu; nothing of it applied", who, hex,

@@ -8,6 +8,8 @@
  * checkpoint is applied atomically (apply.c) and the command exits 0 only
  * once it is durable.  A stream of a checkpoint DIR holds already is
  * checked and then ignored (exit 0): re-sending after a failure is safe.
+ * A zstd-compressed stream (versionfs-send --compress) is recognised by
+ * its magic and decompressed with a bounded window (zstd.c).
  *
  * Exit status: 0 applied (or held already), 1 refused or failed, 2 bad
  * usage.
@@ -47,7 +49,8 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct rep_source src;
+	struct rep_source raw, src;
+	struct rep_zsource *z = NULL;
 	struct rep_stats stats;
 	bool verbose = false;
 	char err[512], *dir;
@@ -82,8 +85,16 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	rep_source_fd(&src, STDIN_FILENO);
+	rep_source_fd(&raw, STDIN_FILENO);
+	/* zstd-compressed (versionfs-send --compress) or not */
+	if ((rc = rep_source_auto(&raw, &z, &src))) {
+		fprintf(stderr, "versionfs-recv: reading the stream: %s\n",
+			strerror(-rc));
+		free(dir);
+		return 1;
+	}
 	rc = rep_recv(dir, &src, &stats, err, sizeof(err));
+	rep_zsource_free(z);
 	if (rc == -EEXIST) {
 		fprintf(stderr, "versionfs-recv: %s\n", err);
 		rc = 0;

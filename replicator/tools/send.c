@@ -2,9 +2,9 @@
  * send.c — versionfs-send(8): write the stream of a checkpoint to standard
  * output.
  *
- *   versionfs-send [-v] BACKING|MOUNT C [--from P]
- *   versionfs-send [-v] BACKING|MOUNT --peer HOST:PORT --secret-file F
- *                  [--bwlimit RATE]
+ *   versionfs-send [-v] [--compress] BACKING|MOUNT C [--from P]
+ *   versionfs-send [-v] [--compress] BACKING|MOUNT --peer HOST:PORT
+ *                  --secret-file F [--bwlimit RATE]
  *
  * The second form brings a versionfs-replicad(8) peer up to date once
  * (libvfspeer's rep_peer_sync: every checkpoint of the store's line the
@@ -40,9 +40,10 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: versionfs-send [-v] BACKING|MOUNT CHECKPOINT [--from BASE]\n"
-"       versionfs-send [-v] BACKING|MOUNT --peer HOST:PORT --secret-file F\n"
-"                      [--bwlimit RATE]\n"
+"usage: versionfs-send [-v] [--compress] BACKING|MOUNT CHECKPOINT\n"
+"                      [--from BASE]\n"
+"       versionfs-send [-v] [--compress] BACKING|MOUNT --peer HOST:PORT\n"
+"                      --secret-file F [--bwlimit RATE]\n"
 "\n"
 "Write checkpoint CHECKPOINT (an id or a tag) of the versionfs store of\n"
 "BACKING, or of the store mounted on MOUNT, to standard output as a\n"
@@ -55,6 +56,7 @@ static void usage(FILE *f)
 "every checkpoint it lacks, in order, each acknowledged once durable there.\n"
 "\n"
 "  --from BASE   send incrementally from checkpoint BASE (id or tag)\n"
+"  --compress    zstd-compress the stream (the receiver detects it)\n"
 "  --peer HOST:PORT, --secret-file FILE (mode 600), --bwlimit RATE (bytes\n"
 "                per second, with K, M or G)\n"
 "  -v            print the totals on standard error\n"
@@ -99,9 +101,9 @@ static int backing_of(const char *path, char *out, size_t len)
 
 /* The --peer form: bring the peer up to date. */
 static int to_peer(const char *backing, const char *peer, const char *sfile,
-		   uint64_t bwlimit, bool verbose)
+		   uint64_t bwlimit, bool compress, bool verbose)
 {
-	struct rep_peer_opts o = { .bwlimit = bwlimit };
+	struct rep_peer_opts o = { .bwlimit = bwlimit, .compress = compress };
 	struct rep_wire bye = { .type = RW_BYE };
 	struct rep_peer_stats s;
 	struct rep_conn *c = NULL;
@@ -136,8 +138,8 @@ static int to_peer(const char *backing, const char *peer, const char *sfile,
 			(unsigned long long)s.pending);
 out:
 	if (rc)
-		fprintf(stderr, "versionfs-send: %s: %s\n", peer,
-			err[0] ? err : strerror(-rc));
+		fprintf(stderr, "versionfs-send: %s: %s (%s)\n", peer,
+			err[0] ? err : strerror(-rc), strerror(-rc));
 	rep_conn_close(c);
 	store_close(st);
 	rep_secret_free(secret, slen);
@@ -151,11 +153,14 @@ int main(int argc, char **argv)
 		{ "peer", required_argument, NULL, 'p' },
 		{ "secret-file", required_argument, NULL, 'S' },
 		{ "bwlimit", required_argument, NULL, 'b' },
+		{ "compress", no_argument, NULL, 'z' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *from_s = NULL, *peer = NULL, *sfile = NULL;
 	uint64_t bwlimit = 0;
+	bool compress = false;
+	struct rep_zsink *z = NULL;
 	char backing[PATH_MAX], err[512];
 	struct vstore *st = NULL;
 	struct rep_stats stats;
@@ -168,6 +173,7 @@ int main(int argc, char **argv)
 		switch (o) {
 		case 'f': from_s = optarg; break;
 		case 'p': peer = optarg; break;
+		case 'z': compress = true; break;
 		case 'S': sfile = optarg; break;
 		case 'b':
 			if (rep_parse_rate(optarg, &bwlimit)) {
@@ -190,7 +196,8 @@ int main(int argc, char **argv)
 		vfs_log_init(true, false);
 		if ((rc = backing_of(argv[optind], backing, sizeof(backing))))
 			return 1;
-		return to_peer(backing, peer, sfile, bwlimit, verbose);
+		return to_peer(backing, peer, sfile, bwlimit, compress,
+			       verbose);
 	}
 	/* --from may also follow the operands */
 	if (optind + 2 < argc && !from_s && argc - optind == 4 &&
@@ -230,7 +237,19 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	rep_sink_fd(&sink, STDOUT_FILENO);
+	if (compress) {
+		struct rep_sink raw = sink;
+
+		if (rep_zsink_new(&raw, &z)) {
+			store_close(st);
+			return 1;
+		}
+		rep_zsink_sink(z, &sink);
+	}
 	rc = rep_send(st, c, from, &sink, &stats, err, sizeof(err));
+	if (!rc && z && (rc = rep_zsink_finish(z)))
+		snprintf(err, sizeof(err), "compressing: %s", strerror(-rc));
+	rep_zsink_free(z);
 	store_close(st);
 	if (rc) {
 		fprintf(stderr, "versionfs-send: checkpoint %llu of %s: %s\n",

@@ -13,6 +13,8 @@
 #                                 test fails on any finding
 #   vfs_no_fsck BACKING WHY       this store is damaged on purpose: no check
 #   sums MNT                      md5 of every file, live and per view
+#   sig DIR [SKIPINO-PREFIX]      a tree's every name, metadata, content
+#                                 hash and user xattr (replica comparisons)
 #   fail MSG / skip MSG / note MSG
 # The EXIT trap unmounts every FUSE and loop mount the test made, kills its
 # daemons and removes $T, whatever happened.  make_fs is used as
@@ -187,3 +189,23 @@ sums() {
 
 # assert_eq GOT WANT MSG
 assert_eq() { [ "$1" = "$2" ] || fail "$3: got '$1', want '$2'"; }
+
+# sig DIR [SKIPINO-PREFIX]: one line per name under DIR, sorted: type,
+# mode, owner, size (files), mtime, link count, inode (unless under the
+# prefix, or ALL: never-imported base files have no inode number on the
+# primary when they are sent, and the live tree numbers its inodes apart
+# from the views), target, content hash, user xattrs.
+sig() {
+	local d=$1 skip=${2:-}
+	(cd "$d" && find . -mindepth 1 -path ./.checkpoints -prune -o \
+		\( -type f -printf '%p %i f %m %U:%G %n %s %T@\n' \) -o \
+		\( -type l -printf '%p %i l %m %U:%G %n %T@ -> %l\n' \) -o \
+		-printf '%p %i %y %m %U:%G %T@\n') |
+		awk -v s="$skip" '{ if (s == "ALL" || (s != "" &&
+			index($1, "./" s) == 1)) $2 = "-"; print }' |
+		LC_ALL=C sort
+	(cd "$d" && find . -path ./.checkpoints -prune -o -type f -print0 |
+		LC_ALL=C sort -z | xargs -0 -r md5sum)
+	(cd "$d" && find . -path ./.checkpoints -prune -o -type f -print0 |
+		LC_ALL=C sort -z | xargs -0 -r getfattr -d -m '^user\.' 2>/dev/null)
+}

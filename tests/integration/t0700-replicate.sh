@@ -25,26 +25,6 @@ RECV="$VFS_BUILD/versionfs-recv"
 FSCK="$VFS_BUILD/versionfs-fsck"
 FORGE="$VFS_BUILD/tests/rep_forge"
 
-# sig DIR [SKIPINO-PREFIX]: one line per name under DIR, sorted: type,
-# mode, owner, size (files), mtime, link count, inode (unless under the
-# prefix, or ALL: never-imported base files have no inode number on the
-# primary when they are sent, and the live tree numbers its inodes apart
-# from the views), target, content hash, user xattrs.
-sig() {
-	local d=$1 skip=${2:-}
-	(cd "$d" && find . -mindepth 1 -path ./.checkpoints -prune -o \
-		\( -type f -printf '%p %i f %m %U:%G %n %s %T@\n' \) -o \
-		\( -type l -printf '%p %i l %m %U:%G %n %T@ -> %l\n' \) -o \
-		-printf '%p %i %y %m %U:%G %T@\n') |
-		awk -v s="$skip" '{ if (s == "ALL" || (s != "" &&
-			index($1, "./" s) == 1)) $2 = "-"; print }' |
-		LC_ALL=C sort
-	(cd "$d" && find . -path ./.checkpoints -prune -o -type f -print0 |
-		LC_ALL=C sort -z | xargs -0 -r md5sum)
-	(cd "$d" && find . -path ./.checkpoints -prune -o -type f -print0 |
-		LC_ALL=C sort -z | xargs -0 -r getfattr -d -m '^user\.' 2>/dev/null)
-}
-
 # fingerprint R: what a refused stream must not change: the store's files
 # (names and hashes, but the index's, which opening rewrites), the base
 # files, and what fsck counts.

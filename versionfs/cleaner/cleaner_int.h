@@ -12,6 +12,8 @@
 
 #define VFS_KV_MAX_FILES	"clean.max_content_files"
 #define VFS_KV_CO_INO		"clean.consolidating"	/* inode + 1, 0: none */
+/* the replicator's last acknowledged checkpoint, never merged (0: none) */
+#define VFS_KV_REP_ACKED	"rep.acked"
 
 struct cleaner {
 	struct vstore *st;		/* immutable */

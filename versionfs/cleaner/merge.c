@@ -27,6 +27,9 @@
  * empty, n takes c's parent and c's record goes.  The newest checkpoint
  * has no n below the open epoch: it is merged after the next checkpoint
  * (merging into the open epoch would rewrite state the running job uses).
+ * The replicator's last acknowledged checkpoint (kv rep.acked) is not
+ * merged either, online or offline, until a successor is acknowledged:
+ * the next stream to the peer starts from it.
  *
  * In the mounted daemon a batch holds the epoch lock shared and the
  * namespace lock (as the flusher does), locks the vnodes of its inodes,
@@ -433,18 +436,23 @@ static int next_merge(struct cleaner *cl, uint64_t *c, uint64_t *n,
 	bt_txn *txn;
 	int rc;
 
-	uint64_t epoch = cl_epoch(cl);
+	uint64_t epoch = cl_epoch(cl), keep = 0;
 
 	*c = *n = 0;
 	*left = 0;
 	if ((rc = bt_txn_begin(cl->env, BT_TXN_RDONLY, &txn)))
 		return rc;
 	rc = cl_ckpts(txn, &l);
+	/* the replicator's last acknowledged checkpoint: the next stream
+	   starts from it (versionfs/daemon/replicate.c) */
+	if (!rc && bt_kv_get_u64(txn, VFS_KV_REP_ACKED, &keep))
+		keep = 0;
 	bt_txn_abort(txn);
 	for (size_t i = 0; !rc && i < l.n; i++) {
 		if (l.v[i].state != BT_CKPT_DELETED)
 			continue;
-		if (i + 1 < l.n && l.v[i + 1].id < epoch) {
+		if (l.v[i].id != keep && i + 1 < l.n &&
+		    l.v[i + 1].id < epoch) {
 			if (!*c) {
 				*c = l.v[i].id;
 				*n = l.v[i + 1].id;

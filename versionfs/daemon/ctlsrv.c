@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "versionfs/daemon/daemon.h"
+#include "replicator/peer/peer.h"
 
 int ctl_listen(struct vfs *v)
 {
@@ -125,6 +126,9 @@ static bool serve(int fd, const char *denied)
 	bool have_tag = false, have_id = false, live = false;
 	bool force = false, dry_run = false, set = false;
 	struct cl_policy pol = { 0 };
+	char peer[256] = "", secret[4096] = "";
+	uint64_t bwlimit = 0;
+	bool wait_peer = false, stop = false, zst = false;
 	size_t pos = 0, nids = 0;
 	int rc;
 
@@ -169,6 +173,35 @@ static bool serve(int fd, const char *denied)
 		case F_A: a = cf_u64(&f); break;
 		case F_B: b = cf_u64(&f); break;
 		case F_LIVE: live = cf_u64(&f) != 0; break;
+		case F_REPL_PEER: case F_REPL_SECRET: {
+			char *to = f.key == F_REPL_PEER ? peer : secret;
+			size_t cap = f.key == F_REPL_PEER ? sizeof(peer) :
+				     sizeof(secret);
+
+			if (f.len >= cap || memchr(f.val, 0, f.len)) {
+				rc = -EINVAL;
+				break;
+			}
+			memcpy(to, f.val, f.len);
+			to[f.len] = 0;
+			break;
+		}
+		case F_REPL_BWLIMIT: {
+			char r[32];
+
+			if (f.len >= sizeof(r)) {
+				rc = -EINVAL;
+				break;
+			}
+			memcpy(r, f.val, f.len);
+			r[f.len] = 0;
+			if (rep_parse_rate(r, &bwlimit))
+				rc = -EINVAL;
+			break;
+		}
+		case F_REPL_WAIT: wait_peer = cf_u64(&f) != 0; break;
+		case F_REPL_STOP: stop = cf_u64(&f) != 0; break;
+		case F_REPL_COMPRESS: zst = cf_u64(&f) != 0; break;
 		}
 		if (rc < 0)
 			break;
@@ -181,7 +214,7 @@ static bool serve(int fd, const char *denied)
 	}
 	if (rc < 0) {
 		reply_err(fd, h.op, rc == -EINVAL ? rc : -EPROTO,
-			  rc == -EINVAL ? "malformed tag" : rc == -ENOMEM ?
+			  rc == -EINVAL ? "malformed tag or argument" : rc == -ENOMEM ?
 			  "out of memory" : "malformed request");
 		free(ids);
 		return false;
@@ -196,6 +229,9 @@ static bool serve(int fd, const char *denied)
 
 		rc = ep_checkpoint(have_tag ? tag : NULL, &id, &existed, err,
 				   sizeof(err));
+		/* wait=peer: only once the peer has it on stable storage */
+		if (!rc && rp_waits())
+			rc = rp_wait_acked(id, err, sizeof(err));
 		if (!rc) {
 			cb_u64(&out.b, F_ID, id);
 			cb_u64(&out.b, F_EXISTED, existed);
@@ -211,8 +247,10 @@ static bool serve(int fd, const char *denied)
 		}
 		rc = ep_rollback(id, have_tag ? tag : NULL, &id, err,
 				 sizeof(err));
-		if (!rc)
+		if (!rc) {
 			cb_u64(&out.b, F_ID, id);
+			rp_kick();	/* the peer discards the same */
+		}
 		break;
 	case CTL_LIST:
 		rc = ep_list(&out);
@@ -248,6 +286,20 @@ static bool serve(int fd, const char *denied)
 		cb_u64(&out.b, F_PASS, dc_request_pass());
 		rc = 0;
 		break;
+	case CTL_REPLICATE:
+		rc = 0;
+		if (stop)
+			rp_stop(true);
+		else if (peer[0] || secret[0])
+			rc = peer[0] && secret[0] ?
+			     rp_start(peer, secret, bwlimit, wait_peer, zst,
+				      err, sizeof(err)) : -EINVAL;
+		if (rc == -EINVAL && !err[0])
+			snprintf(err, sizeof(err), "replicate needs a peer and "
+				 "a secret file");
+		if (!rc)
+			rp_status(&out);
+		break;
 	default:
 		rc = -EOPNOTSUPP;
 		snprintf(err, sizeof(err), "unknown request %u", h.op);
@@ -262,8 +314,12 @@ static bool serve(int fd, const char *denied)
 	cb_free(&out.b);
 	free(ids);
 	/* the checkpoint's caller has its answer: now the policy */
-	if (h.op == CTL_CHECKPOINT && !rc)
+	if (h.op == CTL_CHECKPOINT && !rc) {
+		rp_kick();
 		dc_after_checkpoint();
+	}
+	if (h.op == CTL_DELETE && !rc)
+		rp_kick();
 	return true;
 }
 

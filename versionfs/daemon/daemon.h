@@ -161,6 +161,9 @@ struct vfs {
 	bool wb_cache;			/* the kernel's writeback cache is on:
 					   it owns size and times of files */
 	int ctl_fd;			/* listening control socket */
+	uint64_t repl_bwlimit;		/* -o repl_bwlimit, bytes/s */
+	bool repl_wait;			/* -o repl_wait=peer */
+	bool repl_zstd;			/* -o repl_compress=zstd */
 
 	pthread_rwlock_t epoch_lock;
 	uint64_t epoch;			/* open epoch; epoch_lock */
@@ -406,6 +409,22 @@ void *dc_thread(void *arg);
 /* A merge is rewriting inode vino's versions (vn_load retries after). */
 bool dc_merging(uint64_t vino);
 void dc_wait_merge(uint64_t vino);
+
+/* ---- replicate.c: the replication thread ---- */
+/* Start (or restart) shipping every checkpoint to peer HOST:PORT. */
+int rp_start(const char *peer, const char *secret_file, uint64_t bwlimit,
+	     bool wait_peer, bool compress, char *err, size_t errlen);
+/* Stop it; forget: clear the acknowledged id (the cleaner's hold). */
+void rp_stop(bool forget);
+/* A checkpoint, rollback or delete happened: ship what is new. */
+void rp_kick(void);
+/* wait=peer: whether checkpoints wait, and wait for id's ACK. */
+bool rp_waits(void);
+int rp_wait_acked(uint64_t id, char *err, size_t errlen);
+/* The replication fields of status. */
+void rp_status(struct ctl_out *out);
+/* Stream bytes shipped for checkpoint id (*have: it was shipped). */
+uint64_t rp_shipped_bytes(bt_txn *txn, uint64_t id, bool *have);
 
 /* ---- ctlsrv.c ---- */
 int ctl_listen(struct vfs *v);

@@ -619,6 +619,13 @@ static int list_cb(const struct bt_ckpt *c, void *arg)
 	cb_u64(b, F_STATE, c->state);
 	if (c->tag[0])
 		cb_str(b, F_TAG, c->tag, strlen(c->tag));
+	{
+		bool have;
+		uint64_t sent = rp_shipped_bytes(a->txn, c->id, &have);
+
+		if (have)	/* stream bytes the peer acknowledged */
+			cb_u64(b, F_SHIPPED, sent);
+	}
 	return b->err;
 }
 
@@ -736,6 +743,7 @@ int ep_status(struct ctl_out *out)
 	cb_u64(&out->b, F_BYTES_FREED, tot.bytes_freed);
 	cb_u64(&out->b, F_ORPHANS_FOUND, tot.orphans_found);
 	cb_u64(&out->b, F_ORPHANS_FREED, tot.orphans_freed);
+	rp_status(out);
 	if (vfs->last_ck.id) {	/* written by this (the control) thread */
 		const struct ck_times *t = &vfs->last_ck;
 

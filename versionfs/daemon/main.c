@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "versionfs/daemon/daemon.h"
+#include "replicator/peer/peer.h"
 
 #define VFS_VERSION	"0.1.0"
 
@@ -44,6 +45,8 @@
 struct opts {
 	char *backing;
 	char *owner;
+	char *replicate, *repl_secret, *repl_bwlimit, *repl_wait;
+	char *repl_compress;
 	double timeout;
 	unsigned max_read;
 	int help, version;
@@ -54,6 +57,12 @@ enum { KEY_HELP, KEY_VERSION, KEY_MAX_READ };
 static const struct fuse_opt vfs_optspec[] = {
 	{ "owner=%s", offsetof(struct opts, owner), 0 },
 	{ "timeout=%lf", offsetof(struct opts, timeout), 0 },
+	/* replication: one option each, as fuse_opt splits -o at commas */
+	{ "replicate=%s", offsetof(struct opts, replicate), 0 },
+	{ "repl_secret=%s", offsetof(struct opts, repl_secret), 0 },
+	{ "repl_bwlimit=%s", offsetof(struct opts, repl_bwlimit), 0 },
+	{ "repl_wait=%s", offsetof(struct opts, repl_wait), 0 },
+	{ "repl_compress=%s", offsetof(struct opts, repl_compress), 0 },
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -108,6 +117,12 @@ static void usage(void)
 "                           (default: the user who mounts)\n"
 "    -o timeout=SECONDS     kernel attribute and entry cache timeout\n"
 "                           (default 3600; rollback invalidates anyway)\n"
+"    -o replicate=HOST:PORT ship every checkpoint to versionfs-replicad(8)\n"
+"    -o repl_secret=FILE    its shared secret (mode 600); required with it\n"
+"    -o repl_bwlimit=RATE   at most RATE bytes/s (K, M, G suffixes)\n"
+"    -o repl_wait=peer      checkpoint returns once the peer has it\n"
+"                           (default repl_wait=local)\n"
+"    -o repl_compress=zstd  zstd-compress what is shipped\n"
 "    -h, --help             this help, then the FUSE options\n"
 "    -V, --version          print the version\n"
 "\n"
@@ -255,6 +270,58 @@ static int check_mountpoint(const char *mp, const char *backing)
 	return 0;
 }
 
+/* The replication options, checked before the mount: errors go to the
+   terminal with exit 2, a loose secret file included. */
+static int check_repl_opts(struct opts *o, struct vfs *v)
+{
+	unsigned char *secret;
+	size_t slen;
+	char err[512];
+
+	if (!o->replicate) {
+		if (o->repl_secret || o->repl_bwlimit || o->repl_wait ||
+		    o->repl_compress) {
+			fprintf(stderr, "versionfs: repl_* options need "
+				"-o replicate=HOST:PORT\n");
+			return -1;
+		}
+		return 0;
+	}
+	if (!strchr(o->replicate, ':') || !o->repl_secret) {
+		fprintf(stderr, "versionfs: -o replicate=HOST:PORT needs "
+			"-o repl_secret=FILE\n");
+		return -1;
+	}
+	if (o->repl_bwlimit && rep_parse_rate(o->repl_bwlimit,
+					      &v->repl_bwlimit)) {
+		fprintf(stderr, "versionfs: repl_bwlimit=%s: a rate in bytes "
+			"per second expected (e.g. 100M)\n", o->repl_bwlimit);
+		return -1;
+	}
+	if (o->repl_wait && strcmp(o->repl_wait, "peer") &&
+	    strcmp(o->repl_wait, "local")) {
+		fprintf(stderr, "versionfs: repl_wait=%s: peer or local\n",
+			o->repl_wait);
+		return -1;
+	}
+	v->repl_wait = o->repl_wait && !strcmp(o->repl_wait, "peer");
+	if (o->repl_compress && strcmp(o->repl_compress, "zstd") &&
+	    strcmp(o->repl_compress, "none")) {
+		fprintf(stderr, "versionfs: repl_compress=%s: zstd or none\n",
+			o->repl_compress);
+		return -1;
+	}
+	v->repl_zstd = o->repl_compress && !strcmp(o->repl_compress, "zstd");
+	/* the secret file's checks now, on the terminal */
+	if (rep_secret_load(o->repl_secret, &secret, &slen, err,
+			    sizeof(err))) {
+		fprintf(stderr, "versionfs: %s\n", err);
+		return -1;
+	}
+	rep_secret_free(secret, slen);
+	return 0;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -313,6 +380,8 @@ int main(int argc, char *argv[])
 		ret = 2;
 		goto out_args;
 	}
+	if (check_repl_opts(&o, &v))
+		goto out_args;
 	v.foreground = co.foreground;
 	v.max_read = o.max_read;
 	if (!co.foreground)
@@ -385,6 +454,18 @@ int main(int argc, char *argv[])
 		goto out_unmount;
 	}
 	vfs_log_init(co.foreground, co.debug);
+	/* options checked before the fork (check_repl_opts) */
+	if (o.replicate) {
+		char err[512] = "";
+
+		if ((rc = rp_start(o.replicate, o.repl_secret, v.repl_bwlimit,
+				   v.repl_wait, v.repl_zstd, err,
+				   sizeof(err)))) {
+			vfs_log(LOG_ERR, "replicate=%s: %s", o.replicate,
+				err[0] ? err : strerror(-rc));
+			goto out_unmount;
+		}
+	}
 	/* the parent returns when FUSE_INIT has been answered (op_init) */
 	vfs_log(LOG_INFO, "mounted %s on %s (epoch %llu)", rb, rm,
 		(unsigned long long)v.epoch);
@@ -404,6 +485,7 @@ int main(int argc, char *argv[])
 	}
 	ret = ret ? 1 : 0;
 out_unmount:
+	rp_stop(false);
 	stop_threads(&v);
 	/* Save everything still in memory before the store closes. */
 	pthread_rwlock_wrlock(&v.epoch_lock);
@@ -439,6 +521,11 @@ out_args:
 	free(fsopt);
 	free(o.backing);
 	free(o.owner);
+	free(o.replicate);
+	free(o.repl_secret);
+	free(o.repl_bwlimit);
+	free(o.repl_wait);
+	free(o.repl_compress);
 	free(co.mountpoint);
 	fuse_opt_free_args(&args);
 	return ret;

@@ -319,6 +319,10 @@ int vfs_list(vfs_client *c, struct vfs_ckpt_info **v, size_t *n)
 		case F_BYTES: cur->bytes = cf_u64(&f); break;
 		case F_STATE: cur->state = (int)cf_u64(&f); break;
 		case F_UNIQUE: cur->unique_bytes = cf_u64(&f); break;
+		case F_SHIPPED:
+			cur->shipped = 1;
+			cur->shipped_bytes = cf_u64(&f);
+			break;
 		case F_TAG:
 			snprintf(cur->tag, sizeof(cur->tag), "%.*s",
 				 (int)f.len, (const char *)f.val);

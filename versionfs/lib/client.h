@@ -90,6 +90,10 @@ struct vfs_ckpt_info {
 	uint64_t unique_bytes;	/* what deleting it alone would free */
 	int state;		/* VFS_CKPT_* */
 	char tag[VFS_TAG_MAX + 1];
+	/* replication (appended): the stream bytes a peer acknowledged for
+	   it, if `shipped` */
+	int shipped;
+	uint64_t shipped_bytes;
 };
 
 /* The checkpoints, oldest first.  Free *v with free(3). */
@@ -155,6 +159,43 @@ struct vfs_status {
 };
 
 int vfs_status(vfs_client *c, struct vfs_status *st);
+
+/*
+ * Continuous replication to a versionfs-replicad(8) peer: the daemon's
+ * thread ships every checkpoint once durable (versionfs(8), -o replicate).
+ */
+struct vfs_repl {
+	int on;			/* the replication thread runs */
+	int wait_peer;		/* checkpoints return once the peer has them */
+	char peer[256];		/* HOST:PORT */
+	char state[32];		/* starting, shipping, idle, retrying */
+	char error[256];	/* the last error, "" if none */
+	uint64_t acked;		/* the peer's last checkpoint (0: none) */
+	uint64_t lag_ckpts;	/* checkpoints not yet acknowledged */
+	uint64_t lag_bytes;	/* ... the bytes their epochs wrote */
+	uint64_t shipped;	/* since the mount: checkpoints shipped */
+	uint64_t shipped_bytes;	/* ... stream bytes */
+	uint64_t discarded;	/* ... discards (rollbacks) acknowledged */
+	uint64_t bwlimit;	/* bytes per second, 0: none */
+	int compress;		/* zstd */
+};
+
+/*
+ * Start (or restart with new settings) replicating to peer "HOST:PORT"
+ * with the shared secret in secret_file (an absolute path the daemon
+ * reads; mode 600), at most bwlimit ("100M", NULL: no limit); flags
+ * VFS_REPL_WAIT_PEER: vfs_checkpoint returns only once the peer
+ * acknowledged; VFS_REPL_ZSTD: compress what is shipped.  *out (may be
+ * NULL) gets the state.
+ */
+#define VFS_REPL_WAIT_PEER	0x1
+#define VFS_REPL_ZSTD		0x2
+int vfs_replicate(vfs_client *c, const char *peer, const char *secret_file,
+		  const char *bwlimit, unsigned flags, struct vfs_repl *out);
+/* Stop replicating, and release the cleaner's hold on the last
+   acknowledged checkpoint. */
+int vfs_replicate_stop(vfs_client *c);
+int vfs_repl_status(vfs_client *c, struct vfs_repl *out);
 
 /* One difference between two states, as zfs-diff(8) prints them. */
 struct vfs_diff_entry {

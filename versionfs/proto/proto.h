@@ -30,6 +30,7 @@ enum ctl_op {
 	CTL_PRUNE,
 	CTL_POLICY,
 	CTL_CLEAN,
+	CTL_REPLICATE,
 };
 
 /* Field keys (TLV). */
@@ -52,6 +53,12 @@ enum ctl_key {
 	/* leaks (issue 14): trash entries waiting for the open epoch to
 	   close, store files found that nothing referenced, and freed */
 	F_TRASH_WAITING, F_ORPHANS_FOUND, F_ORPHANS_FREED,
+	/* replication (issue 15): requests (peer, secret file, bwlimit,
+	   wait, stop) and status; F_SHIPPED per checkpoint in list */
+	F_REPL_PEER, F_REPL_SECRET, F_REPL_BWLIMIT, F_REPL_WAIT, F_REPL_STOP,
+	F_REPL_ON, F_REPL_STATE, F_REPL_ACKED, F_REPL_LAG, F_REPL_LAG_BYTES,
+	F_REPL_SHIPPED, F_REPL_BYTES, F_REPL_DISCARDED, F_SHIPPED,
+	F_REPL_COMPRESS,
 };
 
 struct ctl_hdr {

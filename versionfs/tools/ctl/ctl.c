@@ -59,6 +59,11 @@ static void usage(FILE *f)
 "                                 show or set the policy applied after each\n"
 "                                 checkpoint, and when the cleaner merges a\n"
 "                                 file's old content files (default 16)\n"
+"  replicate MOUNT [--peer HOST:PORT --secret-file FILE [--bwlimit RATE]\n"
+"                  [--wait-peer] [--compress] | --stop]\n"
+"                                 ship every checkpoint to a\n"
+"                                 versionfs-replicad(8) peer, stop, or show\n"
+"                                 the replication's state and lag\n"
 "\n"
 "MOUNT is a versionfs mount point or any path inside one.  Tags are 1-127\n"
 "characters from A-Z a-z 0-9 . _ : @ + - = ,  AGE is a number of seconds\n"
@@ -339,6 +344,9 @@ static int do_list(const char *mount, int argc, char **argv)
 			       v[i].parent, v[i].time_ns, v[i].files,
 			       v[i].bytes, v[i].unique_bytes);
 			json_str(v[i].tag);
+			if (v[i].shipped)
+				printf(",\"shipped_bytes\":%" PRIu64,
+				       v[i].shipped_bytes);
 			printf("}");
 		}
 		printf("]\n");
@@ -363,6 +371,7 @@ static int do_list(const char *mount, int argc, char **argv)
 static int do_status(const char *mount, int argc, char **argv)
 {
 	struct vfs_status st;
+	struct vfs_repl rs;
 	const struct vfs_ckpt_times *ct = &st.last_ckpt;
 	vfs_client *c;
 	char sb[32], ib[32];
@@ -372,7 +381,7 @@ static int do_status(const char *mount, int argc, char **argv)
 		return die_usage("unexpected argument '%s'", argv[0]);
 	if (open_client(mount, &c))
 		return 1;
-	if ((rc = vfs_status(c, &st))) {
+	if ((rc = vfs_status(c, &st)) || (rc = vfs_repl_status(c, &rs))) {
 		refused(c, mount, rc);
 		vfs_client_close(c);
 		return 1;
@@ -416,6 +425,8 @@ static int do_status(const char *mount, int argc, char **argv)
 			       PRIu64 ",\"sync_us\":%" PRIu64 "}", ct->id,
 			       ct->total_us, ct->barrier_us, ct->prepare_us,
 			       ct->wait_us, ct->window_us, ct->sync_us);
+		printf(",\"replication\":");
+		print_repl(&rs, true);
 		printf("}\n");
 		return 0;
 	}
@@ -463,6 +474,7 @@ static int do_status(const char *mount, int argc, char **argv)
 	printf("orphans:        %" PRIu64 " found, %" PRIu64 " freed since "
 	       "the mount (store files nothing referenced)\n",
 	       st.orphans_found, st.orphans_freed);
+	print_repl(&rs, false);
 	return 0;
 }
 
@@ -525,6 +537,7 @@ static const struct {
 	{ "delete", do_delete },
 	{ "prune", do_prune },
 	{ "policy", do_policy },
+	{ "replicate", do_replicate },
 };
 
 int main(int argc, char **argv)

@@ -40,4 +40,8 @@ int do_delete(const char *mount, int argc, char **argv);
 int do_prune(const char *mount, int argc, char **argv);
 int do_policy(const char *mount, int argc, char **argv);
 
+/* ctl_repl.c: the replicate command; the replication part of status */
+int do_replicate(const char *mount, int argc, char **argv);
+void print_repl(const struct vfs_repl *r, bool as_json);
+
 #endif /* VFS_CTL_INT_H */

@@ -1,0 +1,351 @@
+#!/usr/bin/env bash
+# t0710-replicad — continuous replication to versionfs-replicad over the
+# authenticated transport (libvfspeer), primary and peer in two network
+# namespaces joined by a veth pair (127.0.0.1 when namespaces cannot be
+# made, and the output says so).  The primary's shipper is
+# `versionfs-send --peer`, which brings the peer up to date as the
+# daemon's replication thread is to.
+#
+# A random workload with checkpoints, a rollback (the peer discards the
+# same checkpoints), a checkpoint deleted before it was shipped (merged,
+# its pages go with the next); after each step every checkpoint on the
+# peer is identical (sig: names, metadata, content, xattrs, links, inode
+# numbers) to the primary's .checkpoints/C/.  Faults: kill -9 of the
+# receiver mid-stream; the link cut mid-stream and restored (a new
+# connection takes the store over from the dead one); a rollback while
+# shipping; the peer's disk full.  Then the daemon's own replication
+# thread (-o replicate, versionfs-ctl replicate): wait=peer, the receiver
+# down for two checkpoints then back, kill -9 of the primary daemon while
+# it ships then a remount (with zstd), a rollback and --stop; zstd
+# streams (--compress, repl_compress=zstd), also through versionfs-recv.
+# Bad input: a wrong secret (refused,
+# logged), a secret file readable by others (refused by both sides).
+# Nothing acknowledged is lost, no partial checkpoint is visible, both
+# stores are fsck-clean; the replica mounts and rolls back.
+# timeout: 600
+. "$(dirname "$0")/lib.sh"
+need_root
+command -v setfattr >/dev/null || skip "setfattr (attr) not installed"
+
+SEND="$VFS_BUILD/versionfs-send"
+REPD="$VFS_BUILD/versionfs-replicad"
+FSCK="$VFS_BUILD/versionfs-fsck"
+
+NSP=vfsp$$ NSQ=vfsq$$ PX=() QX=() ADDR=127.0.0.1 NETNS=0
+_repd_pids=()
+t_cleanup() {
+	local p
+	for p in "${_repd_pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+	if [ "$NETNS" = 1 ]; then
+		ip netns del "$NSP" 2>/dev/null
+		ip netns del "$NSQ" 2>/dev/null
+	fi
+	_cleanup
+}
+trap t_cleanup EXIT
+
+if ip netns add "$NSP" 2>/dev/null && ip netns add "$NSQ" 2>/dev/null &&
+   ip link add "vp$$" netns "$NSP" type veth peer name "vq$$" \
+	netns "$NSQ" 2>/dev/null; then
+	NETNS=1
+	ip -n "$NSP" addr add 10.231.7.1/24 dev "vp$$"
+	ip -n "$NSQ" addr add 10.231.7.2/24 dev "vq$$"
+	ip -n "$NSP" link set "vp$$" up
+	ip -n "$NSQ" link set "vq$$" up
+	ip -n "$NSP" link set lo up
+	ip -n "$NSQ" link set lo up
+	# nsenter, not "ip netns exec": that also makes a mount namespace,
+	# whose copy of the FUSE mount would outlive the test's unmount
+	PX=(nsenter --net=/run/netns/"$NSP") QX=(nsenter --net=/run/netns/"$NSQ")
+	ADDR=10.231.7.2
+	note "primary and peer in network namespaces $NSP and $NSQ (veth)"
+else
+	ip netns del "$NSP" 2>/dev/null
+	note "NOTE: cannot create network namespaces: over 127.0.0.1 instead"
+fi
+
+prim=$(make_fs ext4:prim 768M)
+peer=$(make_fs ext4:peer 768M)
+small=$(make_fs ext4:small 24M)
+B=$prim/b M=$prim/m P=$peer/replicas RM=$peer/rm
+printf 'a shared secret of this test %s\n' "$RANDOM$RANDOM" > "$T/secret"
+chmod 600 "$T/secret"
+PORT=$((20000 + $$ % 20000))
+
+# start_repd DIR PORT [SECRET]: a receiver in the peer's namespace
+start_repd() {
+	local i
+	"${QX[@]}" "$REPD" -f --listen "$ADDR:$2" --dir "$1" \
+		--secret-file "${3:-$T/secret}" >> "$T/repd.$2.log" 2>&1 &
+	REPD_PID=$!
+	_repd_pids+=("$REPD_PID")
+	for i in $(seq 50); do
+		grep -q listening "$T/repd.$2.log" && return 0
+		kill -0 "$REPD_PID" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	fail "versionfs-replicad did not start: $(cat "$T/repd.$2.log")"
+}
+
+# ship [PORT] [options...]: bring the peer up to date from the primary
+ship() {
+	local port=$PORT
+	case ${1:-} in [0-9]*) port=$1; shift ;; esac
+	"${PX[@]}" "$SEND" -v "$M" --peer "$ADDR:$port" \
+		--secret-file "$T/secret" "$@"
+}
+
+replica() { echo "$P/$(ls "$P" | head -1)"; }
+
+# compare: every checkpoint of the primary's line equals its replica copy
+compare() {
+	local c n=0 R
+	R=$(replica)
+	vfs_mount "$R" "$RM"
+	for c in $(ctl list "$M" | awk 'NR > 1 { print $1 }'); do
+		[ -d "$RM/.checkpoints/$c" ] || fail "checkpoint $c missing on the peer"
+		diff <(sig "$M/.checkpoints/$c") <(sig "$RM/.checkpoints/$c") \
+			> "$T/diff" || { head -20 "$T/diff"; fail "checkpoint $c differs on the peer"; }
+		n=$((n + 1))
+	done
+	for c in $(ls "$RM/.checkpoints"); do
+		ctl list "$M" | awk 'NR > 1 { print $1 }' | grep -qx "$c" ||
+			fail "the peer holds checkpoint $c, which the primary does not"
+	done
+	vfs_umount "$RM"
+	note "$n checkpoints identical on the peer"
+}
+
+rnd() { echo $((RANDOM % $1)); }
+op() {
+	local f=d$(rnd 3)/f$(rnd 6) g=d$(rnd 3)/f$(rnd 6)
+	case $(rnd 9) in
+	0|1) head -c $(( $(rnd 60000) + 1 )) /dev/urandom > "$M/$f" ;;
+	2) [ -f "$M/$f" ] && head -c $(rnd 9000) /dev/urandom >> "$M/$f" ;;
+	3) [ -f "$M/$f" ] && dd if=/dev/urandom of="$M/$f" bs=4096 \
+		seek=$(rnd 8) count=1 conv=notrunc status=none ;;
+	4) [ -f "$M/$f" ] && truncate -s $(rnd 30000) "$M/$f" ;;
+	5) [ -e "$M/$f" ] && [ "$f" != "$g" ] && mv -f "$M/$f" "$M/$g" ;;
+	6) rm -f "$M/$f" ;;
+	7) [ -f "$M/$f" ] && [ ! -e "$M/$g" ] && ln "$M/$f" "$M/$g" ;;
+	8) [ -f "$M/$f" ] && setfattr -n "user.k$(rnd 3)" -v "v$RANDOM" "$M/$f" ;;
+	esac
+	return 0
+}
+work() { local k; for ((k = 0; k < $1; k++)); do op; done; }
+
+RANDOM=4711
+vfs_mount "$B" "$M"
+mkdir "$M/d0" "$M/d1" "$M/d2"
+start_repd "$P" "$PORT"
+
+# ---- the workload, shipped as it goes
+for i in 1 2 3; do
+	work 20
+	ctl checkpoint "$M" > /dev/null || fail checkpoint
+	out=$(ship 2>&1) || fail "ship: $out"
+	note "$out"
+done
+work 20; ctl checkpoint "$M" > /dev/null; work 20; ctl checkpoint "$M" > /dev/null
+out=$(ship --compress 2>&1) || fail "ship two, zstd: $out"
+echo "$out" | grep -q "shipped 2 checkpoints" || fail "two checkpoints: $out"
+out=$(ship 2>&1) || fail "ship again: $out"
+echo "$out" | grep -q "shipped 0 checkpoints" ||
+	fail "an acknowledged checkpoint was sent again: $out"
+compare
+
+# versionfs-send --compress | versionfs-recv: the receiver detects zstd
+c=$(ctl list "$M" | awk 'NR > 1 { print $1 }' | tail -1)
+"$SEND" "$M" "$c" > "$T/plain.s" || fail "send $c"
+"$SEND" --compress "$M" "$c" > "$T/zstd.s" || fail "send --compress $c"
+"$VFS_BUILD/versionfs-recv" "$T/zrep" < "$T/zstd.s" || fail "recv of a zstd stream"
+vfs_fsck "$T/zrep"
+note "full stream of $c: $(stat -c %s "$T/plain.s") bytes, zstd $(stat -c %s "$T/zstd.s")"
+head -c $(( $(stat -c %s "$T/zstd.s") / 2 )) "$T/zstd.s" |
+	"$VFS_BUILD/versionfs-recv" "$T/zrep2" 2> /dev/null &&
+	fail "a truncated zstd stream was accepted"
+
+# ---- a rollback on the primary: the peer discards the same checkpoints
+keep=$(ctl list "$M" | awk 'NR > 1 { print $1 }' | tail -2 | head -1)
+ctl rollback "$M" "$keep" > /dev/null || fail "rollback to $keep"
+work 15
+ctl checkpoint "$M" > /dev/null
+out=$(ship 2>&1) || fail "ship after rollback: $out"
+echo "$out" | grep -q "discarded 1" || fail "no discard: $out"
+grep -q "discarded the checkpoints after $keep" "$T/repd.$PORT.log" ||
+	fail "the peer did not log the discard"
+compare
+
+# ---- a checkpoint deleted before it was shipped: merged into the next
+work 15; a=$(ctl checkpoint "$M")
+work 15; b=$(ctl checkpoint "$M")
+ctl delete "$M" "$a" > /dev/null || fail "delete $a"
+"$VFS_BUILD/versionfs-clean" "$M" > /dev/null || fail clean
+out=$(ship 2>&1) || fail "ship over a deleted checkpoint: $out"
+note "over deleted $a: $out"
+compare
+
+# ---- bad input: a wrong secret, a secret file others can read
+printf 'not the secret at all, no\n' > "$T/wrong"; chmod 600 "$T/wrong"
+out=$("${PX[@]}" "$SEND" "$M" --peer "$ADDR:$PORT" --secret-file "$T/wrong" 2>&1) &&
+	fail "a wrong secret was accepted"
+note "wrong secret: $out"
+sleep 0.3
+grep -q "refused .*" "$T/repd.$PORT.log" || fail "no log line for the wrong secret"
+cp "$T/secret" "$T/loose"; chmod 644 "$T/loose"
+out=$("${PX[@]}" "$SEND" "$M" --peer "$ADDR:$PORT" --secret-file "$T/loose" 2>&1) &&
+	fail "a secret file readable by others was used"
+echo "$out" | grep -q chmod || fail "loose secret: $out"
+out=$("$REPD" -f --listen 127.0.0.1:$((PORT + 7)) --dir "$T/x" \
+	--secret-file "$T/loose" 2>&1) && fail "replicad took a loose secret"
+note "loose secret refused: $out"
+
+# ---- kill -9 of the receiver mid-stream
+head -c $((12 << 20)) /dev/urandom > "$M/d0/big"
+c=$(ctl checkpoint "$M")
+ship --bwlimit 2M > "$T/ship.out" 2>&1 &
+sp=$!
+sleep 2
+kill -9 "$REPD_PID"
+wait "$sp" && fail "the shipment survived the receiver's death"
+note "receiver killed: $(cat "$T/ship.out")"
+vfs_fsck "$(replica)"
+[ -e "$(replica)/.versionfs/recv" ] || note "(no staging left: killed early)"
+start_repd "$P" "$PORT"
+out=$(ship 2>&1) || fail "ship after the receiver's restart: $out"
+echo "$out" | grep -q "shipped 1 checkpoints" || fail "resume: $out"
+compare
+
+# ---- the link cut mid-stream, then restored
+if [ "$NETNS" = 1 ]; then
+	dd if=/dev/urandom of="$M/d0/big" bs=1M count=8 conv=notrunc status=none
+	c=$(ctl checkpoint "$M")
+	timeout 40 "${PX[@]}" "$SEND" -v "$M" --peer "$ADDR:$PORT" \
+		--secret-file "$T/secret" --bwlimit 2M > "$T/ship.out" 2>&1 &
+	sp=$!
+	sleep 1.5
+	ip -n "$NSP" link set "vp$$" down
+	sleep 3
+	kill "$sp" 2>/dev/null
+	wait "$sp"
+	ip -n "$NSP" link set "vp$$" up
+	sleep 0.5
+	note "link cut: $(cat "$T/ship.out")"
+	out=$(ship 2>&1) || fail "ship after the link came back: $out"
+	note "$out"
+	compare
+fi
+
+# ---- a rollback on the primary while a checkpoint ships
+keep=$(ctl list "$M" | awk 'NR > 1 { print $1 }' | tail -1)
+dd if=/dev/urandom of="$M/d1/big2" bs=1M count=8 status=none
+c=$(ctl checkpoint "$M")
+ship --bwlimit 4M > "$T/ship.out" 2>&1 &
+sp=$!
+sleep 1
+ctl rollback "$M" "$keep" > /dev/null || fail "rollback while shipping"
+wait "$sp"
+note "rollback while shipping: $(cat "$T/ship.out")"
+work 10
+ctl checkpoint "$M" > /dev/null
+out=$(ship 2>&1) || fail "ship after the rollback: $out"
+note "$out"
+compare
+
+# ---- the peer's disk full: refused, logged, nothing partial
+start_repd "$small/r" $((PORT + 1))
+out=$(ship $((PORT + 1)) 2>&1) && fail "a full disk took the checkpoint"
+note "disk full: $out"
+grep -q "refused.*" "$T/repd.$((PORT + 1)).log" || fail "no log line for the full disk"
+for r in "$small"/r/*; do
+	[ -d "$r/.versionfs" ] && vfs_fsck "$r"
+	[ -d "$r/.versionfs/recv" ] && fail "a partial checkpoint is left in $r"
+done
+
+# ---- failover: the replica mounts, shows the last checkpoint, rolls back
+R=$(replica)
+vfs_mount "$R" "$RM"
+last=$(ctl list "$RM" | awk 'NR > 1 { print $1 }' | tail -1)
+first=$(ctl list "$RM" | awk 'NR > 1 { print $1 }' | head -1)
+diff <(sig "$M/.checkpoints/$last" ALL) <(sig "$RM" ALL) > "$T/diff" ||
+	{ head "$T/diff"; fail "the replica's live tree is not checkpoint $last"; }
+ctl rollback "$RM" "$first" > /dev/null || fail "rollback on the replica"
+diff <(sig "$M/.checkpoints/$first" ALL) <(sig "$RM" ALL) > "$T/diff" ||
+	{ head "$T/diff"; fail "the replica did not roll back to $first"; }
+vfs_umount "$RM"
+vfs_umount "$M"
+
+# ==== the daemon's replication thread: versionfs -o replicate=...
+# The daemon runs in the primary's network namespace (FUSE does not care).
+printf '#!/bin/sh\nexec %s "%s" "$@"\n' "${PX[*]:-}" "$VFS" > "$T/vfs-p"
+chmod 755 "$T/vfs-p"
+VFS0=$VFS VFS=$T/vfs-p
+# its control socket is an abstract unix socket: of that namespace too
+ctl() { "${PX[@]}" "$VFSCTL" "$@"; }
+B=$prim/b2 M=$prim/m2 P=$peer/replicas2 PORT=$((PORT + 2))
+start_repd "$P" "$PORT"
+REPL="replicate=$ADDR:$PORT,repl_secret=$T/secret"
+
+# wait=peer: the checkpoint returns once the peer has it durably
+vfs_mount "$B" "$M" -o "$REPL,repl_wait=peer"
+mkdir "$M/d0" "$M/d1" "$M/d2"
+for i in 1 2 3; do
+	work 20
+	c=$(ctl checkpoint "$M") || fail "checkpoint with wait=peer"
+	grep -q "checkpoint $c applied" "$T/repd.$PORT.log" ||
+		fail "checkpoint $c returned before the peer applied it"
+done
+note "wait=peer: 3 checkpoints returned after the peer's acknowledgement"
+ctl --json list "$M" | grep -q '"shipped_bytes":' || fail "list --json: no shipped_bytes"
+
+# synced M: wait (bounded) until the peer acknowledged every checkpoint
+synced() {
+	local i s
+	for i in $(seq 600); do
+		s=$(ctl --json replicate "$M")
+		case $s in *'"lag_ckpts":0,'*'"state":"idle"'*|*'"state":"idle"'*'"lag_ckpts":0,'*) return 0 ;; esac
+		sleep 0.1
+	done
+	fail "the peer did not catch up: $s"
+}
+
+# versionfs-ctl replicate: optimistic from now on; the receiver dies, the
+# checkpoints wait, it comes back, the thread catches up on its own
+ctl replicate "$M" --peer "$ADDR:$PORT" --secret-file "$T/secret" > /dev/null ||
+	fail "ctl replicate"
+kill -9 "$REPD_PID"
+work 20; ctl checkpoint "$M" > /dev/null; work 20; ctl checkpoint "$M" > /dev/null
+lag=$(ctl --json replicate "$M" | sed -n 's/.*"lag_ckpts":\([0-9]*\).*/\1/p')
+[ "$lag" -ge 2 ] || fail "lag $lag with the receiver down, want 2"
+ctl status "$M" | grep -q "^replication: .*lag 2 checkpoints" ||
+	fail "status: $(ctl status "$M" | grep replication)"
+start_repd "$P" "$PORT"
+synced
+note "receiver down for 2 checkpoints: caught up"
+compare
+
+# kill -9 of the primary daemon while it ships, then a remount resumes
+head -c $((12 << 20)) /dev/urandom > "$M/d1/big"
+ctl replicate "$M" --peer "$ADDR:$PORT" --secret-file "$T/secret" \
+	--bwlimit 2M > /dev/null || fail "ctl replicate --bwlimit"
+c=$(ctl checkpoint "$M")
+sleep 2
+vfs_kill9 "$M"
+grep -q "checkpoint $c applied" "$T/repd.$PORT.log" &&
+	fail "the checkpoint shipped too fast for this test"
+vfs_mount "$B" "$M" -o "$REPL,repl_compress=zstd"
+synced
+grep -q "checkpoint $c applied" "$T/repd.$PORT.log" ||
+	fail "checkpoint $c was not shipped after the remount"
+note "primary killed while shipping $c: shipped after the remount"
+# a rollback and a delete before shipping, handled by the thread
+keep=$(ctl list "$M" | awk 'NR > 1 { print $1 }' | tail -2 | head -1)
+ctl rollback "$M" "$keep" > /dev/null || fail "rollback"
+work 10; a=$(ctl checkpoint "$M"); work 10; ctl checkpoint "$M" > /dev/null
+synced
+compare
+ctl replicate "$M" --stop | grep -q "replication:    off" || fail "--stop"
+vfs_umount "$M"
+VFS=$VFS0
+ctl() { "$VFSCTL" "$@"; }
+note "ok"
