@@ -29,9 +29,11 @@
 #         writing and fsyncing the same bytes on the replica's disk, the
 #         sender alone (into /dev/null) and the receiver alone (from a
 #         stream in /dev/shm).
-# daemon  with the daemon's replication thread (-o replicate=), fio under
-#         a shipping checkpoint vs idle and checkpoint-to-ack latency;
-#         skipped, with a log line, while the daemon has no such option.
+# daemon  with the daemon's replication thread (-o replicate=) to a
+#         versionfs-replicad on 127.0.0.1: fio 4 KiB random writes while a
+#         checkpoint ships vs idle, and checkpoint-to-acknowledgement
+#         latency of 100 dirty 4 KiB files (repl_wait=peer) next to the
+#         local checkpoint; skipped while the daemon has no such option.
 #
 # Output: RES/repl.csv (bench/run's long format), RES/repl-table2.csv (the
 # table), RES/repl.md (the figures, appended to summary.md by the
@@ -44,6 +46,7 @@ REPL_FSCK=$VFS_BUILD/versionfs-fsck
 REPL_TCPBW=$VFS_BUILD/bench/tcpbw
 REPL_RPID=""		# versionfs-replicad while it runs
 REPL_SHM=""		# a stream kept in /dev/shm
+REPL_FIO_S=5		# seconds of each fio run of the daemon part
 
 # Called by bench/run's cleanup: what this family may leave behind.
 repl_cleanup() {
@@ -186,7 +189,7 @@ repl_replicad_down() {
 
 # repl_throughput FS: shipping a full stream against its bounds.
 repl_throughput() {
-	local fs=$1 c t0 t1 tcp rd rd2 aead wr ship send_only mn bytes how r rep
+	local fs=$1 c t0 t1 tcp rd rd2 aead wr ship send_only mn bytes how r rep zflag
 	rm -rf "$FSMNT/vfs-src" "$FSMNT/replica" "$FSMNT/replicas"
 	mount_fuse versionfs "$FSMNT/vfs-src" "$fs-repl-ship" || return 1
 	dd if=/dev/urandom of="$FUSE_MNT/big" bs=1M count="$REPL_SHIP_MIB" status=none
@@ -238,12 +241,22 @@ repl_throughput() {
 		# Shipping, cold, until the receiver has the checkpoint durably:
 		# send | recv through a pipe, and when this build has it, send --peer
 		# to versionfs-replicad over loopback TCP (authenticated, encrypted).
-		for how in pipe replicad; do
+		for how in pipe replicad pipe-zstd replicad-zstd; do
+			zflag=""
+			if [[ $how == *-zstd ]]; then
+				if ! "$REPL_SEND" --help 2>&1 | grep -q -- --compress; then
+					dbg "repl ship $how: skipped (no compression)"
+					csv repl versionfs "$fs" "ship-$how" 1 skipped 1 flag "$rep"
+					continue
+				fi
+				zflag=--compress
+			fi
 			rm -rf "$FSMNT/replica" "$FSMNT/replicas"
 			drop_caches
-			if [ "$how" = pipe ]; then
+			if [ "${how%-zstd}" = pipe ]; then
 				t0=$(date +%s.%N)
-				timeout 600 "$REPL_SEND" "$FSMNT/vfs-src" "$c" |
+				# shellcheck disable=SC2086  # --compress or nothing
+				timeout 600 "$REPL_SEND" $zflag "$FSMNT/vfs-src" "$c" |
 					timeout 600 "$REPL_RECV" "$FSMNT/replica" || { failed "repl: send | recv"; continue; }
 				t1=$(date +%s.%N)
 			else
@@ -254,7 +267,8 @@ repl_throughput() {
 				fi
 				repl_replicad_up || { failed "repl: versionfs-replicad did not start (raw/replicad.log)"; continue; }
 				t0=$(date +%s.%N)
-				timeout 600 "$REPL_SEND" -v "$FSMNT/vfs-src" --peer "$REPL_PEER" \
+				# shellcheck disable=SC2086
+				timeout 600 "$REPL_SEND" -v $zflag "$FSMNT/vfs-src" --peer "$REPL_PEER" \
 					--secret-file "$SCR/repl.secret" 2>>"$RAW/replicad.log" ||
 					{ failed "repl: send --peer (raw/replicad.log)"; repl_replicad_down; continue; }
 				t1=$(date +%s.%N)
@@ -269,27 +283,90 @@ repl_throughput() {
 			csv repl versionfs "$fs" "ship-$how" 1 throughput "$ship" MiB/s "$rep"
 			csv repl versionfs "$fs" "ship-$how" 1 ratio_to_bound "$r" x "$rep"
 			csv repl versionfs "$fs" "ship-$how" 1 ratio_to_replica_write "$(awk -v a="$ship" -v b="$wr" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')" x "$rep"
-			log "  repl ship r$rep ($how, no compression): $ship MiB/s = $r of min(store read $rd, loopback TCP $tcp, ChaCha20-Poly1305 $aead MiB/s); replica disk write+fsync $wr, send alone $send_only MiB/s"
+			log "  repl ship r$rep ($how): $ship MiB/s = $r of min(store read $rd, loopback TCP $tcp, ChaCha20-Poly1305 $aead MiB/s); replica disk write+fsync $wr, send alone $send_only MiB/s"
 		done
 	done
-	if ! "$REPL_SEND" --help 2>&1 | grep -q compress; then
-		log "  repl ship with zstd: skipped (versionfs-send has no compression in this build)"
-		csv repl versionfs "$fs" "ship-zstd" 1 skipped 1 flag 1
-	fi
 	rm -rf "$FSMNT/vfs-src" "$FSMNT/replica" "$FSMNT/replicas"
 	repl_cleanup
 }
 
-# repl_daemon FS: the daemon's replication thread, once it exists.
+# repl_median: the median of the numbers on standard input
+repl_median() {
+	sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# repl_fio TAG: bench/fio/randwrite.fio (one job, REPL_FIO_S seconds) on
+# the mount's file fio/seq.0; prints MiB/s.
+repl_fio() {
+	local json=$RAW/repl-fio-$1.json
+	run_timed 300 env FIO_DIR="$FUSE_MNT/fio" FIO_SIZE=64m FIO_JOBS=1 \
+		FIO_RUNTIME="$REPL_FIO_S" fio --output-format=json --output="$json" \
+		"$BENCH/fio/randwrite.fio" >/dev/null 2>&1 || return 1
+	fio_vals "$json" write | awk '{ print $1 }'
+}
+
+# repl_daemon FS: under the daemon's replication thread (-o replicate=):
+# checkpoint-to-acknowledgement latency of 100 dirty 4 KiB files
+# (repl_wait=peer: the checkpoint returns once the peer has it durably)
+# next to the local checkpoint (no replication), and fio 4 KiB random
+# writes while a REPL_SHIP_MIB MiB checkpoint ships against idle.
 repl_daemon() {
-	local fs=$1
-	if ! "$VFS" --help 2>&1 | grep -q replicate; then
+	local fs=$1 mode i r t0 t1 lat med idle busy opts lag
+	if ! "$VFS" --help 2>&1 | grep -q 'replicate='; then
 		log "  repl daemon (fio while shipping, checkpoint-to-ack): skipped (versionfs has no -o replicate in this build)"
 		csv repl versionfs "$fs" daemon 1 skipped 1 flag 1
 		return 0
 	fi
-	log "  repl daemon: -o replicate exists but this family does not measure it yet"
-	csv repl versionfs "$fs" daemon 1 skipped 1 flag 1
+	rm -rf "$FSMNT/vfs-src" "$FSMNT/replicas"
+	repl_replicad_up || { failed "repl: versionfs-replicad did not start (raw/replicad.log)"; return 1; }
+	for mode in local peer; do
+		opts=""
+		[ "$mode" = peer ] && opts="replicate=$REPL_PEER,repl_secret=$SCR/repl.secret,repl_wait=peer"
+		rm -rf "$FSMNT/vfs-src"
+		VFS_OPTS=$opts mount_fuse versionfs "$FSMNT/vfs-src" "$fs-repl-ack-$mode" || continue
+		mkdir -p "$FUSE_MNT/d"
+		for i in $(seq 100); do head -c 4096 /dev/urandom >"$FUSE_MNT/d/f$i"; done
+		timeout 120 "$CTL" checkpoint "$FUSE_MNT" >/dev/null || failed "repl: first checkpoint ($mode)"
+		: >"$RAW/repl-ack-$mode.txt"
+		for r in 1 2 3 4 5 6 7; do
+			for i in $(seq 100); do
+				dd if=/dev/urandom of="$FUSE_MNT/d/f$i" bs=4k count=1 conv=notrunc status=none
+			done
+			t0=$(date +%s%N)
+			timeout 120 "$CTL" checkpoint "$FUSE_MNT" >/dev/null || { failed "repl: checkpoint ($mode)"; break; }
+			t1=$(date +%s%N)
+			echo "$(((t1 - t0) / 1000))" >>"$RAW/repl-ack-$mode.txt"
+		done
+		med=$(awk '{ print $1 / 1000 }' "$RAW/repl-ack-$mode.txt" | repl_median)
+		csv repl versionfs "$fs" "ckpt100x4k-$mode" 1 latency_median "$med" ms 1
+		log "  repl checkpoint of 100 dirty 4 KiB files, $([ "$mode" = peer ] && echo "to the peer's acknowledgement" || echo "local, no replication"): median $med ms (7 rounds, versionfs-ctl included)"
+		umount_fuse
+	done
+
+	# fio while a checkpoint ships (repl_wait=local: the checkpoint returns
+	# at local durability and the thread ships in the background).
+	rm -rf "$FSMNT/vfs-src" "$FSMNT/replicas"/*
+	VFS_OPTS="replicate=$REPL_PEER,repl_secret=$SCR/repl.secret" \
+		mount_fuse versionfs "$FSMNT/vfs-src" "$fs-repl-fio" || { repl_replicad_down; return 1; }
+	mkdir -p "$FUSE_MNT/fio"
+	dd if=/dev/urandom of="$FUSE_MNT/fio/seq.0" bs=1M count=64 status=none
+	timeout 120 "$CTL" checkpoint "$FUSE_MNT" >/dev/null
+	for r in 1 2 3; do
+		sleep 2		# the last shipment is done
+		idle=$(repl_fio "idle-r$r") || { failed "repl: fio idle"; break; }
+		dd if=/dev/urandom of="$FUSE_MNT/big$r" bs=1M count="$REPL_SHIP_MIB" status=none
+		timeout 120 "$CTL" checkpoint "$FUSE_MNT" >/dev/null || { failed "repl: checkpoint (fio)"; break; }
+		busy=$(repl_fio "shipping-r$r") || { failed "repl: fio while shipping"; break; }
+		lag=$(timeout 30 "$CTL" replicate "$FUSE_MNT" 2>&1 | tr '\n' ' ')
+		rm -f "$FUSE_MNT/big$r"
+		csv repl versionfs "$fs" fio-idle 1 bw "$idle" MiB/s "$r"
+		csv repl versionfs "$fs" fio-shipping 1 bw "$busy" MiB/s "$r"
+		csv repl versionfs "$fs" fio-shipping 1 ratio_to_idle "$(awk -v a="$busy" -v b="$idle" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')" x "$r"
+		log "  repl fio randwrite r$r: idle $idle MiB/s, while a ${REPL_SHIP_MIB} MiB checkpoint ships $busy MiB/s (after fio: $lag)"
+	done
+	umount_fuse
+	repl_replicad_down
+	rm -rf "$FSMNT/vfs-src" "$FSMNT/replicas"
 }
 
 # repl.md: the figures, for summary.md.
@@ -308,11 +385,12 @@ repl_summary() {
 					v[o[i]] ? sprintf("%.4f", p[o[i]] / v[o[i]]) : (p[o[i]] ? "inf" : "0 / 0"),
 					v[o[i]] ? sprintf("%.4f", s[o[i]] / v[o[i]]) : "n.a. (" s[o[i]] " B of headers)" }' "$RES/repl-table2.csv"
 		echo
-		echo "Shipping a ${REPL_SHIP_MIB} MiB checkpoint, medians of $REPL_REPS rounds (min - max):"
+		echo "Shipping a ${REPL_SHIP_MIB} MiB checkpoint (random bytes), medians of $REPL_REPS rounds; fio while"
+		echo "the daemon ships one, 3 rounds; checkpoint of 100 dirty 4 KiB files, median of 7:"
 		echo
 		echo "| what | metric | median | min | max |"
 		echo "|---|---|---|---|---|"
-		awk -F, '($1 == "bound" || $1 == "reference" || $3 ~ /^ship/) && $5 != "skipped" {
+		awk -F, '($1 == "bound" || $1 == "reference" || $3 ~ /^(ship|fio|ckpt)/) && $5 != "skipped" {
 				k = $1 " " $3 "|" $5 " (" $7 ")"; if (!(k in n)) o[++m] = k; v[k, ++n[k]] = $6 }
 			END { for (i = 1; i <= m; i++) { k = o[i]; c = n[k]
 				for (a = 1; a <= c; a++) for (b = a + 1; b <= c; b++)
