@@ -11,6 +11,11 @@
  * checksums, END totals) is read whole, so that mutated records reach
  * rep_decode instead of failing the first checksum.
  *
+ * An input that starts with the zstd magic is also read through
+ * rep_source_auto, the decoder versionfs-recv and versionfs-replicad put
+ * in front of the reader (its window capped: a bomb must fail, not
+ * allocate); the seeds include zstd-compressed streams.
+ *
  * Every decoded record is touched in full (its tails read, its extents
  * decoded), so that a length the decoder let through beyond the frame is
  * an ASan report here and not a silent over-read in the applier.
@@ -88,10 +93,36 @@ static void parse(const uint8_t *data, size_t size, size_t chunk)
 	rep_reader_release(&rd);
 }
 
+/* As versionfs-recv and versionfs-replicad read: through the zstd
+   detector, which decodes an input that starts with the zstd magic. */
+static void parse_auto(const uint8_t *data, size_t size)
+{
+	struct rep_source raw, src;
+	struct rep_membuf m;
+	struct rep_zsource *z;
+	struct rep_reader rd;
+	struct rep_rec x;
+
+	rep_source_mem(&raw, &m, data, size, 0);
+	if (rep_source_auto(&raw, &z, &src) < 0)
+		return;
+	if (rep_reader_init(&rd, &src) == 0) {
+		while (rep_get(&rd, &x) == 0) {
+			touch_rec(&x);
+			if (x.type == REP_END)
+				break;
+		}
+		rep_reader_release(&rd);
+	}
+	rep_zsource_free(z);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	parse(data, size, 0);
 	parse(data, size, 1 + size % 61);
+	if (size >= 4 && !memcmp(data, "\x28\xb5\x2f\xfd", 4))
+		parse_auto(data, size);
 	if (size) {
 		uint8_t *copy = malloc(size);
 
