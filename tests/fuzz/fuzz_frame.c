@@ -17,9 +17,13 @@
  * allocate); the seeds include zstd-compressed streams.
  *
  * Every decoded record is touched in full (its tails read, its extents
- * decoded), so that a length the decoder let through beyond the frame is
- * an ASan report here and not a silent over-read in the applier.
+ * decoded), and every pointer it holds must lie inside the payload of the
+ * frame it came from (the length is the growth of the reader's byte
+ * count): the reader's buffer is REP_FRAME_MAX bytes whatever the frame,
+ * so a length the decoder let through beyond its frame would read stale
+ * bytes in bounds, which ASan cannot see; this check does.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,11 +33,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static volatile unsigned sink;
 
+/* The frame being checked: every pointer a record has must stay in it. */
+static const unsigned char *frame_p;
+static size_t frame_len;
+
 static void touch(const void *p, size_t len)
 {
 	const unsigned char *c = p;
 	unsigned s = 0;
 
+	if (len && (c < frame_p || c > frame_p + frame_len ||
+		    len > (size_t)(frame_p + frame_len - c))) {
+		fprintf(stderr, "fuzz_frame: a record points %zu bytes at "
+			"offset %td of a %zu-byte frame\n", len, c - frame_p,
+			frame_len);
+		abort();
+	}
 	for (size_t i = 0; i < len; i++)
 		s += c[i];
 	sink += s;
@@ -58,9 +73,10 @@ static void touch_rec(const struct rep_rec *x)
 		touch(x->u.xattr.value, x->u.xattr.valuelen);
 		break;
 	case REP_EXTENTS:
+		touch(x->u.ext.raw, (size_t)x->u.ext.count * 24);
 		for (uint32_t i = 0; i < x->u.ext.count; i++) {
 			rep_extent_get(&x->u.ext, i, &e);
-			touch(&e, sizeof(e));
+			sink += (unsigned)e.page;
 		}
 		break;
 	case REP_DATA:
@@ -75,22 +91,36 @@ static void touch_rec(const struct rep_rec *x)
 	}
 }
 
-static void parse(const uint8_t *data, size_t size, size_t chunk)
+/* Read every frame of src, checking each decoded record against the
+   frame it came from (its length: the growth of the reader's byte count). */
+static void read_all(const struct rep_source *src)
 {
-	struct rep_source src;
-	struct rep_membuf m;
 	struct rep_reader rd;
 	struct rep_rec x;
+	uint64_t before;
 
-	rep_source_mem(&src, &m, data, size, chunk);
-	if (rep_reader_init(&rd, &src) < 0)
+	if (rep_reader_init(&rd, src) < 0)
 		return;
-	while (rep_get(&rd, &x) == 0) {
+	for (;;) {
+		before = rd.st.bytes;
+		if (rep_get(&rd, &x) != 0)
+			break;
+		frame_p = rd.buf;
+		frame_len = (size_t)(rd.st.bytes - before) - REP_HDR_LEN;
 		touch_rec(&x);
 		if (x.type == REP_END)
 			break;
 	}
 	rep_reader_release(&rd);
+}
+
+static void parse(const uint8_t *data, size_t size, size_t chunk)
+{
+	struct rep_source src;
+	struct rep_membuf m;
+
+	rep_source_mem(&src, &m, data, size, chunk);
+	read_all(&src);
 }
 
 /* As versionfs-recv and versionfs-replicad read: through the zstd
@@ -100,20 +130,11 @@ static void parse_auto(const uint8_t *data, size_t size)
 	struct rep_source raw, src;
 	struct rep_membuf m;
 	struct rep_zsource *z;
-	struct rep_reader rd;
-	struct rep_rec x;
 
 	rep_source_mem(&raw, &m, data, size, 0);
 	if (rep_source_auto(&raw, &z, &src) < 0)
 		return;
-	if (rep_reader_init(&rd, &src) == 0) {
-		while (rep_get(&rd, &x) == 0) {
-			touch_rec(&x);
-			if (x.type == REP_END)
-				break;
-		}
-		rep_reader_release(&rd);
-	}
+	read_all(&src);
 	rep_zsource_free(z);
 }
 
