@@ -3,6 +3,7 @@
 #   make                 build everything into $(BUILD)/ (default build/)
 #   make check           unit suites, integration tests, man page lint
 #   make asan            the same programs built with ASan+UBSan in build-asan/
+#   make fuzz            libFuzzer targets (clang) in build-fuzz/, run a while
 #   make check-asan      make check against the sanitizer build
 #   make bench           benchmarks (see bench/README.md); bench-quick < 5 min
 #   make demo            the quick-start demonstration
@@ -141,7 +142,7 @@ MANPAGES    := $(wildcard man/*.[1-8])
 
 .PHONY: all check check-unit check-integration check-man asan check-asan \
         bench bench-quick demo install uninstall clean distclean help \
-        tests-build
+        tests-build fuzz fuzz-build fuzz-bins check-fuzz
 
 all: $(LIBS_OUT) $(PROGS)
 
@@ -299,6 +300,19 @@ $(BUILD)/bench/chunkstore $(BUILD)/bench/chunkimg: $(BUILD)/bench/%: bench/%.c $
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(CHUNK_LIB) $(STORE_LINK) \
 	    $(CHUNK_LIBS)
 
+# libFuzzer targets of the frame parser and the stream applier
+# (tests/fuzz/): libvfsrep and what it needs, built by clang with ASan,
+# UBSan and the fuzzer's coverage in $(FUZZ_BUILD)/ (make fuzz-build).
+FUZZ_SRC    := tests/fuzz/fuzz_frame.c tests/fuzz/fuzz_apply.c
+FUZZ_BIN    := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/obj/tests/fuzz/fuzz_util.o $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ \
+	    -DFUZZ_BASE='"$(abspath tests/fuzz/corpus/seed-full-1)"' $< \
+	    $(BUILD)/obj/tests/fuzz/fuzz_util.o $(REP_LIB) $(STORE_LINK)
+
+fuzz-bins: $(FUZZ_BIN)
+
 tests-build: all $(UNIT_BIN) $(TEST_HELPERS) $(BUILD)/bench/passthrough $(BUILD)/bench/mdtest
 
 # The DMTCP plugin, when DMTCP_PREFIX names a DMTCP (cr-hooks/dmtcp/).
@@ -310,6 +324,7 @@ check: tests-build
 	$(MAKE) --no-print-directory check-man || status=1; \
 	$(MAKE) --no-print-directory check-unit || status=1; \
 	$(MAKE) --no-print-directory check-integration || status=1; \
+	$(MAKE) --no-print-directory check-fuzz || status=1; \
 	if [ $$status = 0 ]; then echo "make check: all passed"; \
 	else echo "make check: FAILED"; fi; exit $$status
 
@@ -321,6 +336,29 @@ check-integration: tests-build
 
 check-man:
 	@tests/check-man $(MANPAGES)
+
+# make fuzz: FUZZ_TIME seconds a target (make check: FUZZ_CHECK_TIME, about
+# a minute in all), only when clang is installed (scripts/install-deps).
+FUZZ_BUILD  ?= build-fuzz
+FUZZ_CC     ?= $(firstword $(shell command -v clang clang-14 2>/dev/null))
+FUZZ_TIME   ?= 300
+FUZZ_CHECK_TIME ?= 30
+FUZZ_FLAGS  := -O1 -g -fno-omit-frame-pointer \
+               -fsanitize=fuzzer-no-link,address,undefined \
+               -fno-sanitize-recover=undefined
+fuzz-build:
+	@[ -n "$(FUZZ_CC)" ] || { echo "make fuzz: clang not found"; exit 1; }
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) \
+	    CFLAGS="$(FUZZ_FLAGS)" LDFLAGS="-fsanitize=address,undefined" \
+	    fuzz-bins
+
+fuzz: fuzz-build
+	@tests/fuzz/run $(FUZZ_BUILD)/fuzz $(FUZZ_TIME)
+
+check-fuzz:
+	@if [ -z "$(FUZZ_CC)" ]; then echo "fuzz: skipped (clang not installed)"; \
+	else $(MAKE) --no-print-directory fuzz-build >/dev/null && \
+	    tests/fuzz/run $(FUZZ_BUILD)/fuzz $(FUZZ_CHECK_TIME); fi
 
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
               -fno-sanitize-recover=undefined
@@ -388,7 +426,7 @@ uninstall:
 	    s=$${m##*.}; rm -f $(DESTDIR)$(mandir)/man$$s/$$m; done
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
 distclean: clean
 

@@ -18,7 +18,8 @@
  *
  * Transport: the writer calls sink->write for each frame's pieces, the
  * reader source->read until a piece is complete; the fd versions retry on
- * EINTR and short counts.  Nothing here knows what a frame means.
+ * EINTR and short counts; the memory source (tests, fuzzers) can hand out
+ * short counts on purpose.  Nothing here knows what a frame means.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -70,6 +71,31 @@ void rep_source_fd(struct rep_source *s, int fd)
 {
 	s->read = fd_read;
 	s->arg = (void *)(intptr_t)fd;
+}
+
+static ssize_t mem_read(void *arg, void *buf, size_t len)
+{
+	struct rep_membuf *m = arg;
+	size_t n = m->len - m->off;
+
+	if (n > len)
+		n = len;
+	if (m->chunk && n > m->chunk)
+		n = m->chunk;
+	memcpy(buf, m->p + m->off, n);
+	m->off += n;
+	return (ssize_t)n;
+}
+
+void rep_source_mem(struct rep_source *s, struct rep_membuf *m,
+		    const void *buf, size_t len, size_t chunk)
+{
+	m->p = buf;
+	m->len = len;
+	m->off = 0;
+	m->chunk = chunk;
+	s->read = mem_read;
+	s->arg = m;
 }
 
 void rep_writer_init(struct rep_writer *w, const struct rep_sink *sink)

@@ -65,6 +65,18 @@ struct rep_source {
 void rep_sink_fd(struct rep_sink *s, int fd);
 void rep_source_fd(struct rep_source *s, int fd);
 
+/*
+ * A source over len bytes at buf (kept by the caller while it is read),
+ * handing out at most `chunk` bytes a read (0: as many as asked), so that
+ * a test or a fuzzer drives a reader's short-read paths.  m is the state.
+ */
+struct rep_membuf {
+	const unsigned char *p;
+	size_t len, off, chunk;
+};
+void rep_source_mem(struct rep_source *s, struct rep_membuf *m,
+		    const void *buf, size_t len, size_t chunk);
+
 /* ---- zstd (zstd.c) ---------------------------------------------------------- */
 
 /*

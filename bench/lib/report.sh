@@ -82,6 +82,10 @@ report_summary() {
 			sed -n '/^results:/,$p' "$dir/btree.txt"
 			echo '```'
 		fi
+		if [ -s "$dir/repl.md" ]; then
+			echo
+			cat "$dir/repl.md"
+		fi
 		echo
 		echo "## Plots"
 		echo
@@ -405,6 +409,33 @@ report_plot_scale_clean() {
 		"randwrite-idle:without_clean randwrite-cleaning:during_clean"
 }
 
+# The repl family: 004's Figure 8, data sent per checkpoint period by a
+# RAID1 mirror (every write) and by versionfs (its streams).
+report_plot_repl() {
+	local dir=$1 pd=$2 term=$3 dat=$2/repl-table2.dat mib
+	[ -s "$dir/repl-table2.csv" ] || return 0
+	awk -F, 'NR > 1 { r[$1] += $4; s[$1] += $5 }
+		END { n = split("1 2 3 full", o, " ")
+		      for (i = 1; i <= n; i++) if (o[i] in r)
+			printf "\"%s\" %.3f %.3f\n", (o[i] == "full" ? "full run" : o[i] " step" (o[i] > 1 ? "s" : "")),
+				r[o[i]] / 1048576, s[o[i]] / 1048576 }' "$dir/repl-table2.csv" >"$dat"
+	mib=$(sed -n 's/^repl: Table 2 on a \([0-9]*\) MiB.*/\1/p' "$dir/info.txt")
+	{
+		echo "set terminal $term"
+		echo "set output '$dir/repl-table2.png'"
+		echo "set title \"004's Table 2 replayed: data sent to the replica (one ${mib:-?} MiB Bonnie++ file)\""
+		echo "set ylabel 'MiB sent'"
+		echo "set xlabel 'checkpoint period (Bonnie++ steps)'"
+		echo "set style data histograms"
+		echo "set style histogram clustered gap 1"
+		echo "set style fill solid 0.8 border -1"
+		echo "set yrange [0:*]"
+		echo "set key below"
+		echo "plot '$dat' using 2:xtic(1) title 'RAID1 (every write)' lc rgb '#4c72b0', '' using 3 title 'versionfs (stream bytes)' lc rgb '#55a868'"
+	} >"$pd/repl-table2.gp"
+	gnuplot "$pd/repl-table2.gp" 2>>"$pd/gnuplot.log"
+}
+
 report_plots() {
 	local dir=$1 pd=$1/raw/plots term t fs fslist
 	mkdir -p "$pd"
@@ -434,6 +465,7 @@ report_plots() {
 	done
 	report_plot_ckpt "$dir" "$pd" "$term"
 	report_plot_scale_clean "$dir" "$pd" "$term"
+	report_plot_repl "$dir" "$pd" "$term"
 	if [ -s "$pd/gnuplot.log" ]; then
 		echo "report: gnuplot complained, see $pd/gnuplot.log" >&2
 	fi

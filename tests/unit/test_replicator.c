@@ -19,8 +19,8 @@
 
 struct mem {
 	unsigned char *p;
-	size_t n, cap, off;
-	size_t chunk;			/* most bytes per read, 0: all */
+	size_t n, cap;
+	size_t off;			/* where the last read_all stopped */
 };
 
 static int mem_write(void *arg, const void *buf, size_t len)
@@ -32,20 +32,6 @@ static int mem_write(void *arg, const void *buf, size_t len)
 	memcpy(m->p + m->n, buf, len);
 	m->n += len;
 	return 0;
-}
-
-static ssize_t mem_read(void *arg, void *buf, size_t len)
-{
-	struct mem *m = arg;
-	size_t k = m->n - m->off;
-
-	if (k > len)
-		k = len;
-	if (m->chunk && k > m->chunk)
-		k = m->chunk;
-	memcpy(buf, m->p + m->off, k);
-	m->off += k;
-	return (ssize_t)k;
 }
 
 static unsigned char page[2 * VFS_PAGE];
@@ -166,16 +152,18 @@ static int build(struct mem *m)
 /* Read all of m: 0 after END, else the first error. */
 static int read_all(struct mem *m, int *frames, struct rep_reader *keep)
 {
-	struct rep_source src = { mem_read, m };
+	struct rep_source src;
+	struct rep_membuf mb;
 	struct rep_reader rd;
 	struct rep_rec x;
 	int rc = 0;
 
 	*frames = 0;
-	m->off = 0;
+	rep_source_mem(&src, &mb, m->p, m->n, 0);
 	ck_assert_int_eq(rep_reader_init(&rd, &src), 0);
 	while (!rd.ended && !(rc = rep_get(&rd, &x)))
 		(*frames)++;
+	m->off = mb.off;
 	if (keep)
 		*keep = rd;
 	else
@@ -186,13 +174,14 @@ static int read_all(struct mem *m, int *frames, struct rep_reader *keep)
 START_TEST(test_round_trip)
 {
 	struct mem m = { 0 };
-	struct rep_source src = { mem_read, &m };
+	struct rep_source src;
+	struct rep_membuf mb;
 	struct rep_reader rd;
 	struct rep_rec x;
 	struct bt_extent e;
 
 	build(&m);
-	m.chunk = 1000;			/* short reads on the way */
+	rep_source_mem(&src, &mb, m.p, m.n, 1000);	/* short reads */
 	ck_assert_int_eq(rep_reader_init(&rd, &src), 0);
 	ck_assert_int_eq(rep_get(&rd, &x), 0);
 	ck_assert_int_eq(x.type, REP_BEGIN);
@@ -346,7 +335,8 @@ START_TEST(test_oversized)
 	unsigned char hdr[REP_HDR_LEN] = { 'V', 'F', 'S', 'R', REP_DATA, 0,
 					    0, 0, 0xff, 0xff, 0xff, 0x7f,
 					    1, 0, 0, 0 };
-	struct rep_source src = { mem_read, &t };
+	struct rep_source src;
+	struct rep_membuf mb;
 	struct rep_reader rd;
 	struct rep_rec x;
 	int frames;
@@ -363,7 +353,7 @@ START_TEST(test_oversized)
 	hdr[4] = REP_CONTENT;
 	hdr[8] = 17, hdr[9] = hdr[10] = hdr[11] = 0;
 	mem_write(&t, hdr, sizeof(hdr));
-	t.off = 0;
+	rep_source_mem(&src, &mb, t.p, t.n, 0);
 	ck_assert_int_eq(rep_reader_init(&rd, &src), 0);
 	ck_assert_int_eq(rep_get(&rd, &x), 0);
 	ck_assert_int_eq(rep_get(&rd, &x), -EFBIG);
