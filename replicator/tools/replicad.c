@@ -151,7 +151,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (rep_secret_load(sfile, &secret, &slen, err, sizeof(err))) {
+	if (rep_secret_load(sfile, REP_SECRET_ANY_OWNER, &secret, &slen, err, sizeof(err))) {
 		fprintf(stderr, "versionfs-replicad: %s\n", err);
 		return 1;
 	}

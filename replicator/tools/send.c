@@ -113,7 +113,7 @@ static int to_peer(const char *backing, const char *peer, const char *sfile,
 	char err[512] = "";
 	int fd, rc;
 
-	if ((rc = rep_secret_load(sfile, &secret, &slen, err, sizeof(err))))
+	if ((rc = rep_secret_load(sfile, REP_SECRET_ANY_OWNER, &secret, &slen, err, sizeof(err))))
 		goto out;
 	if ((rc = store_open(backing, STORE_RDONLY, &st)))
 		goto out;

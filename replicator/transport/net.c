@@ -177,8 +177,8 @@ int rep_dial(const char *addr, int timeout_ms, char *err, size_t errlen)
 	return fd;
 }
 
-int rep_secret_load(const char *path, unsigned char **secret, size_t *len,
-		    char *err, size_t errlen)
+int rep_secret_load(const char *path, uid_t owner, unsigned char **secret,
+		    size_t *len, char *err, size_t errlen)
 {
 	unsigned char *buf;
 	struct stat st;
@@ -196,7 +196,14 @@ int rep_secret_load(const char *path, unsigned char **secret, size_t *len,
 		return seterr(err, errlen, -EINVAL,
 			      "secret %s: not a regular file", path);
 	}
-	if ((st.st_mode & 077) || (st.st_uid != geteuid() && st.st_uid != 0)) {
+	if (owner != REP_SECRET_ANY_OWNER && st.st_uid != owner) {
+		close(fd);
+		return seterr(err, errlen, -EACCES, "secret %s: owned by uid %u,"
+			      " not by uid %u who asked", path,
+			      (unsigned)st.st_uid, (unsigned)owner);
+	}
+	if ((st.st_mode & 077) || (owner == REP_SECRET_ANY_OWNER &&
+				   st.st_uid != geteuid() && st.st_uid != 0)) {
 		close(fd);
 		return seterr(err, errlen, -EACCES, "secret %s: readable by "
 			      "others or not yours (chmod 600 %s)", path, path);

@@ -45,19 +45,24 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define REP_MSG_MAX	(16u << 20)	/* largest payload of one message */
 #define REP_SECRET_MIN	16		/* bytes */
 #define REP_SECRET_MAX	4096
 
 /*
- * Read a shared secret file: a regular file owned by the calling user (or
- * root), with no permission for group or others (else -EACCES, "chmod 600
- * FILE"), of REP_SECRET_MIN..REP_SECRET_MAX bytes (one trailing newline is
- * not part of it).  *secret is malloc'ed; free it with rep_secret_free.
+ * Read a shared secret file: a regular file owned by `owner`, or with
+ * owner REP_SECRET_ANY_OWNER by the calling user or root, with no
+ * permission for group or others (else -EACCES, "chmod 600 FILE"), of
+ * REP_SECRET_MIN..REP_SECRET_MAX bytes (one trailing newline is not part
+ * of it).  *secret is malloc'ed; free it with rep_secret_free.  A daemon
+ * reading a file named by a less privileged user passes that user's uid,
+ * so that it never takes root's or another user's file as the key.
  */
-int rep_secret_load(const char *path, unsigned char **secret, size_t *len,
-		    char *err, size_t errlen);
+#define REP_SECRET_ANY_OWNER	((uid_t)-1)
+int rep_secret_load(const char *path, uid_t owner, unsigned char **secret,
+		    size_t *len, char *err, size_t errlen);
 /* Wipe and free a secret. */
 void rep_secret_free(unsigned char *secret, size_t len);
 

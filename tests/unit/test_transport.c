@@ -354,6 +354,8 @@ static void write_file(const char *p, const char *s, mode_t mode)
 	close(fd);
 }
 
+#define ANY REP_SECRET_ANY_OWNER
+
 START_TEST(test_secret_file)
 {
 	char dir[] = "/tmp/vfs-rt-test-XXXXXX", p[64];
@@ -364,22 +366,30 @@ START_TEST(test_secret_file)
 	ck_assert(mkdtemp(dir));
 	snprintf(p, sizeof(p), "%s/secret", dir);
 	write_file(p, "0123456789abcdef0123\n", 0600);
-	ck_assert_int_eq(rep_secret_load(p, &s, &len, err, sizeof(err)), 0);
+	ck_assert_int_eq(rep_secret_load(p, ANY, &s, &len, err, sizeof(err)), 0);
 	ck_assert_uint_eq(len, 20);		/* the newline is not in it */
 	ck_assert(!memcmp(s, "0123456789abcdef0123", 20));
 	rep_secret_free(s, len);
+	/* a daemon asked by uid U takes only U's file (ours is geteuid()'s) */
+	ck_assert_int_eq(rep_secret_load(p, geteuid() + 1, &s, &len, err,
+					 sizeof(err)), -EACCES);
+	ck_assert_msg(strstr(err, "not by uid") != NULL, "%s", err);
+	ck_assert_ptr_null(s);
+	ck_assert_int_eq(rep_secret_load(p, geteuid(), &s, &len, err,
+					 sizeof(err)), 0);
+	rep_secret_free(s, len);
 	chmod(p, 0640);
-	ck_assert_int_eq(rep_secret_load(p, &s, &len, err, sizeof(err)),
+	ck_assert_int_eq(rep_secret_load(p, ANY, &s, &len, err, sizeof(err)),
 			 -EACCES);
 	ck_assert_msg(strstr(err, "chmod 600") != NULL, "%s", err);
 	ck_assert_ptr_null(s);
 	write_file(p, "short", 0600);
-	ck_assert_int_eq(rep_secret_load(p, &s, &len, err, sizeof(err)),
+	ck_assert_int_eq(rep_secret_load(p, ANY, &s, &len, err, sizeof(err)),
 			 -EINVAL);
 	unlink(p);
-	ck_assert_int_eq(rep_secret_load(p, &s, &len, err, sizeof(err)),
+	ck_assert_int_eq(rep_secret_load(p, ANY, &s, &len, err, sizeof(err)),
 			 -ENOENT);
-	ck_assert_int_eq(rep_secret_load(dir, &s, &len, err, sizeof(err)),
+	ck_assert_int_eq(rep_secret_load(dir, ANY, &s, &len, err, sizeof(err)),
 			 -EINVAL);
 	rmdir(dir);
 }

@@ -117,6 +117,22 @@ fail_lmdb:
 
 /* Serve one request; returns false to close the connection.  A client that
    may not control the mount gets its request answered with EPERM. */
+/*
+ * The daemon reads a replication secret file named by the request with its
+ * own rights (often root's, for a mount made by a Slurm prolog): a caller
+ * other than root must own the file, so that a user cannot make it take
+ * root's or another user's file as the key.
+ */
+static uid_t secret_owner(int fd)
+{
+	struct ucred cr;
+	socklen_t crlen = sizeof(cr);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0)
+		return (uid_t)-2;	/* no file has this owner: refused */
+	return cr.uid == 0 ? REP_SECRET_ANY_OWNER : cr.uid;
+}
+
 static bool serve(int fd, const char *denied)
 {
 	struct ctl_out out;
@@ -312,8 +328,9 @@ static bool serve(int fd, const char *denied)
 			rp_stop(true);
 		else if (peer[0] || secret[0])
 			rc = peer[0] && secret[0] ?
-			     rp_start(peer, secret, bwlimit, wait_peer, zst,
-				      err, sizeof(err)) : -EINVAL;
+			     rp_start(peer, secret, secret_owner(fd), bwlimit,
+				      wait_peer, zst, err, sizeof(err)) :
+			     -EINVAL;
 		if (rc == -EINVAL && !err[0])
 			snprintf(err, sizeof(err), "replicate needs a peer and "
 				 "a secret file");

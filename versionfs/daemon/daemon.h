@@ -412,8 +412,11 @@ void dc_wait_merge(uint64_t vino);
 
 /* ---- replicate.c: the replication thread ---- */
 /* Start (or restart) shipping every checkpoint to peer HOST:PORT. */
-int rp_start(const char *peer, const char *secret_file, uint64_t bwlimit,
-	     bool wait_peer, bool compress, char *err, size_t errlen);
+/* owner: who must own secret_file (REP_SECRET_ANY_OWNER: this process's
+   user or root), the uid of a non-root user who asked for it */
+int rp_start(const char *peer, const char *secret_file, uid_t owner,
+	     uint64_t bwlimit, bool wait_peer, bool compress, char *err,
+	     size_t errlen);
 /* Stop it; forget: clear the acknowledged id (the cleaner's hold). */
 void rp_stop(bool forget);
 /* A checkpoint, rollback or delete happened: ship what is new. */

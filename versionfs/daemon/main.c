@@ -369,7 +369,7 @@ static int check_repl_opts(struct opts *o, struct vfs *v)
 	}
 	v->repl_zstd = o->repl_compress && !strcmp(o->repl_compress, "zstd");
 	/* the secret file's checks now, on the terminal */
-	if (rep_secret_load(o->repl_secret, &secret, &slen, err,
+	if (rep_secret_load(o->repl_secret, REP_SECRET_ANY_OWNER, &secret, &slen, err,
 			    sizeof(err))) {
 		fprintf(stderr, "versionfs: %s\n", err);
 		return -1;
@@ -526,7 +526,8 @@ int main(int argc, char *argv[])
 	if (o.replicate) {
 		char err[512] = "";
 
-		if ((rc = rp_start(o.replicate, o.repl_secret, v.repl_bwlimit,
+		if ((rc = rp_start(o.replicate, o.repl_secret,
+				   REP_SECRET_ANY_OWNER, v.repl_bwlimit,
 				   v.repl_wait, v.repl_zstd, err,
 				   sizeof(err)))) {
 			vfs_log(LOG_ERR, "replicate=%s: %s", o.replicate,

@@ -288,8 +288,9 @@ void rp_stop(bool forget)
 		vfs_log(LOG_INFO, "replication stopped");
 }
 
-int rp_start(const char *peer, const char *secret_file, uint64_t bwlimit,
-	     bool wait_peer, bool compress, char *err, size_t errlen)
+int rp_start(const char *peer, const char *secret_file, uid_t owner,
+	     uint64_t bwlimit, bool wait_peer, bool compress, char *err,
+	     size_t errlen)
 {
 	unsigned char *secret = NULL;
 	size_t slen = 0;
@@ -300,7 +301,7 @@ int rp_start(const char *peer, const char *secret_file, uint64_t bwlimit,
 		snprintf(err, errlen, "replicate=%s: HOST:PORT expected", peer);
 		return -EINVAL;
 	}
-	if ((rc = rep_secret_load(secret_file, &secret, &slen, err, errlen)))
+	if ((rc = rep_secret_load(secret_file, owner, &secret, &slen, err, errlen)))
 		return rc;
 	if (!(p = strdup(peer))) {
 		rep_secret_free(secret, slen);
