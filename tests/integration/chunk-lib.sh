@@ -1,5 +1,20 @@
 # chunk-lib.sh — helpers of the chunk store's tests (t08xx), sourced after
-# lib.sh: comparing trees, reading push output.
+# lib.sh: the benefactors, comparing trees, reading push output.
+
+# chunk_setup SIZE [DATA]: the chunk store's tools ($CHUNK, $RESTORE), three
+# benefactors $b1 $b2 $b3 (loop-mounted ext4 of SIZE each) and a data file
+# system (ext4 of DATA, default 256M) with the backing directory $B; $M is
+# the mount point (not mounted yet)
+chunk_setup() {
+	CHUNK=$VFS_BUILD/versionfs-chunk
+	RESTORE=$VFS_BUILD/versionfs-restore
+	[ -x "$CHUNK" ] && [ -x "$RESTORE" ] || fail "chunk store tools missing"
+	b1=$(make_fs ext4:b1 "$1")
+	b2=$(make_fs ext4:b2 "$1")
+	b3=$(make_fs ext4:b3 "$1")
+	data=$(make_fs ext4:data "${2:-256M}")
+	B=$data/backing M=$T/mnt
+}
 
 # tree_list DIR: every entry with type, mode, owner, size (files),
 # symlink target, mtime (not directories': reading a view may touch them)

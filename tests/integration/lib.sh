@@ -173,20 +173,6 @@ vfs_kill9() {
 	fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
 }
 
-# chunk_setup SIZE: the chunk store's tools ($CHUNK, $RESTORE), three
-# benefactors $b1 $b2 $b3 (loop-mounted ext4 of SIZE each) and a data file
-# system with the backing directory $B; $M is the mount point
-chunk_setup() {
-	CHUNK=$VFS_BUILD/versionfs-chunk
-	RESTORE=$VFS_BUILD/versionfs-restore
-	[ -x "$CHUNK" ] && [ -x "$RESTORE" ] || fail "chunk store tools missing"
-	b1=$(make_fs ext4:b1 "$1")
-	b2=$(make_fs ext4:b2 "$1")
-	b3=$(make_fs ext4:b3 "$1")
-	data=$(make_fs ext4:data 256M)
-	B=$data/backing M=$T/mnt
-}
-
 ctl() { "$VFSCTL" "$@"; }
 
 # sums M: md5 of every regular file of the live tree and of every view

@@ -24,15 +24,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/chunk-lib.sh"
 need_root
-CHUNK=$VFS_BUILD/versionfs-chunk
-RESTORE=$VFS_BUILD/versionfs-restore
-[ -x "$CHUNK" ] && [ -x "$RESTORE" ] || fail "chunk store tools missing"
-
-b1=$(make_fs ext4:b1 96M)
-b2=$(make_fs ext4:b2 96M)
-b3=$(make_fs ext4:b3 96M)
-data=$(make_fs ext4:data 256M)
-B=$data/backing M=$T/mnt
+chunk_setup 96M
 # a base layer: files already there before the first mount, in a
 # directory nobody lists before the first pushes (its entries are not in
 # the index yet: push reads them from the backing directory)

@@ -23,15 +23,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/chunk-lib.sh"
 need_root
-CHUNK=$VFS_BUILD/versionfs-chunk
-RESTORE=$VFS_BUILD/versionfs-restore
-[ -x "$CHUNK" ] && [ -x "$RESTORE" ] || fail "chunk store tools missing"
-
-b1=$(make_fs ext4:b1 64M)
-b2=$(make_fs ext4:b2 64M)
-b3=$(make_fs ext4:b3 64M)
-data=$(make_fs ext4:data 192M)
-B=$data/backing M=$T/mnt
+chunk_setup 64M 192M
 vfs_mount "$B" "$M"
 
 note "four checkpoints: create, change a page, chmod/xattr/rename, delete"

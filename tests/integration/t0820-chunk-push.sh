@@ -19,6 +19,7 @@
 #     .checkpoints/C, and versionfs-chunk check passes.
 # timeout: 240
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/chunk-lib.sh"
 need_root
 chunk_setup 128M
 mkdir -p "$b1/s" "$b2/s" "$b3/s"
