@@ -390,7 +390,6 @@ install: all
 	$(INSTALL) -m 644 $(BTREE_LIB) $(DESTDIR)$(libdir)/
 	$(INSTALL) -m 644 $(REP_LIB) $(DESTDIR)$(libdir)/
 	$(INSTALL) -m 644 $(PEER_LIB) $(DESTDIR)$(libdir)/
-
 	$(INSTALL) -m 644 $(CHUNK_LIB) $(DESTDIR)$(libdir)/
 	$(INSTALL) -m 644 btree/btree.h $(DESTDIR)$(includedir)/versionfs/
 	if [ -f $(CLIENT_LIB) ]; then \
@@ -418,8 +417,7 @@ uninstall:
 	        libexecdir=$(libexecdir) sysconfdir=$(sysconfdir) uninstall; fi
 	for p in $(notdir $(PROGS)); do rm -f $(DESTDIR)$(bindir)/$$p; done
 	rm -f $(DESTDIR)$(libdir)/libvfsbtree.a $(DESTDIR)$(libdir)/libvfsrep.a \
-
-	rm -f $(DESTDIR)$(libdir)/libvfsbtree.a $(DESTDIR)$(libdir)/libvfschunk.a \
+	    $(DESTDIR)$(libdir)/libvfspeer.a $(DESTDIR)$(libdir)/libvfschunk.a \
 	    $(DESTDIR)$(libdir)/libversionfs.*
 	rm -rf $(DESTDIR)$(includedir)/versionfs $(DESTDIR)$(datadir)/versionfs
 	for m in $(notdir $(MANPAGES)); do \

@@ -40,8 +40,6 @@
 
 #define VFS_VERSION	"0.1.0"
 
-
-
 struct opts {
 	char *backing;
 	char *owner;
