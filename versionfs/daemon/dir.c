@@ -283,27 +283,9 @@ int dir_lookup(struct vnode *dir, const char *name, struct vnode **out)
 static int list_push(struct dir_list *l, const char *name, size_t len,
 		     uint64_t ino, uint32_t type)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct dirent_buf *ne = realloc(l->e, cap * sizeof(*ne));
-
-		if (!ne)
-			return -ENOMEM;
-		l->e = ne;
-		l->cap = cap;
-	}
-	if (l->nlen + len + 1 > l->ncap) {
-		size_t cap = l->ncap ? l->ncap * 2 : 4096;
-		char *nn;
-
-		while (cap < l->nlen + len + 1)
-			cap *= 2;
-		nn = realloc(l->names, cap);
-		if (!nn)
-			return -ENOMEM;
-		l->names = nn;
-		l->ncap = cap;
-	}
+	if (vfs_grow((void **)&l->e, &l->cap, l->n + 1, sizeof(*l->e)) ||
+	    vfs_grow((void **)&l->names, &l->ncap, l->nlen + len + 1, 1))
+		return -ENOMEM;
 	memcpy(l->names + l->nlen, name, len);
 	l->names[l->nlen + len] = 0;
 	/* names are stored as offsets until the list is complete */
