@@ -375,11 +375,7 @@ static void rb_reset_vnode(struct vnode *vn, void *arg)
 	vn->kern_size = vn->m.size;
 	vn->kern_atime = vn->m.atime;
 	vn->kern_mtime = vn->m.mtime;
-	ps_free(&vn->delta);
-	vn->trunc = UINT64_MAX;
-	vn->delta_pages = 0;
-	vn->meta_dirty = vn->map_dirty = vn->mfile_dirty = false;
-	vn->stale = true;
+	vn_drop_unsaved(vn);
 	vn_close_fds(vn);
 }
 
