@@ -108,45 +108,59 @@ static inline uint64_t bt_get_be64(const unsigned char *p)
 	return v;
 }
 
-static inline void bt_put_le64(unsigned char *p, uint64_t v)
+/* Little-endian fields of n bytes (record values). */
+static inline void bt_put_le(unsigned char *p, uint64_t v, int n)
 {
-	for (int i = 0; i < 8; i++) {
+	for (int i = 0; i < n; i++) {
 		p[i] = (unsigned char)v;
 		v >>= 8;
 	}
 }
 
-static inline uint64_t bt_get_le64(const unsigned char *p)
+static inline uint64_t bt_get_le(const unsigned char *p, int n)
 {
 	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
+	for (int i = n - 1; i >= 0; i--)
 		v = (v << 8) | p[i];
 	return v;
 }
 
+static inline void bt_put_le64(unsigned char *p, uint64_t v)
+{
+	bt_put_le(p, v, 8);
+}
+
+static inline uint64_t bt_get_le64(const unsigned char *p)
+{
+	return bt_get_le(p, 8);
+}
+
 static inline void bt_put_le32(unsigned char *p, uint32_t v)
 {
-	for (int i = 0; i < 4; i++) {
-		p[i] = (unsigned char)v;
-		v >>= 8;
-	}
+	bt_put_le(p, v, 4);
 }
 
 static inline uint32_t bt_get_le32(const unsigned char *p)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
+	return (uint32_t)bt_get_le(p, 4);
 }
 
 static inline void bt_put_le16(unsigned char *p, uint16_t v)
 {
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
+	bt_put_le(p, v, 2);
 }
 
 static inline uint16_t bt_get_le16(const unsigned char *p)
 {
-	return (uint16_t)(p[0] | p[1] << 8);
+	return (uint16_t)bt_get_le(p, 2);
+}
+
+/* The 16-byte key (a, b) of the tables keyed by two numbers (inode and
+   version, epoch and inode): big-endian, so LMDB orders by a, then b. */
+static inline void bt_key_pair(unsigned char k[16], uint64_t a, uint64_t b)
+{
+	bt_put_be64(k, a);
+	bt_put_be64(k + 8, b);
 }
 
 /* Check a record header (magic, version) of value v of at least minlen. */
@@ -195,5 +209,8 @@ int bt_del(bt_txn *txn, enum bt_db db, MDB_val *k, MDB_val *v,
 	   const char *what);
 int bt_get(bt_txn *txn, enum bt_db db, MDB_val *k, MDB_val *v,
 	   const char *what);
+/* Delete the record of key (a, b) (bt_key_pair), every duplicate of it. */
+int bt_del_pair(bt_txn *txn, enum bt_db db, uint64_t a, uint64_t b,
+		const char *what);
 
 #endif /* VFS_BT_INT_H */

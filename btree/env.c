@@ -139,6 +139,16 @@ int bt_get(bt_txn *txn, enum bt_db db, MDB_val *k, MDB_val *v,
 	return bt_mdb_err(txn, mdb_get(txn->mt, bt_dbi(txn, db), k, v), what);
 }
 
+int bt_del_pair(bt_txn *txn, enum bt_db db, uint64_t a, uint64_t b,
+		const char *what)
+{
+	unsigned char kb[16];
+	MDB_val k = { sizeof(kb), kb };
+
+	bt_key_pair(kb, a, b);
+	return bt_del(txn, db, &k, NULL, what);
+}
+
 static const struct {
 	const char *name;
 	unsigned flags;

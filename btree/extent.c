@@ -235,6 +235,19 @@ int bt_ext_lookup(bt_txn *txn, uint64_t ino, uint64_t ver, uint64_t page,
 	return 0;
 }
 
+/* Append the pages [cur, end of x) of extent x, clipped at end, to runs;
+   the page after them. */
+static uint64_t run_add(struct bt_extent *runs, size_t *n, uint64_t cur,
+			const struct bt_extent *x, uint64_t end)
+{
+	uint64_t stop = x->page + x->count;
+
+	if (stop > end)
+		stop = end;
+	runs[(*n)++] = (struct bt_extent){ cur, stop - cur, x->holder };
+	return stop;
+}
+
 int bt_ext_runs(bt_txn *txn, uint64_t ino, uint64_t ver, uint64_t page,
 		uint64_t count, struct bt_extent *runs, size_t max, size_t *n)
 {
@@ -259,15 +272,8 @@ int bt_ext_runs(bt_txn *txn, uint64_t ino, uint64_t ver, uint64_t page,
 	}
 	if (rc)
 		goto out;
-	if (hb && before.page + before.count > page) {
-		uint64_t stop = before.page + before.count;
-
-		if (stop > end)
-			stop = end;
-		runs[(*n)++] = (struct bt_extent){ page, stop - page,
-						   before.holder };
-		cur = stop;
-	}
+	if (hb && before.page + before.count > page)
+		cur = run_add(runs, n, page, &before, end);
 	while (cur < end && *n < max) {
 		if (ext_is_marker(&e) || e.page >= end) {
 			runs[(*n)++] = (struct bt_extent){ cur, end - cur,
@@ -281,15 +287,7 @@ int bt_ext_runs(bt_txn *txn, uint64_t ino, uint64_t ver, uint64_t page,
 			if (*n == max)
 				break;
 		}
-		{
-			uint64_t stop = e.page + e.count;
-
-			if (stop > end)
-				stop = end;
-			runs[(*n)++] = (struct bt_extent){ cur, stop - cur,
-							   e.holder };
-			cur = stop;
-		}
+		cur = run_add(runs, n, cur, &e, end);
 		if (cur >= end)
 			break;
 		rc = ext_next(&c, &e);
@@ -566,8 +564,7 @@ int bt_ext_exists(bt_txn *txn, uint64_t ino, uint64_t ver)
 	MDB_val key = { sizeof(k), k }, v;
 	int rc;
 
-	bt_put_be64(k, ino);
-	bt_put_be64(k + 8, ver);
+	bt_key_pair(k, ino, ver);
 	rc = bt_get(txn, BT_DB_EXTENTS, &key, &v, "extents: exists");
 	if (rc == -ENOENT)
 		return 0;
@@ -576,12 +573,7 @@ int bt_ext_exists(bt_txn *txn, uint64_t ino, uint64_t ver)
 
 int bt_ext_drop(bt_txn *txn, uint64_t ino, uint64_t ver)
 {
-	unsigned char k[16];
-	MDB_val key = { sizeof(k), k };
-
-	bt_put_be64(k, ino);
-	bt_put_be64(k + 8, ver);
-	return bt_del(txn, BT_DB_EXTENTS, &key, NULL, "extents: drop");
+	return bt_del_pair(txn, BT_DB_EXTENTS, ino, ver, "extents: drop");
 }
 
 int bt_ext_clone(bt_txn *txn, uint64_t ino, uint64_t from, uint64_t to)
@@ -738,8 +730,7 @@ int bt_ext_maps(bt_txn *txn, uint64_t ino,
 
 	if ((rc = bt_cursor(txn, BT_DB_EXTENTS, &cur)))
 		return rc;
-	bt_put_be64(kb, ino);
-	bt_put_be64(kb + 8, 0);
+	bt_key_pair(kb, ino, 0);
 	op = ino ? MDB_SET_RANGE : MDB_FIRST;
 	while ((rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
 		const unsigned char *p = k.mv_data;

@@ -125,8 +125,7 @@ int bt_inode_put(bt_txn *txn, const struct bt_inode *r)
 		return bt_seterr(-EINVAL, "inodes: bad record (ino %llu, ver "
 				 "%llu)", (unsigned long long)r->ino,
 				 (unsigned long long)r->ver);
-	bt_put_be64(kb, r->ino);
-	bt_put_be64(kb + 8, r->ver);
+	bt_key_pair(kb, r->ino, r->ver);
 	bt_put_le16(vb, BT_MAGIC_INODE);
 	vb[2] = BT_RECVER;
 	vb[3] = 0;
@@ -150,8 +149,7 @@ int bt_inode_get(bt_txn *txn, uint64_t ino, uint64_t ver, struct bt_inode *out)
 	MDB_val k = { sizeof(kb), kb }, v;
 	int rc;
 
-	bt_put_be64(kb, ino);
-	bt_put_be64(kb + 8, ver);
+	bt_key_pair(kb, ino, ver);
 	if ((rc = bt_get(txn, BT_DB_INODES, &k, &v, "inodes: get")))
 		return rc;
 	return in_dec(&k, &v, out);
@@ -164,8 +162,7 @@ int bt_inode_find(bt_txn *txn, uint64_t ino, uint64_t at, struct bt_inode *out)
 	MDB_cursor *cur;
 	int rc;
 
-	bt_put_be64(kb, ino);
-	bt_put_be64(kb + 8, at);
+	bt_key_pair(kb, ino, at);
 	if ((rc = bt_cursor(txn, BT_DB_INODES, &cur)))
 		return rc;
 	rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
@@ -195,8 +192,7 @@ int bt_inode_next(bt_txn *txn, uint64_t ino, uint64_t after,
 
 	if (after == UINT64_MAX)
 		return -ENOENT;
-	bt_put_be64(kb, ino);
-	bt_put_be64(kb + 8, after + 1);
+	bt_key_pair(kb, ino, after + 1);
 	if ((rc = bt_cursor(txn, BT_DB_INODES, &cur)))
 		return rc;
 	rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
@@ -211,12 +207,7 @@ int bt_inode_next(bt_txn *txn, uint64_t ino, uint64_t after,
 
 int bt_inode_del(bt_txn *txn, uint64_t ino, uint64_t ver)
 {
-	unsigned char kb[16];
-	MDB_val k = { sizeof(kb), kb };
-
-	bt_put_be64(kb, ino);
-	bt_put_be64(kb + 8, ver);
-	return bt_del(txn, BT_DB_INODES, &k, NULL, "inodes: delete");
+	return bt_del_pair(txn, BT_DB_INODES, ino, ver, "inodes: delete");
 }
 
 int bt_inode_foreach(bt_txn *txn, uint64_t ino, bt_inode_cb cb, void *arg)
@@ -228,8 +219,7 @@ int bt_inode_foreach(bt_txn *txn, uint64_t ino, bt_inode_cb cb, void *arg)
 	MDB_cursor_op op;
 	int rc, ret = 0;
 
-	bt_put_be64(kb, ino);
-	bt_put_be64(kb + 8, 0);
+	bt_key_pair(kb, ino, 0);
 	if ((rc = bt_cursor(txn, BT_DB_INODES, &cur)))
 		return rc;
 	op = ino ? MDB_SET_RANGE : MDB_FIRST;

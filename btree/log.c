@@ -251,8 +251,7 @@ int bt_trash_add(bt_txn *txn, uint64_t ino, uint64_t ver, uint32_t what)
 	MDB_val k = { 16, kb }, v = { 8, vb }, old;
 	int rc;
 
-	bt_put_be64(kb, ino);
-	bt_put_be64(kb + 8, ver);
+	bt_key_pair(kb, ino, ver);
 	/* Merge with an existing entry's bits. */
 	rc = bt_get(txn, BT_DB_TRASH, &k, &old, "trash: get");
 	if (rc == 0 && (rc = trash_check(kb, &old)))
@@ -273,8 +272,7 @@ int bt_trash_get(bt_txn *txn, uint64_t ino, uint64_t ver, uint32_t *what)
 	MDB_val k = { 16, kb }, v;
 	int rc;
 
-	bt_put_be64(kb, ino);
-	bt_put_be64(kb + 8, ver);
+	bt_key_pair(kb, ino, ver);
 	if ((rc = bt_get(txn, BT_DB_TRASH, &k, &v, "trash: get")))
 		return rc;
 	if ((rc = trash_check(kb, &v)))
@@ -285,12 +283,7 @@ int bt_trash_get(bt_txn *txn, uint64_t ino, uint64_t ver, uint32_t *what)
 
 int bt_trash_del(bt_txn *txn, uint64_t ino, uint64_t ver)
 {
-	unsigned char kb[16];
-	MDB_val k = { 16, kb };
-
-	bt_put_be64(kb, ino);
-	bt_put_be64(kb + 8, ver);
-	return bt_del(txn, BT_DB_TRASH, &k, NULL, "trash: delete");
+	return bt_del_pair(txn, BT_DB_TRASH, ino, ver, "trash: delete");
 }
 
 int bt_trash_foreach(bt_txn *txn, size_t max, bt_trash_cb cb, void *arg)

@@ -355,6 +355,19 @@ vcr_dev_of() {
 
 VCR_DEFAULT_CONF=$vcr_sysconfdir/versionfs/cr-hooks.conf
 
+# vcr_conf_split LINE: one line of a "key value" file (cr-hooks.conf,
+# slurm.conf).  Returns 1 for a blank or comment line; else sets VCR_KEY
+# (the first word) and VCR_VAL (the rest), white space around them removed.
+vcr_conf_split() {
+	local line=$1
+	line=${line#"${line%%[![:space:]]*}"}
+	line=${line%"${line##*[![:space:]]}"}
+	case $line in '' | '#'*) return 1 ;; esac
+	VCR_KEY=${line%%[[:space:]]*}
+	VCR_VAL=${line#"$VCR_KEY"}
+	VCR_VAL=${VCR_VAL#"${VCR_VAL%%[![:space:]]*}"}
+}
+
 # vcr_config_load: read the configuration file ($VERSIONFS_CR_CONF, else
 # SYSCONFDIR/versionfs/cr-hooks.conf; a missing file is an empty one), then
 # the environment, which adds mounts and overrides the other settings.
@@ -373,12 +386,8 @@ vcr_config_load() {
 		fi
 		while IFS= read -r line || [ -n "$line" ]; do
 			n=$((n + 1))
-			line=${line#"${line%%[![:space:]]*}"}
-			line=${line%"${line##*[![:space:]]}"}
-			case $line in '' | '#'*) continue ;; esac
-			key=${line%%[[:space:]]*}
-			val=${line#"$key"}
-			val=${val#"${val%%[![:space:]]*}"}
+			vcr_conf_split "$line" || continue
+			key=$VCR_KEY val=$VCR_VAL
 			case $key in
 			mount)
 				if [ -z "$val" ]; then
@@ -512,30 +521,37 @@ vcr_proc_state() {
 	printf '%s' "${s%% *}"
 }
 
+# vcr_ppid_load: set VCR_PPID[pid] to the parent of every process.
+vcr_ppid_load() {
+	local f s p ppid
+	declare -gA VCR_PPID=()
+	for f in /proc/[0-9]*/stat; do
+		IFS= read -r s 2>/dev/null <"$f" || continue
+		s=${s##*) }
+		read -r _ ppid _ <<<"$s"
+		p=${f#/proc/}
+		VCR_PPID[${p%/stat}]=$ppid
+	done
+}
+
 # vcr_tree_pids PID: set VCR_PIDS to PID and all its descendants.
 vcr_tree_pids() {
 	local -a queue=("$1") kids
-	local p f s ppid
-	local -A parent=()
+	local p f scan=no
 	VCR_PIDS=()
 	if [ ! -e "/proc/$1/task/$1/children" ]; then
 		# No CONFIG_PROC_CHILDREN: one pass over every process.
-		for f in /proc/[0-9]*/stat; do
-			IFS= read -r s 2>/dev/null <"$f" || continue
-			s=${s##*) }
-			read -r _ ppid _ <<<"$s"
-			p=${f#/proc/}
-			parent[${p%/stat}]=$ppid
-		done
+		vcr_ppid_load
+		scan=yes
 	fi
 	while [ "${#queue[@]}" -gt 0 ]; do
 		p=${queue[0]}
 		queue=("${queue[@]:1}")
 		[ -d "/proc/$p" ] || continue
 		VCR_PIDS+=("$p")
-		if [ "${#parent[@]}" -gt 0 ]; then
-			for f in ${parent[@]+"${!parent[@]}"}; do
-				[ "${parent[$f]}" != "$p" ] || queue+=("$f")
+		if [ "$scan" = yes ]; then
+			for f in ${VCR_PPID[@]+"${!VCR_PPID[@]}"}; do
+				[ "${VCR_PPID[$f]}" != "$p" ] || queue+=("$f")
 			done
 			continue
 		fi
@@ -570,29 +586,23 @@ vcr_group_pids() {
 # checkpoints (a job script running "versionfs-cr_checkpoint -g") would
 # otherwise stop, or wait for, itself.
 vcr_exclude_self() {
-	local f s p ppid q
-	local -A parent=() skip=()
+	local p q
+	local -A skip=()
 	local -a kept=()
-	for f in /proc/[0-9]*/stat; do
-		IFS= read -r s 2>/dev/null <"$f" || continue
-		s=${s##*) }
-		read -r _ ppid _ <<<"$s"
-		p=${f#/proc/}
-		parent[${p%/stat}]=$ppid
-	done
+	vcr_ppid_load
 	p=$$
 	while [ -n "$p" ] && [ "$p" -gt 0 ]; do
 		skip[$p]=1
-		p=${parent[$p]:-}
+		p=${VCR_PPID[$p]:-}
 	done
-	for q in ${parent[@]+"${!parent[@]}"}; do
+	for q in ${VCR_PPID[@]+"${!VCR_PPID[@]}"}; do
 		p=$q
 		while [ -n "$p" ] && [ "$p" -gt 1 ]; do
 			if [ "$p" = $$ ]; then
 				skip[$q]=1
 				break
 			fi
-			p=${parent[$p]:-}
+			p=${VCR_PPID[$p]:-}
 		done
 	done
 	for p in ${VCR_PIDS[@]+"${VCR_PIDS[@]}"}; do
@@ -1201,12 +1211,8 @@ vcr_slurm_setup() {
 	if [ -e "$conf" ]; then
 		while IFS= read -r line || [ -n "$line" ]; do
 			n=$((n + 1))
-			line=${line#"${line%%[![:space:]]*}"}
-			line=${line%"${line##*[![:space:]]}"}
-			case $line in '' | '#'*) continue ;; esac
-			key=${line%%[[:space:]]*}
-			val=${line#"$key"}
-			val=${val#"${val%%[![:space:]]*}"}
+			vcr_conf_split "$line" || continue
+			key=$VCR_KEY val=$VCR_VAL
 			if [ -z "${VCR_KV[$key]+set}" ]; then
 				vcr_die 1 "$conf:$n: unknown setting '$key'"
 			fi

@@ -82,6 +82,13 @@ int co_inode(struct cleaner *cl, uint64_t ino, uint64_t max,
 int co_recover(struct cleaner *cl, struct cl_stats *st);
 
 /* reclaim.c: the trash and freeing pages */
+/* A file of obj/ rewritten through "NAME.tmp": cl_tmp_open creates the
+   temporary (its name into tmp) and returns its descriptor or -errno;
+   cl_tmp_done closes fd and renames the temporary over name if rc is 0,
+   else removes it, and returns rc or the rename's -errno. */
+int cl_tmp_open(struct cleaner *cl, const char *name, char tmp[80]);
+int cl_tmp_done(struct cleaner *cl, int fd, const char *tmp,
+		const char *name, int rc);
 int rc_reclaim(struct cleaner *cl, uint64_t ino, uint64_t holder,
 	       struct cl_stats *st);
 int rc_trash_run(struct cleaner *cl, struct cl_stats *st);

@@ -158,11 +158,9 @@ static int copy_meta(struct cleaner *cl, uint64_t ino, uint64_t c, uint64_t n,
 	int src, dst, rc = 0;
 
 	store_meta_name(name, sizeof(name), ino, n);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
-	dst = openat(cl->obj_fd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
-		     0600);
+	dst = cl_tmp_open(cl, name, tmp);
 	if (dst < 0)
-		return -errno;
+		return dst;
 	src = store_open_meta(cl->st, ino, c, O_RDONLY);
 	if (src >= 0) {
 		rc = store_xattr_copy(src, NULL, dst);
@@ -170,12 +168,7 @@ static int copy_meta(struct cleaner *cl, uint64_t ino, uint64_t c, uint64_t n,
 	}
 	if (rc >= 0)
 		rc = vm_write_fd(dst, ino, n, m);
-	close(dst);
-	if (!rc && renameat(cl->obj_fd, tmp, cl->obj_fd, name) < 0)
-		rc = -errno;
-	if (rc)
-		unlinkat(cl->obj_fd, tmp, 0);
-	return rc;
+	return cl_tmp_done(cl, dst, tmp, name, rc);
 }
 
 /* Later records of ino that used map c use map n. */

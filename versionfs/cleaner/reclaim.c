@@ -136,6 +136,27 @@ static uint64_t blocks_of(int fd)
 	return fstat(fd, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
 }
 
+int cl_tmp_open(struct cleaner *cl, const char *name, char tmp[80])
+{
+	int fd;
+
+	snprintf(tmp, 80, "%s.tmp", name);
+	fd = openat(cl->obj_fd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
+		    0600);
+	return fd < 0 ? -errno : fd;
+}
+
+int cl_tmp_done(struct cleaner *cl, int fd, const char *tmp,
+		const char *name, int rc)
+{
+	close(fd);
+	if (!rc && renameat(cl->obj_fd, tmp, cl->obj_fd, name) < 0)
+		rc = -errno;
+	if (rc)
+		unlinkat(cl->obj_fd, tmp, 0);
+	return rc;
+}
+
 /* Copy the live runs of fd into a fresh sparse file renamed over `name`. */
 static int copy_live(struct cleaner *cl, int fd, const char *name,
 		     const struct runs *r, uint64_t size)
@@ -143,11 +164,9 @@ static int copy_live(struct cleaner *cl, int fd, const char *name,
 	char tmp[80];
 	int out, rc = 0;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
-	out = openat(cl->obj_fd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
-		     0600);
+	out = cl_tmp_open(cl, name, tmp);
 	if (out < 0)
-		return -errno;
+		return out;
 	for (size_t i = 0; i < r->n && !rc; i++) {
 		loff_t a = (loff_t)(r->v[i].s * VFS_PAGE);
 		loff_t b = (loff_t)(r->v[i].e * VFS_PAGE), o = a;
@@ -166,12 +185,7 @@ static int copy_live(struct cleaner *cl, int fd, const char *name,
 		rc = -errno;
 	if (!rc && fsync(out) < 0)
 		rc = -errno;
-	close(out);
-	if (!rc && renameat(cl->obj_fd, tmp, cl->obj_fd, name) < 0)
-		rc = -errno;
-	if (rc)
-		unlinkat(cl->obj_fd, tmp, 0);
-	return rc;
+	return cl_tmp_done(cl, out, tmp, name, rc);
 }
 
 /* Punching refused, as on file systems without it: tests set
@@ -332,28 +346,31 @@ static uint64_t file_bytes(struct cleaner *cl, const char *name)
 	       (uint64_t)st.st_blocks * 512 : 0;
 }
 
+/* Delete file `name` of obj/, counted in st if it was there. */
+static void trash_unlink(struct cleaner *cl, const char *name,
+			 struct cl_stats *st)
+{
+	uint64_t b = file_bytes(cl, name);
+
+	if (unlinkat(cl->obj_fd, name, 0) == 0) {
+		st->files_deleted++;
+		st->bytes_freed += b;
+	}
+}
+
 /* Do one trash entry's work. */
 static void trash_item_run(struct cleaner *cl, const struct trash_item *t,
 			   struct cl_stats *st)
 {
 	char name[64];
-	uint64_t b;
 
 	if (t->what & VFS_TRASH_META) {
 		store_meta_name(name, sizeof(name), t->ino, t->ver);
-		b = file_bytes(cl, name);
-		if (unlinkat(cl->obj_fd, name, 0) == 0) {
-			st->files_deleted++;
-			st->bytes_freed += b;
-		}
+		trash_unlink(cl, name, st);
 	}
 	if (t->what & VFS_TRASH_CONTENT) {
 		store_content_name(name, sizeof(name), t->ino, t->ver);
-		b = file_bytes(cl, name);
-		if (unlinkat(cl->obj_fd, name, 0) == 0) {
-			st->files_deleted++;
-			st->bytes_freed += b;
-		}
+		trash_unlink(cl, name, st);
 	} else if (t->what & VFS_TRASH_RECLAIM) {
 		uint64_t del = st->files_deleted;
 

@@ -273,6 +273,9 @@ struct vnode *vn_dirty_pop(void);
 int vn_persist_files(struct vnode *vn);
 int vn_persist_index(struct vnode *vn, bt_txn *txn);
 void vn_persist_done(struct vnode *vn);
+/* Forget vn's unsaved changes of the open epoch: the next vn_refresh
+   reloads it from the index.  It stays on a dirty list if it is on one. */
+void vn_drop_unsaved(struct vnode *vn);
 /* Persist one vnode in its own transaction (lock held). */
 int vn_persist(struct vnode *vn, bool durable);
 /* Persist every dirty vnode in one transaction (epoch_lock exclusive). */

@@ -52,15 +52,8 @@ static int dl_cb(const struct bt_dirent *d, void *arg)
 {
 	struct dlist *l = arg;
 
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 32;
-		struct dent *nv = realloc(l->v, cap * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		l->v = nv;
-		l->cap = cap;
-	}
+	if (vfs_grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v)))
+		return -ENOMEM;
 	l->v[l->n].name = strndup(d->name, d->namelen);
 	if (!l->v[l->n].name)
 		return -ENOMEM;
@@ -102,16 +95,9 @@ static void emit(struct dctx *c, char kind, uint64_t ino)
 
 	if (c->err)
 		return;
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 64;
-		struct change *nv = realloc(c->v, cap * sizeof(*nv));
-
-		if (!nv) {
-			c->err = -ENOMEM;
-			return;
-		}
-		c->v = nv;
-		c->cap = cap;
+	if (vfs_grow((void **)&c->v, &c->cap, c->n + 1, sizeof(*c->v))) {
+		c->err = -ENOMEM;
+		return;
 	}
 	ch = &c->v[c->n];
 	ch->kind = kind;

@@ -244,6 +244,13 @@ static int ckpt_lookup(const char *name, struct vnode **out)
 	return vn_get(id, VFS_ROOT_INO, out);
 }
 
+/* Is name the checkpoint directory (the live root's .checkpoints)? */
+static bool is_ckpt_dir(const struct vnode *dir, const char *name)
+{
+	return !dir->view && dir->vino == VFS_ROOT_INO &&
+	       !strcmp(name, VFS_CKPT_DIR);
+}
+
 int dir_lookup(struct vnode *dir, const char *name, struct vnode **out)
 {
 	struct bt_dirent d;
@@ -255,8 +262,7 @@ int dir_lookup(struct vnode *dir, const char *name, struct vnode **out)
 		return -ENOENT;		/* only rollback's thread looks here */
 	if (dir->special)
 		return ckpt_lookup(name, out);
-	if (!dir->view && dir->vino == VFS_ROOT_INO &&
-	    !strcmp(name, VFS_CKPT_DIR)) {
+	if (is_ckpt_dir(dir, name)) {
 		vn_ref(vfs->ckdir);
 		*out = vfs->ckdir;
 		return 0;
@@ -277,27 +283,9 @@ int dir_lookup(struct vnode *dir, const char *name, struct vnode **out)
 static int list_push(struct dir_list *l, const char *name, size_t len,
 		     uint64_t ino, uint32_t type)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct dirent_buf *ne = realloc(l->e, cap * sizeof(*ne));
-
-		if (!ne)
-			return -ENOMEM;
-		l->e = ne;
-		l->cap = cap;
-	}
-	if (l->nlen + len + 1 > l->ncap) {
-		size_t cap = l->ncap ? l->ncap * 2 : 4096;
-		char *nn;
-
-		while (cap < l->nlen + len + 1)
-			cap *= 2;
-		nn = realloc(l->names, cap);
-		if (!nn)
-			return -ENOMEM;
-		l->names = nn;
-		l->ncap = cap;
-	}
+	if (vfs_grow((void **)&l->e, &l->cap, l->n + 1, sizeof(*l->e)) ||
+	    vfs_grow((void **)&l->names, &l->ncap, l->nlen + len + 1, 1))
+		return -ENOMEM;
 	memcpy(l->names + l->nlen, name, len);
 	l->names[l->nlen + len] = 0;
 	/* names are stored as offsets until the list is complete */
@@ -529,6 +517,31 @@ static int check_new_name(struct vnode *dir, const char *name)
 	return 0;
 }
 
+/* Begin a namespace change in dir: ns_lock, then dir as ns_dir() leaves
+   it.  On error neither is held. */
+static int ns_begin(struct vnode *dir)
+{
+	int rc;
+
+	pthread_mutex_lock(&vfs->ns_lock);
+	if ((rc = ns_dir(dir)))
+		pthread_mutex_unlock(&vfs->ns_lock);
+	return rc;
+}
+
+/* ns_begin() to add `name` to dir (create, link), once the name is
+   valid and the disk not full. */
+static int ns_begin_add(struct vnode *dir, const char *name)
+{
+	int rc;
+
+	if ((rc = check_new_name(dir, name)))
+		return rc;
+	if (vfs_full())
+		return -ENOSPC;		/* the reserve is the index's */
+	return ns_begin(dir);
+}
+
 /* The new inode's vnode, ready in the table with one reference. */
 static int new_vnode(uint64_t vino, struct vnode **out)
 {
@@ -549,13 +562,8 @@ int dir_create(struct vnode *dir, const char *name, mode_t mode, dev_t rdev,
 	int rc;
 
 	*out = NULL;
-	if ((rc = check_new_name(dir, name)))
+	if ((rc = ns_begin_add(dir, name)))
 		return rc;
-	if (vfs_full())
-		return -ENOSPC;		/* the reserve is the index's */
-	pthread_mutex_lock(&vfs->ns_lock);
-	if ((rc = ns_dir(dir)))
-		goto out_ns;
 	rc = ns_find(dir, name, &d);
 	if (rc != -ENOENT) {
 		rc = rc ? rc : -EEXIST;
@@ -606,7 +614,6 @@ int dir_create(struct vnode *dir, const char *name, mode_t mode, dev_t rdev,
 	return 0;
 out:
 	pthread_mutex_unlock(&dir->lock);
-out_ns:
 	pthread_mutex_unlock(&vfs->ns_lock);
 	return rc;
 }
@@ -620,13 +627,8 @@ int dir_link(struct vnode *vn, struct vnode *dir, const char *name)
 
 	if (vn->view || vn->special)
 		return -EROFS;
-	if ((rc = check_new_name(dir, name)))
+	if ((rc = ns_begin_add(dir, name)))
 		return rc;
-	if (vfs_full())
-		return -ENOSPC;		/* the reserve is the index's */
-	pthread_mutex_lock(&vfs->ns_lock);
-	if ((rc = ns_dir(dir)))
-		goto out_ns;
 	if (vn != dir)
 		pthread_mutex_lock(&vn->lock);
 	rc = vn_refresh(vn);
@@ -654,7 +656,6 @@ int dir_link(struct vnode *vn, struct vnode *dir, const char *name)
 	if (vn != dir)
 		pthread_mutex_unlock(&vn->lock);
 	pthread_mutex_unlock(&dir->lock);
-out_ns:
 	pthread_mutex_unlock(&vfs->ns_lock);
 	return rc;
 }
@@ -684,12 +685,10 @@ int dir_unlink(struct vnode *dir, const char *name, bool isdir)
 	struct bt_dirent d;
 	int rc;
 
-	if (dir->vino == VFS_ROOT_INO && !dir->view &&
-	    !strcmp(name, VFS_CKPT_DIR))
+	if (is_ckpt_dir(dir, name))
 		return -EPERM;
-	pthread_mutex_lock(&vfs->ns_lock);
-	if ((rc = ns_dir(dir)))
-		goto out_ns;
+	if ((rc = ns_begin(dir)))
+		return rc;
 	if ((rc = ns_find(dir, name, &d)))
 		goto out;
 	if (isdir && !S_ISDIR(d.type)) {
@@ -725,7 +724,6 @@ int dir_unlink(struct vnode *dir, const char *name, bool isdir)
 	pthread_mutex_unlock(&vn->lock);
 out:
 	pthread_mutex_unlock(&dir->lock);
-out_ns:
 	pthread_mutex_unlock(&vfs->ns_lock);
 	if (vn)
 		vn_put(vn);
@@ -769,12 +767,10 @@ int dir_rename(struct vnode *dir, const char *name, struct vnode *ndir,
 		return -EINVAL;
 	if ((rc = check_new_name(ndir, nname)))
 		return rc;
-	if (dir->vino == VFS_ROOT_INO && !dir->view &&
-	    !strcmp(name, VFS_CKPT_DIR))
+	if (is_ckpt_dir(dir, name))
 		return -EPERM;
-	pthread_mutex_lock(&vfs->ns_lock);
-	if ((rc = ns_dir(dir)))
-		goto out_ns;
+	if ((rc = ns_begin(dir)))
+		return rc;
 	if (ndir != dir && (rc = ns_dir(ndir))) {
 		pthread_mutex_unlock(&dir->lock);
 		goto out_ns;

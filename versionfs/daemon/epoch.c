@@ -291,16 +291,9 @@ static void rb_note(struct rb_arg *a, uint64_t dir, uint64_t ino,
 
 	if (a->err)
 		return;
-	if (a->n == a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 64;
-
-		nv = realloc(a->v, cap * sizeof(*nv));
-		if (!nv) {
-			a->err = -ENOMEM;
-			return;
-		}
-		a->v = nv;
-		a->cap = cap;
+	if (vfs_grow((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v))) {
+		a->err = -ENOMEM;
+		return;
 	}
 	nv = &a->v[a->n];
 	nv->dir = dir;
@@ -382,11 +375,7 @@ static void rb_reset_vnode(struct vnode *vn, void *arg)
 	vn->kern_size = vn->m.size;
 	vn->kern_atime = vn->m.atime;
 	vn->kern_mtime = vn->m.mtime;
-	ps_free(&vn->delta);
-	vn->trunc = UINT64_MAX;
-	vn->delta_pages = 0;
-	vn->meta_dirty = vn->map_dirty = vn->mfile_dirty = false;
-	vn->stale = true;
+	vn_drop_unsaved(vn);
 	vn_close_fds(vn);
 }
 
@@ -403,15 +392,8 @@ struct u64vec {
 
 static void dropped_note(struct u64vec *d, uint64_t vino)
 {
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? d->cap * 2 : 64;
-		uint64_t *nv = realloc(d->v, cap * sizeof(*nv));
-
-		if (!nv)
-			return;		/* the rollback itself is unaffected */
-		d->v = nv;
-		d->cap = cap;
-	}
+	if (vfs_grow((void **)&d->v, &d->cap, d->n + 1, sizeof(*d->v)))
+		return;			/* the rollback itself is unaffected */
 	d->v[d->n++] = vino;
 }
 

@@ -197,6 +197,15 @@ static void op_forget_multi(fuse_req_t req, size_t count,
 	fuse_reply_none(req);
 }
 
+/* Reply to getattr/setattr: the attributes st, or the error. */
+static void reply_attr(fuse_req_t req, int rc, const struct stat *st)
+{
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, st, vfs->timeout);
+}
+
 static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
@@ -209,10 +218,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	if (!rc)
 		vn_stat(vn, &st);
 	op_leave(vn);
-	if (rc)
-		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_attr(req, &st, vfs->timeout);
+	reply_attr(req, rc, &st);
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
@@ -283,10 +289,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		vn_stat(vn, &st);
 	}
 	op_leave(vn);
-	if (rc)
-		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_attr(req, &st, vfs->timeout);
+	reply_attr(req, rc, &st);
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -601,15 +604,10 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 {
 	struct vnode *vn = vn_from_ino(ino);
 	struct dirh *d;
-	int rc = 0;
+	int rc = op_enter(vn, false);
 
-	RD_LOCK();
-	pthread_mutex_lock(&vn->lock);
-	if (!vn->special) {
-		rc = vn_refresh(vn);
-		if (!rc && !S_ISDIR(vn->type))
-			rc = -ENOTDIR;
-	}
+	if (!rc && !S_ISDIR(vn->type))
+		rc = -ENOTDIR;
 	op_leave(vn);
 	if (rc) {
 		fuse_reply_err(req, -rc);
@@ -723,6 +721,17 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	fuse_reply_err(req, -rc);
 }
 
+/* getxattr/listxattr: op_enter() for reading, and a buffer for the value
+   unless size is 0 (the caller asks for the size). */
+static int xattr_enter(struct vnode *vn, size_t size, char **buf)
+{
+	int rc = op_enter(vn, false);
+
+	if (!rc && size && !(*buf = malloc(size)))
+		rc = -ENOMEM;
+	return rc;
+}
+
 /* Reply to getxattr/listxattr: the value (or the size asked for with size
    0), or the error; frees buf. */
 static void reply_xattr(fuse_req_t req, int rc, char *buf, size_t size,
@@ -751,16 +760,9 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return;
 	}
 	vn = vn_from_ino(ino);
-	if (size && !(buf = malloc(size))) {
-		vn_put(vn);
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	RD_LOCK();
-	pthread_mutex_lock(&vn->lock);
-	rc = vn->special ? -ENODATA : vn_refresh(vn);
+	rc = xattr_enter(vn, size, &buf);
 	if (!rc)
-		rc = xa_get(vn, name, buf, size, &len);
+		rc = vn->special ? -ENODATA : xa_get(vn, name, buf, size, &len);
 	op_leave(vn);
 	reply_xattr(req, rc, buf, size, len);
 }
@@ -772,14 +774,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	ssize_t len = 0;
 	int rc;
 
-	if (size && !(buf = malloc(size))) {
-		vn_put(vn);
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	RD_LOCK();
-	pthread_mutex_lock(&vn->lock);
-	rc = vn->special ? 0 : vn_refresh(vn);
+	rc = xattr_enter(vn, size, &buf);
 	if (!rc && !vn->special)
 		rc = xa_list(vn, buf, size, &len);
 	op_leave(vn);

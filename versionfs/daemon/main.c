@@ -324,6 +324,20 @@ static int check_mountpoint(const char *mp, const char *backing)
 	return 0;
 }
 
+/* Option name=val (val NULL: not given) must be yes_word or no_word:
+   *yes says which; -1 after a message if it is neither. */
+static int opt_choice(const char *name, const char *val, const char *yes_word,
+		      const char *no_word, bool *yes)
+{
+	if (val && strcmp(val, yes_word) && strcmp(val, no_word)) {
+		fprintf(stderr, "versionfs: %s=%s: %s or %s\n", name, val,
+			yes_word, no_word);
+		return -1;
+	}
+	*yes = val && !strcmp(val, yes_word);
+	return 0;
+}
+
 /* The replication options, checked before the mount: errors go to the
    terminal with exit 2, a loose secret file included. */
 static int check_repl_opts(struct opts *o, struct vfs *v)
@@ -352,20 +366,11 @@ static int check_repl_opts(struct opts *o, struct vfs *v)
 			"per second expected (e.g. 100M)\n", o->repl_bwlimit);
 		return -1;
 	}
-	if (o->repl_wait && strcmp(o->repl_wait, "peer") &&
-	    strcmp(o->repl_wait, "local")) {
-		fprintf(stderr, "versionfs: repl_wait=%s: peer or local\n",
-			o->repl_wait);
+	if (opt_choice("repl_wait", o->repl_wait, "peer", "local",
+		       &v->repl_wait) ||
+	    opt_choice("repl_compress", o->repl_compress, "zstd", "none",
+		       &v->repl_zstd))
 		return -1;
-	}
-	v->repl_wait = o->repl_wait && !strcmp(o->repl_wait, "peer");
-	if (o->repl_compress && strcmp(o->repl_compress, "zstd") &&
-	    strcmp(o->repl_compress, "none")) {
-		fprintf(stderr, "versionfs: repl_compress=%s: zstd or none\n",
-			o->repl_compress);
-		return -1;
-	}
-	v->repl_zstd = o->repl_compress && !strcmp(o->repl_compress, "zstd");
 	/* the secret file's checks now, on the terminal */
 	if (rep_secret_load(o->repl_secret, REP_SECRET_ANY_OWNER, &secret, &slen, err,
 			    sizeof(err))) {

@@ -477,14 +477,13 @@ static int persist_all_txn(bt_txn *txn, void *arg)
 	return 0;
 }
 
-static void vn_drop_pending(struct vnode *vn)
+void vn_drop_unsaved(struct vnode *vn)
 {
 	ps_free(&vn->delta);
 	vn->trunc = UINT64_MAX;
 	vn->delta_pages = 0;
 	vn->meta_dirty = vn->map_dirty = vn->mfile_dirty = false;
 	vn->stale = true;
-	vn_unmark_dirty(vn);
 }
 
 /*
@@ -526,7 +525,8 @@ static int persist_batch(struct vnode **v, size_t n, bool files)
 		vfs_log(LOG_ERR, "inode %llu: %s; its unsaved changes are "
 			"dropped", (unsigned long long)v[a.failed]->vino,
 			bt_last_error());
-		vn_drop_pending(v[a.failed]);
+		vn_drop_unsaved(v[a.failed]);
+		vn_unmark_dirty(v[a.failed]);
 		v[a.failed] = NULL;
 	}
 	if (rc) {

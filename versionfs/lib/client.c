@@ -63,6 +63,16 @@ int cli_rec_next(struct cli_recs *it, struct cfield *f)
 	return rc;
 }
 
+int cli_rec_end(vfs_client *c, struct cli_recs *it, int rc)
+{
+	if (rc >= 0)
+		return 0;
+	free(*it->arr);
+	*it->arr = NULL;
+	*it->n = 0;
+	return cli_seterr(c->err, sizeof(c->err), rc, "malformed reply");
+}
+
 int cli_seterr(char *buf, size_t len, int rc, const char *fmt, ...)
 {
 	va_list ap;
@@ -226,6 +236,19 @@ uint64_t cli_reply_u64(const unsigned char *p, size_t len, uint16_t key)
 	return 0;
 }
 
+int cli_rpc_u64(vfs_client *c, uint16_t op, const struct cbuf *req,
+		uint16_t key, uint64_t *out)
+{
+	unsigned char *r;
+	size_t len;
+	int rc = cli_rpc(c, op, req, &r, &len);
+
+	if (!rc && out)
+		*out = cli_reply_u64(r, len, key);
+	free(r);
+	return rc;
+}
+
 static int check_tag(vfs_client *c, const char *tag)
 {
 	size_t n = strlen(tag);
@@ -238,9 +261,7 @@ static int check_tag(vfs_client *c, const char *tag)
 
 int vfs_checkpoint(vfs_client *c, const char *tag, uint64_t *id)
 {
-	unsigned char *r;
 	struct cbuf b;
-	size_t len;
 	int rc;
 
 	if (tag && (rc = check_tag(c, tag)))
@@ -256,22 +277,15 @@ int vfs_checkpoint(vfs_client *c, const char *tag, uint64_t *id)
 	cb_init(&b);
 	if (tag)
 		cb_str(&b, F_TAG, tag, strlen(tag));
-	rc = cli_rpc(c, CTL_CHECKPOINT, &b, &r, &len);
+	rc = cli_rpc_u64(c, CTL_CHECKPOINT, &b, F_ID, id);
 	cb_free(&b);
-	if (rc)
-		return rc;
-	if (id)
-		*id = cli_reply_u64(r, len, F_ID);
-	free(r);
-	return 0;
+	return rc;
 }
 
 static int rollback(vfs_client *c, uint64_t id, const char *tag,
 		    uint64_t *out)
 {
-	unsigned char *r;
 	struct cbuf b;
-	size_t len;
 	int rc;
 
 	if (tag && (rc = check_tag(c, tag)))
@@ -285,14 +299,9 @@ static int rollback(vfs_client *c, uint64_t id, const char *tag,
 		cb_str(&b, F_TAG, tag, strlen(tag));
 	else
 		cb_u64(&b, F_ID, id);
-	rc = cli_rpc(c, CTL_ROLLBACK, &b, &r, &len);
+	rc = cli_rpc_u64(c, CTL_ROLLBACK, &b, F_ID, out);
 	cb_free(&b);
-	if (rc)
-		return rc;
-	if (out)
-		*out = cli_reply_u64(r, len, F_ID);
-	free(r);
-	return 0;
+	return rc;
 }
 
 int vfs_rollback(vfs_client *c, uint64_t id)
@@ -341,11 +350,8 @@ int vfs_list(vfs_client *c, struct vfs_ckpt_info **v, size_t *n)
 		}
 	}
 	free(r);
-	if (rc < 0) {
-		free(a);
-		*n = 0;
-		return cli_seterr(c->err, sizeof(c->err), rc, "malformed reply");
-	}
+	if ((rc = cli_rec_end(c, &it, rc)))
+		return rc;
 	*v = a;
 	return 0;
 }

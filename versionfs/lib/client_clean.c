@@ -10,9 +10,7 @@
 
 int vfs_delete(vfs_client *c, const uint64_t *ids, size_t n, unsigned flags)
 {
-	unsigned char *r;
 	struct cbuf b;
-	size_t len;
 	int rc;
 
 	cb_init(&b);
@@ -20,9 +18,8 @@ int vfs_delete(vfs_client *c, const uint64_t *ids, size_t n, unsigned flags)
 		cb_u64(&b, F_ID, ids[i]);
 	if (flags & VFS_DELETE_FORCE)
 		cb_u64(&b, F_FORCE, 1);
-	rc = cli_rpc(c, CTL_DELETE, &b, &r, &len);
+	rc = cli_rpc_u64(c, CTL_DELETE, &b, 0, NULL);
 	cb_free(&b);
-	free(r);
 	return rc;
 }
 
@@ -50,9 +47,7 @@ int vfs_policy_get(vfs_client *c, struct vfs_policy *p)
 
 int vfs_policy_set(vfs_client *c, const struct vfs_policy *p)
 {
-	unsigned char *r;
 	struct cbuf b;
-	size_t len;
 	int rc;
 
 	cb_init(&b);
@@ -60,9 +55,8 @@ int vfs_policy_set(vfs_client *c, const struct vfs_policy *p)
 	cb_u64(&b, F_KEEP_LAST, p->keep_last);
 	cb_u64(&b, F_OLDER_THAN, p->older_than_s);
 	cb_u64(&b, F_MAX_FILES, p->max_content_files);
-	rc = cli_rpc(c, CTL_POLICY, &b, &r, &len);
+	rc = cli_rpc_u64(c, CTL_POLICY, &b, 0, NULL);
 	cb_free(&b);
-	free(r);
 	return rc;
 }
 
@@ -101,26 +95,13 @@ int vfs_prune(vfs_client *c, const struct vfs_policy *p, int dry_run,
 			cur->unique_bytes = cf_u64(&f);
 	}
 	free(r);
-	if (rc < 0) {
-		free(a);
-		*n = 0;
-		return cli_seterr(c->err, sizeof(c->err), rc,
-				  "malformed reply");
-	}
+	if ((rc = cli_rec_end(c, &it, rc)))
+		return rc;
 	*v = a;
 	return 0;
 }
 
 int vfs_clean_start(vfs_client *c, uint64_t *pass)
 {
-	unsigned char *r;
-	size_t len;
-	int rc;
-
-	if ((rc = cli_rpc(c, CTL_CLEAN, NULL, &r, &len)))
-		return rc;
-	if (pass)
-		*pass = cli_reply_u64(r, len, F_PASS);
-	free(r);
-	return 0;
+	return cli_rpc_u64(c, CTL_CLEAN, NULL, F_PASS, pass);
 }

@@ -38,6 +38,10 @@ struct cli_recs {
 	void *cur;
 };
 int cli_rec_next(struct cli_recs *it, struct cfield *f);
+/* After the cli_rec_next loop that ended with rc, for an array of plain
+   elements: 0, or for a malformed reply (rc < 0) the array freed, *n 0,
+   and rc with c->err set. */
+int cli_rec_end(vfs_client *c, struct cli_recs *it, int rc);
 /* Format into buf (if any) and return rc. */
 int cli_seterr(char *buf, size_t len, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
@@ -48,5 +52,9 @@ int cli_rpc(vfs_client *c, uint16_t op, const struct cbuf *req,
 	    unsigned char **reply, size_t *len);
 /* The u64 field `key` of a reply, 0 if absent. */
 uint64_t cli_reply_u64(const unsigned char *p, size_t len, uint16_t key);
+/* cli_rpc for a request answered by one number: on success *out (if out)
+   is the reply's u64 field `key`; the rest of the reply is dropped. */
+int cli_rpc_u64(vfs_client *c, uint16_t op, const struct cbuf *req,
+		uint16_t key, uint64_t *out);
 
 #endif /* VFS_CLIENT_INT_H */

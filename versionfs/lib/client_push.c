@@ -11,9 +11,7 @@
 int vfs_push(vfs_client *c, const char *spec, uint64_t upto, unsigned flags,
 	     uint64_t *pushed)
 {
-	unsigned char *r = NULL;
 	struct cbuf b;
-	size_t len;
 	int rc;
 
 	cb_init(&b);
@@ -23,10 +21,7 @@ int vfs_push(vfs_client *c, const char *spec, uint64_t upto, unsigned flags,
 		cb_u64(&b, F_ID, upto);
 	if (flags & VFS_PUSH_WAIT)
 		cb_u64(&b, F_WAIT, 1);
-	rc = cli_rpc(c, CTL_PUSH, &b, &r, &len);
+	rc = cli_rpc_u64(c, CTL_PUSH, &b, F_ID, pushed);
 	cb_free(&b);
-	if (!rc && pushed)
-		*pushed = cli_reply_u64(r, len, F_ID);
-	free(r);
 	return rc;
 }

@@ -196,24 +196,40 @@ static int write_pid(struct vstore *v)
 	return 0;
 }
 
+/* Log "BACKING/.versionfs/what: error" (what NULL: the store directory)
+   for errno; returns -errno. */
+static int store_err(const char *backing, const char *what)
+{
+	int rc = -errno;
+
+	vfs_log(LOG_ERR, "%s/%s%s%s: %s", backing, VFS_STORE_DIR,
+		what ? "/" : "", what ? what : "", strerror(-rc));
+	return rc;
+}
+
+void store_lock_holder(int lock_fd, char *pid, size_t len)
+{
+	ssize_t n;
+
+	if (!len)
+		return;
+	n = pread(lock_fd, pid, len - 1, 0);
+	pid[n > 0 ? n : 0] = 0;
+	pid[strcspn(pid, "\n")] = 0;
+}
+
 /* Take the store lock or say who holds it. */
 static int store_lock(struct vstore *v)
 {
-	char pid[32] = "";
-	ssize_t n;
+	char pid[32];
 
 	v->lock_fd = openat(v->store_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC,
 			    0644);
-	if (v->lock_fd < 0) {
-		vfs_log(LOG_ERR, "%s/%s/lock: %s", v->backing, VFS_STORE_DIR,
-			strerror(errno));
-		return -errno;
-	}
+	if (v->lock_fd < 0)
+		return store_err(v->backing, "lock");
 	if (flock(v->lock_fd, LOCK_EX | LOCK_NB) == 0)
 		return write_pid(v);
-	n = pread(v->lock_fd, pid, sizeof(pid) - 1, 0);
-	pid[n > 0 ? n : 0] = 0;
-	pid[strcspn(pid, "\n")] = 0;
+	store_lock_holder(v->lock_fd, pid, sizeof(pid));
 	/*
 	 * A versionfs mount of this directory: refuse.  None: the holder is
 	 * a daemon still saving after its unmount (fusermount3 -u returns
@@ -379,19 +395,12 @@ static int open_store(struct vstore *v, const char *backing, bool create_ok,
 	} else if (mkdirat(v->backing_fd, VFS_STORE_DIR, 0711) == 0) {
 		fresh = true;
 	} else if (errno != EEXIST) {
-		rc = -errno;
-		vfs_log(LOG_ERR, "%s/%s: %s", backing, VFS_STORE_DIR,
-			strerror(errno));
-		return rc;
+		return store_err(backing, NULL);
 	}
 	v->store_fd = openat(v->backing_fd, VFS_STORE_DIR,
 			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (v->store_fd < 0) {
-		rc = -errno;
-		vfs_log(LOG_ERR, "%s/%s: %s", backing, VFS_STORE_DIR,
-			strerror(errno));
-		return rc;
-	}
+	if (v->store_fd < 0)
+		return store_err(backing, NULL);
 	if (!rdonly && (rc = store_lock(v)))
 		return rc;
 	fd = openat(v->store_fd, "format", O_RDONLY | O_CLOEXEC);
@@ -408,10 +417,7 @@ static int open_store(struct vstore *v, const char *backing, bool create_ok,
 		}
 		fresh = true;
 	} else {
-		rc = -errno;
-		vfs_log(LOG_ERR, "%s/%s/format: %s", backing, VFS_STORE_DIR,
-			strerror(errno));
-		return rc;
+		return store_err(backing, "format");
 	}
 	if (fresh) {
 		if ((mkdirat(v->store_fd, "obj", 0700) && errno != EEXIST) ||
@@ -424,12 +430,8 @@ static int open_store(struct vstore *v, const char *backing, bool create_ok,
 	}
 	v->obj_fd = openat(v->store_fd, "obj",
 			   O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (v->obj_fd < 0) {
-		rc = -errno;
-		vfs_log(LOG_ERR, "%s/%s/obj: %s", backing, VFS_STORE_DIR,
-			strerror(errno));
-		return rc;
-	}
+	if (v->obj_fd < 0)
+		return store_err(backing, "obj");
 	if (fresh && (rc = mk_fanout(v))) {
 		vfs_log(LOG_ERR, "creating %s/%s/obj: %s", backing,
 			VFS_STORE_DIR, strerror(-rc));

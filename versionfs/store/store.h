@@ -92,6 +92,9 @@ struct vstore;
  * replicator's sender).  store_epoch()/store_parent() are a snapshot.
  */
 int store_open(const char *backing, unsigned flags, struct vstore **out);
+/* The pid written in a store's lock file (open as lock_fd) into pid[len],
+   "" if none: who holds the lock, for messages. */
+void store_lock_holder(int lock_fd, char *pid, size_t len);
 /* Close the index, release the lock, free st (NULL is fine). */
 void store_close(struct vstore *st);
 

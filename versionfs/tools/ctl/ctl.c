@@ -121,6 +121,18 @@ bool parse_id(const char *s, uint64_t *id)
 	return !errno && !*end && *id > 0;
 }
 
+const char *opt_value(int argc, char **argv, int *i, const char *name)
+{
+	const char *a = argv[*i];
+	size_t n = strlen(name);
+
+	if (!strcmp(a, name) && *i + 1 < argc)
+		return argv[++*i];
+	if (!strncmp(a, name, n) && a[n] == '=')
+		return a + n + 1;
+	return NULL;
+}
+
 void json_str(const char *s)
 {
 	putchar('"');
@@ -213,16 +225,14 @@ static int print_id(uint64_t id)
 
 static int do_checkpoint(const char *mount, int argc, char **argv)
 {
-	const char *tag = NULL;
+	const char *tag = NULL, *v;
 	vfs_client *c;
 	uint64_t id;
 	int rc;
 
 	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--tag") && i + 1 < argc)
-			tag = argv[++i];
-		else if (!strncmp(argv[i], "--tag=", 6))
-			tag = argv[i] + 6;
+		if ((v = opt_value(argc, argv, &i, "--tag")))
+			tag = v;
 		else
 			return die_usage("unexpected argument '%s'", argv[i]);
 	}
@@ -267,7 +277,7 @@ static int rollback_target(vfs_client *c, const char *mount, const char *tag,
 
 static int do_rollback(const char *mount, int argc, char **argv)
 {
-	const char *tag = NULL;
+	const char *tag = NULL, *v;
 	uint64_t id = 0;
 	vfs_client *c;
 	bool force = false, dry = false;
@@ -278,10 +288,8 @@ static int do_rollback(const char *mount, int argc, char **argv)
 			force = true;
 		else if (!strcmp(argv[i], "--dry-run"))
 			dry = true;
-		else if (!strcmp(argv[i], "--tag") && i + 1 < argc)
-			tag = argv[++i];
-		else if (!strncmp(argv[i], "--tag=", 6))
-			tag = argv[i] + 6;
+		else if ((v = opt_value(argc, argv, &i, "--tag")))
+			tag = v;
 		else if (!id && parse_id(argv[i], &id))
 			;
 		else

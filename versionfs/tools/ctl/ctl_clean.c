@@ -56,28 +56,19 @@ static int policy_args(int argc, char **argv, struct vfs_policy *p,
 	memset(p, 0, sizeof(*p));
 	*given = false;
 	for (int i = 0; i < argc; i++) {
-		const char *a = argv[i], *v = NULL;
+		const char *a = argv[i], *v;
 
-		if ((!strcmp(a, "--keep-last") || !strcmp(a, "--older-than") ||
-		     (keep_all_ok && !strcmp(a, "--max-content-files"))) &&
-		    i + 1 < argc)
-			v = argv[++i];
-		else if (!strncmp(a, "--keep-last=", 12))
-			v = a + 12;
-		else if (!strncmp(a, "--older-than=", 13))
-			v = a + 13;
-		else if (keep_all_ok && !strncmp(a, "--max-content-files=", 20))
-			v = a + 20;
-		if (v && !strncmp(a, "--max-content-files", 19)) {
+		if (keep_all_ok &&
+		    (v = opt_value(argc, argv, &i, "--max-content-files"))) {
 			if (!parse_id(v, &p->max_content_files) ||
 			    p->max_content_files < 2)
 				return die_usage("bad count '%s' (at least "
 						 "2)", v);
-		} else if (v && !strncmp(a, "--keep-last", 11)) {
+		} else if ((v = opt_value(argc, argv, &i, "--keep-last"))) {
 			if (!parse_id(v, &p->keep_last))
 				return die_usage("bad count '%s'", v);
 			*given = true;
-		} else if (v) {
+		} else if ((v = opt_value(argc, argv, &i, "--older-than"))) {
 			if (!parse_age(v, &p->older_than_s))
 				return die_usage("bad age '%s' (a number of "
 						 "seconds, or e.g. 90m, 2h, "

@@ -26,6 +26,9 @@ int open_client(const char *mount, vfs_client **c);
    rc, else 0. */
 int close_client(vfs_client *c, const char *mount, int rc);
 bool parse_id(const char *s, uint64_t *id);
+/* argv[*i] is option `name` with its value, "NAME VALUE" or "NAME=VALUE":
+   the value (*i moved to its word), else NULL. */
+const char *opt_value(int argc, char **argv, int *i, const char *name);
 void json_str(const char *s);
 void fmt_time(uint64_t ns, char *buf, size_t len);
 void fmt_bytes(uint64_t b, char *buf, size_t len);

@@ -10,17 +10,15 @@
 
 int do_push(const char *mount, int argc, char **argv)
 {
-	const char *spec = NULL;
+	const char *spec = NULL, *v;
 	uint64_t upto = 0, pushed = 0;
 	unsigned flags = 0;
 	vfs_client *c;
 	int rc;
 
 	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--to") && i + 1 < argc)
-			spec = argv[++i];
-		else if (!strncmp(argv[i], "--to=", 5))
-			spec = argv[i] + 5;
+		if ((v = opt_value(argc, argv, &i, "--to")))
+			spec = v;
 		else if (!strcmp(argv[i], "--wait"))
 			flags |= VFS_PUSH_WAIT;
 		else if (!strcmp(argv[i], "--checkpoint") && i + 1 < argc) {

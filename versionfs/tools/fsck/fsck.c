@@ -182,8 +182,7 @@ int fsck_queue(struct fsck *f, int kind, uint64_t a, uint64_t b, uint64_t c)
 /* Take the store's lock, or say who holds it.  -EBUSY: in use. */
 static int take_lock(struct fsck *f)
 {
-	char pid[32] = "";
-	ssize_t n;
+	char pid[32];
 
 	f->lock_fd = openat(f->store_fd, "lock", (f->repair ? O_RDWR | O_CREAT :
 			    O_RDONLY) | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -201,9 +200,7 @@ static int take_lock(struct fsck *f)
 		oper(".versionfs/lock: %s", strerror(errno));
 		return -errno;
 	}
-	n = pread(f->lock_fd, pid, sizeof(pid) - 1, 0);
-	pid[n > 0 ? n : 0] = 0;
-	pid[strcspn(pid, "\n")] = 0;
+	store_lock_holder(f->lock_fd, pid, sizeof(pid));
 	oper("store in use%s%s: a versionfs daemon or an offline tool holds "
 	     ".versionfs/lock; check it once that has exited",
 	     pid[0] ? " by pid " : "", pid);

@@ -78,6 +78,14 @@ static int walk_end(struct walk *w, int rc, const char *table, bool *partial)
 	return rc;
 }
 
+/* How a problem names record (ino, ver) of a table keyed by them. */
+static void where_iv(char *buf, size_t len, const char *table, uint64_t ino,
+		     uint64_t ver)
+{
+	snprintf(buf, len, "index: %s (ino %llu, ver %llu)", table,
+		 (unsigned long long)ino, (unsigned long long)ver);
+}
+
 static bool epoch_exists(struct fsck *f, uint64_t e)
 {
 	return e == f->epoch || f->ckpts_partial ||
@@ -246,8 +254,7 @@ static int rec_cb(const struct bt_inode *r, void *arg)
 	f->n.records++;
 	if (r->ino > f->max_ino)
 		f->max_ino = r->ino;
-	snprintf(where, sizeof(where), "index: inodes (ino %llu, ver %llu)",
-		 (unsigned long long)r->ino, (unsigned long long)r->ver);
+	where_iv(where, sizeof(where), "inodes", r->ino, r->ver);
 	if (r->ver > f->epoch)
 		fsck_problem(f, "inode-future", where, NULL, "version newer "
 			     "than the open epoch %llu",
@@ -352,8 +359,7 @@ static int map_cb(uint64_t ino, uint64_t ver, void *arg)
 	int rc;
 
 	f->n.maps++;
-	snprintf(where, sizeof(where), "index: extents (ino %llu, ver %llu)",
-		 (unsigned long long)ino, (unsigned long long)ver);
+	where_iv(where, sizeof(where), "extents", ino, ver);
 	if (!pset_has(&f->maps, ino, ver)) {
 		if (f->records_partial)
 			return 0;
@@ -454,8 +460,7 @@ static int trash_cb(uint64_t ino, uint64_t ver, uint32_t what, void *arg)
 	int rc;
 
 	f->n.trash++;
-	snprintf(where, sizeof(where), "index: trash (ino %llu, ver %llu)",
-		 (unsigned long long)ino, (unsigned long long)ver);
+	where_iv(where, sizeof(where), "trash", ino, ver);
 	if ((what & VFS_TRASH_META) && ver) {
 		rc = bt_inode_get(w->txn, ino, ver, &r);
 		if (rc == 0 && (r.flags & BT_INO_META)) {
