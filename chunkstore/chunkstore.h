@@ -18,6 +18,10 @@
  *                     objects on one benefactor (dir:)
  *   repository        a SPEC: benefactors + redundancy; whole   repo.c
  *                     objects in, whole objects out
+ *   writing           fragments placed on benefactors; the      put.c
+ *                     writer thread packs go to (it hands each
+ *                     one back to pack.c when done); the
+ *                     durability barrier
  *   packs, index      chunks in packs, the chunk -> pack index   pack.c
  *   manifests         a checkpoint's tree and chunk lists       manifest.c
  *   writer lock       one writer at a time (put_excl, lease)    lock.c
@@ -34,7 +38,11 @@
  * cs_repo_warnings() hands back what a read skipped (a benefactor that is
  * missing, a fragment that is corrupt).
  *
- * THREADS.  A struct cs_repo is used by one thread at a time.
+ * THREADS.  A struct cs_repo is used by one thread at a time.  Inside,
+ * packs are encoded and written by a writer thread of the repository
+ * while the caller goes on chunking (put.c), and the backends' durability
+ * barriers run in parallel; both are joined before any call that reads,
+ * deletes or refers to what was written returns.
  */
 #ifndef VFS_CHUNKSTORE_H
 #define VFS_CHUNKSTORE_H
@@ -128,7 +136,11 @@ int cs_frag_decode(const char *name, unsigned char *const *frags,
  * (kind one of "pack", "index", "manifest", "lock", "gc"), [a-z0-9/._-]
  * only.  put is atomic and durable when it returns (dir: a temporary file, fsync,
  * rename, fsync of the directory); get of a missing object is -ENOENT.
- * A Ceph RADOS backend would implement the same five operations.
+ * A Ceph RADOS backend implements the same operations (rados.c).  The
+ * repository calls the operations of one backend from one thread at a
+ * time (its writer thread while a pipeline of puts runs, the caller's
+ * thread otherwise; a flush may run on a thread of its own, beside the
+ * flushes of the other backends).
  */
 struct cs_backend;
 struct cs_backend_ops {
@@ -147,6 +159,17 @@ struct cs_backend_ops {
 	   error among them.  Callers flush before writing anything that
 	   refers to the objects. */
 	int (*flush)(struct cs_backend *b);
+	/* Optional (NULL: put is used).  Write the object now but make it
+	   durable and visible under its name only at the next flush, which
+	   a backend with put_deferred must have: dir: writes a temporary
+	   file and starts its writeback at once; flush fsyncs the
+	   temporaries, renames them and fsyncs the directories, so an
+	   object is whole or absent after a crash and many objects share
+	   one barrier.  Errors of the write itself (a full or read-only
+	   file system) are returned here, those of making it durable by
+	   flush. */
+	int (*put_deferred)(struct cs_backend *b, const char *name,
+			    const void *buf, size_t len);
 	/* Optional: put only if `name` is absent (-EEXIST if present),
 	   atomically against every other put_excl of any node: the writer
 	   lock's primitive (dir: link(2), NFS-safe; RADOS: an exclusive
@@ -203,7 +226,8 @@ struct cs_backend *cs_repo_benef(const struct cs_repo *r, unsigned i);
 const char *cs_repo_warnings(struct cs_repo *r);
 
 /* Write whole object `name`: its fragments over the benefactors with the
-   most space that answer, each durable before return.  -EIO (why) if
+   most space that answer, each durable before return (and, for an index
+   or a manifest, every object written before it too).  -EIO (why) if
    fewer than m + k benefactors take one. */
 int cs_obj_put(struct cs_repo *r, const char *name, const void *buf,
 	       size_t len, char *why, size_t whylen);

@@ -119,6 +119,14 @@ int cs_frag_encode(const struct cs_redund *r, const char *name,
 		   const void *obj, size_t len, unsigned char **frags,
 		   size_t *fraglen)
 {
+	return cs_frag_encode_sum(r, name, obj, len, NULL, frags, fraglen);
+}
+
+int cs_frag_encode_sum(const struct cs_redund *r, const char *name,
+		       const void *obj, size_t len,
+		       const unsigned char *sum, unsigned char **frags,
+		       size_t *fraglen)
+{
 	unsigned n = r->m + r->k, i;
 	unsigned char objsum[CS_ID_LEN], namesum[CS_ID_LEN];
 	unsigned char *data[CS_MAX_FRAGS], *a = NULL, *tbls = NULL;
@@ -132,7 +140,10 @@ int cs_frag_encode(const struct cs_redund *r, const char *name,
 	shard = r->scheme == CS_REPLICA ? len : (len + r->m - 1) / r->m;
 	if (shard == 0 && r->scheme != CS_REPLICA)
 		shard = 1;
-	cs_sha256(obj, len, objsum);
+	if (sum)		/* a pack's: its name is its SHA-256 */
+		memcpy(objsum, sum, CS_ID_LEN);
+	else
+		cs_sha256(obj, len, objsum);
 	cs_sha256(name, strlen(name), namesum);
 	for (i = 0; i < n; i++) {
 		if (!(frags[i] = calloc(1, CS_FRAG_HDR + shard)))

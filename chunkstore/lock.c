@@ -116,9 +116,11 @@ static void describe(const struct holder *h, const char *label, char *out,
 		     size_t len)
 {
 	time_t s = (time_t)h->since;
+	struct tm tm;
 	char tb[32];
 
-	strftime(tb, sizeof(tb), "%Y-%m-%dT%H:%M:%S", localtime(&s));
+	localtime_r(&s, &tm);
+	strftime(tb, sizeof(tb), "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(out, len, "%s: locked by %s, host %.40s pid %ld, since %s, "
 		 "lease %" PRId64 " s more (stale: versionfs-chunk unlock)",
 		 label, h->what, h->host, h->pid, tb,
@@ -218,6 +220,7 @@ int cs_lock(struct cs_repo *r, const char *what, char *why, size_t whylen)
 
 	if (r->locked)
 		return 0;
+	cs_put_settle(r);
 	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
 		for (size_t i = 0; i < sizeof(rnd); i++)
 			rnd[i] = (unsigned char)random();
@@ -250,12 +253,17 @@ int cs_lock(struct cs_repo *r, const char *what, char *why, size_t whylen)
 	return rc;
 }
 
+bool cs_lock_renew_due(const struct cs_repo *r)
+{
+	return r->locked && now_s() >= r->lock_renew;
+}
+
 int cs_lock_renew(struct cs_repo *r)
 {
 	char buf[512];
 	int len;
 
-	if (!r->locked || now_s() < r->lock_renew)
+	if (!cs_lock_renew_due(r))
 		return 0;
 	len = body(r, buf, sizeof(buf));
 	for (unsigned i = 0; i < r->nb; i++)
@@ -267,6 +275,7 @@ int cs_lock_renew(struct cs_repo *r)
 
 void cs_unlock(struct cs_repo *r)
 {
+	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		struct holder h;
@@ -294,6 +303,7 @@ int cs_lock_break(struct cs_repo *r, char *out, size_t len)
 
 	if (out && len)
 		out[0] = '\0';
+	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		struct holder h;
@@ -316,6 +326,7 @@ int cs_lock_break(struct cs_repo *r, char *out, size_t len)
 
 int cs_lock_describe(struct cs_repo *r, char *out, size_t len)
 {
+	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		struct holder h;
@@ -360,9 +371,16 @@ static bool fires(const char *var, const char *where, unsigned *count)
 		return false;
 	if (e[wl] == ':')
 		n = (unsigned)strtoul(e + wl + 1, NULL, 10);
-	return ++*count == n;
+	return __atomic_add_fetch(count, 1, __ATOMIC_SEQ_CST) == n;
 }
 
+bool cs_crash_armed(void)
+{
+	return getenv("VFS_CHUNK_CRASH") || getenv("VFS_CHUNK_STOP");
+}
+
+/* Called from the writer thread and the barrier's threads too: the
+   counts are atomic, and both signals act on the whole process. */
 void cs_crash_point(const char *where)
 {
 	static unsigned crash, stop;

@@ -247,11 +247,16 @@ static int tab_add(struct cs_repo *r, const struct cs_blob *b, uint32_t pack)
 	return 0;
 }
 
-/* Pack id -> its number, adding it; *fresh when it was not known. */
-static int pack_add(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
-		    uint64_t bytes, uint32_t *no, bool *fresh)
+/*
+ * Pack id -> its number, adding it; *fresh when it was not known.  With
+ * `slot`, always a new number (a pack not named yet: pack_write); a pack
+ * written again whole after an interrupted push then has two numbers,
+ * the old one weak, which is harmless until the index is reloaded.
+ */
+static int pack_slot(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
+		     uint64_t bytes, uint32_t *no, bool *fresh, bool slot)
 {
-	for (size_t i = 0; i < r->npacks; i++)
+	for (size_t i = 0; i < r->npacks && !slot; i++)
 		if (!memcmp(r->packs[i], id, CS_ID_LEN)) {
 			*no = (uint32_t)i;
 			*fresh = false;
@@ -281,6 +286,20 @@ static int pack_add(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
 	r->st.packs++;
 	r->st.pack_bytes += bytes;
 	return 0;
+}
+
+static int pack_add(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
+		    uint64_t bytes, uint32_t *no, bool *fresh)
+{
+	return pack_slot(r, id, bytes, no, fresh, false);
+}
+
+/* Take back the last slot pack_slot gave. */
+static void pack_unslot(struct cs_repo *r)
+{
+	r->npacks--;
+	r->st.packs--;
+	r->st.pack_bytes -= r->pack_bytes[r->npacks];
 }
 
 static int index_parse(struct cs_repo *r, const unsigned char *p, size_t len,
@@ -467,10 +486,16 @@ int cs_chunk_has(struct cs_repo *r, const unsigned char id[CS_ID_LEN])
 	return tab_find(r, id) != NULL;
 }
 
+/*
+ * Close the open pack: its header, then a slot in the index whose id the
+ * writer thread fills in once it has hashed the pack (put.c; until then
+ * the slot's id is zeros and its chunks dedup against it), and the pack
+ * handed over.  The next pack fills a buffer the writer is done with.
+ */
 static int pack_write(struct cs_repo *r, char *why, size_t whylen)
 {
-	unsigned char t[TRAILER_LEN], id[CS_ID_LEN];
-	char name[80];
+	static const unsigned char unnamed[CS_ID_LEN];
+	unsigned char t[TRAILER_LEN];
 	uint64_t hoff = r->open.len;
 	size_t plen;
 	uint32_t no;
@@ -495,14 +520,13 @@ static int pack_write(struct cs_repo *r, char *why, size_t whylen)
 	plen = r->open.len;
 	le64_put(r->open.p + plen - 8,
 		 XXH64(r->open.p + hoff, plen - hoff - 8, 0));
-	cs_sha256(r->open.p, plen, id);
-	cs_pack_name(name, sizeof(name), id);
-	if ((rc = cs_obj_put(r, name, r->open.p, plen, why, whylen)))
-		return rc;
-	cs_crash_point("push-pack");
-	if ((rc = pack_add(r, id, plen, &no, &fresh)))
-		return rc;
-	r->pack_weak[no] = false;	/* written whole just now */
+	if ((rc = pack_slot(r, unnamed, plen, &no, &fresh, true)))
+		goto fail;
+	if ((rc = cs_pack_hand(r, no, r->open.p, plen, r->open.cap,
+			       r->oblobs, r->nob, why, whylen))) {
+		pack_unslot(r);
+		goto fail;
+	}
 	/* the open pack's chunks now live in pack `no` */
 	for (size_t i = 0; i < r->nob; i++) {
 		struct cs_ient *e = tab_find(r, r->oblobs[i].id);
@@ -510,12 +534,27 @@ static int pack_write(struct cs_repo *r, char *why, size_t whylen)
 		if (e && e->pack == OPEN_PACK)
 			e->pack = no;
 	}
-	if ((rc = pending_add(r, id, plen, r->oblobs, r->nob)))
-		return rc;
-	r->st.packs_written++;
-	r->open.len = 0;
+	r->open = (struct cs_buf){ 0 };
+	cs_put_spare(r, &r->open.p, &r->open.cap);
 	r->nob = 0;
+	cs_crash_point("push-pack");
 	return 0;
+fail:
+	r->open.len = hoff;		/* the blobs stay in the open pack */
+	return rc;
+}
+
+int cs_pack_done(struct cs_repo *r, uint32_t no,
+		 const unsigned char id[CS_ID_LEN], size_t len,
+		 const struct cs_blob *blobs, size_t n, bool written)
+{
+	memcpy(r->packs[no], id, CS_ID_LEN);
+	if (!written) {		/* not deduplicated against, in no index */
+		r->pack_weak[no] = true;
+		return 0;
+	}
+	r->st.packs_written++;
+	return pending_add(r, id, len, blobs, n);
 }
 
 int cs_chunk_put(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
@@ -615,7 +654,9 @@ int cs_chunk_flush(struct cs_repo *r, char *why, size_t whylen)
 	char name[80];
 	int rc;
 
-	if ((rc = pack_write(r, why, whylen)))
+	/* every pack written, named and durable before the index */
+	if ((rc = pack_write(r, why, whylen)) ||
+	    (rc = cs_put_barrier(r, why, whylen)))
 		return rc;
 	if (!r->pending_packs)
 		return 0;
@@ -637,6 +678,7 @@ int cs_pack_no(struct cs_repo *r, const char *name, uint32_t *no)
 {
 	unsigned char id[CS_ID_LEN];
 
+	cs_put_settle(r);		/* every slot named */
 	if (strncmp(name, "pack/", 5) || cs_id_parse(name + 5, id))
 		return -EINVAL;
 	for (size_t i = 0; i < r->npacks; i++)
@@ -664,6 +706,7 @@ int cs_index_rewrite(struct cs_repo *r, const bool *keep, char *name,
 	if (r->nob)
 		return cs_err(-EBUSY, why, whylen, "index rewrite during a "
 			      "write");
+	cs_put_settle(r);		/* every slot named */
 	r->pending.len = 0;		/* what the load noted: covered here */
 	r->pending_packs = 0;
 	for (size_t p = 0; p < r->npacks && !rc; p++) {
@@ -716,6 +759,7 @@ static int pack_fetch(struct cs_repo *r, uint32_t no, char *why,
 	size_t len;
 	int rc;
 
+	cs_put_settle(r);		/* every slot named, written */
 	if (r->cached && !memcmp(r->cache_id, r->packs[no], CS_ID_LEN))
 		return 0;
 	cs_pack_name(name, sizeof(name), r->packs[no]);
@@ -785,11 +829,12 @@ int cs_pack_foreach(struct cs_repo *r,
 		    int (*cb)(const char *pack, size_t nblobs, void *arg),
 		    void *arg)
 {
-	size_t *cnt = calloc(r->npacks + 1, sizeof(size_t));
+	size_t *cnt;
 	char name[80];
 	int rc = 0;
 
-	if (!cnt)
+	cs_put_settle(r);		/* every slot named */
+	if (!(cnt = calloc(r->npacks + 1, sizeof(size_t))))
 		return -ENOMEM;
 	for (size_t i = 0; i < r->tab_cap; i++)
 		if (r->tab[i].pack != EMPTY && r->tab[i].pack < r->npacks)
@@ -827,6 +872,13 @@ void cs_index_forget(struct cs_repo *r)
 	r->pending.len = 0;
 	r->cached = false;
 	r->loaded = false;
+}
+
+void cs_index_forget_all(struct cs_repo *r)
+{
+	r->nob = 0;
+	r->open.len = 0;
+	cs_index_forget(r);
 }
 
 void cs_repo_index_free(struct cs_repo *r)

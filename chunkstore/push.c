@@ -33,10 +33,12 @@
  * before it loads the index to after its manifest is durable, so gc
  * never sweeps a pack it deduplicates against.
  *
- * Ordering: chunks go into packs; cs_chunk_flush writes the last pack and
- * an index object, each durable before it returns; only then is the
- * manifest written.  A crash before the manifest leaves packs no manifest
- * uses (garbage for phase 2's gc), never a manifest naming a missing pack.
+ * Ordering: chunks go into packs, which a writer thread encodes and
+ * writes while the walk goes on (put.c); cs_chunk_flush makes every pack
+ * durable, then writes an index object, durable before it returns; only
+ * then is the manifest written.  A crash before the manifest leaves packs
+ * no manifest uses (garbage for gc), never a manifest naming a missing
+ * pack.
  *
  * Base-layer directories versionfs never listed have no entries in the
  * index; they are read from the backing directory (push_base_dir).
@@ -859,6 +861,8 @@ int cs_push(struct cs_repo *r, struct vstore *st, uint64_t ckpt,
 	   against (lock.c); a caller may hold the lock already */
 	if ((rc = cs_lock(r, "push", why, whylen)))
 		return rc;
+	/* a failure of an earlier push on this repo was reported there */
+	cs_put_barrier(r, NULL, 0);
 	cs_crash_point("push-locked");
 	if ((rc = bt_txn_begin(store_env(st), BT_TXN_RDONLY, &p.txn)))
 		return cs_err(rc, why, whylen, "index: %s", bt_last_error());

@@ -13,8 +13,10 @@
 #     kill -9 is broken by the next writer, unlock removes one by hand;
 #   - a benefactor failing (read-only) or filling up in the middle of a
 #     push: the push fails naming it, every pushed checkpoint restores;
-#   - kill -9 of a push at several points: the pushed checkpoints
-#     restore, gc then check are clean, the push completes when rerun;
+#   - kill -9 of a push at several points (a pack handed to the writer
+#     thread, fragments durable in tmp/ and none named, some named, the
+#     index and the manifest cut short): the pushed checkpoints restore,
+#     gc then check are clean, the push completes when rerun;
 #   - prune then gc frees exactly the packs only pruned manifests used
 #     (after the grace period, or at once with --grace 0); kill -9 of gc
 #     at every step leaves a store that restores, and the next gc
@@ -218,8 +220,11 @@ done
 note "kill -9 during push at several points"
 head -c 9000000 /dev/urandom >"$M/bulk2"
 c10=$(ctl checkpoint "$M") || fail "checkpoint 10"
-for at in push-pack:1 put-frag:2 put-frag-index:1 put-frag-manifest:1 \
-	put-frag-manifest:2; do
+# (fragments are written to tmp/ and named together at a barrier before
+# the index: flush-synced is a benefactor's temporaries durable and none
+# named yet, put-frag:N the N-th fragment named, across benefactors)
+for at in push-pack:1 flush-synced:2 put-frag:2 put-frag:5 put-frag-index:1 \
+	put-frag-manifest:1 put-frag-manifest:2; do
 	VFS_CHUNK_CRASH=$at "$CHUNK" push "$B" --to "$spec" --checkpoint "$c10" \
 		>/dev/null 2>&1 && fail "$at: push was not killed"
 	"$RESTORE" "$spec" --checkpoint "$c9" --plain "$T/rk" >/dev/null 2>&1 ||

@@ -16,7 +16,10 @@
  * anything when a manifest names a chunk in no pack.  The writer lock:
  * refused with the holder named while held, taken after release, broken
  * when its holder died (fork + _exit) or its lease expired, kept while a
- * live holder on another host has a majority.  Real mounts and
+ * live holder on another host has a majority.  Deferred writes: packs
+ * are temporaries until the barrier before their index names them; a
+ * benefactor failing under the writer thread fails the push naming it,
+ * and the next push writes what it lost again, whole.  Real mounts and
  * loop-mounted benefactors are in tests/integration/t0800-chunkstore.sh
  * and t0810-chunk-gc.sh.
  */
@@ -275,6 +278,21 @@ static void spec_of(char *buf, size_t len, const char *q)
 
 #define NCH 40
 
+/* Chunks 0..n-1 of 100000 bytes each, data + i * 100000, all read back. */
+static void get_all(struct cs_repo *r, unsigned char (*id)[CS_ID_LEN],
+		    const unsigned char *data, int n)
+{
+	unsigned char *out = malloc(100000);
+	char why[CS_WHY_LEN];
+
+	for (int i = 0; i < n; i++) {
+		ck_assert_int_eq(cs_chunk_get(r, id[i], out, 100000, why,
+					      sizeof(why)), 0);
+		ck_assert(!memcmp(out, data + (size_t)i * 100000, 100000));
+	}
+	free(out);
+}
+
 START_TEST(pack_roundtrip)
 {
 	static const char *const qs[] = { "?replicas=2", "?parity",
@@ -315,11 +333,7 @@ START_TEST(pack_roundtrip)
 
 		/* a new session finds every chunk through the index */
 		ck_assert_int_eq(cs_repo_open(spec, 0, &r, why, sizeof(why)), 0);
-		for (int i = 0; i < NCH; i++) {
-			ck_assert_int_eq(cs_chunk_get(r, id[i], out, 100000,
-						      why, sizeof(why)), 0);
-			ck_assert(!memcmp(out, data + i * 100000, 100000));
-		}
+		get_all(r, id, data, NCH);
 		ck_assert_int_eq(cs_chunk_get(r, id[0], out, 99, why,
 					      sizeof(why)), CS_ECORRUPT);
 		cs_repo_close(r);
@@ -328,9 +342,7 @@ START_TEST(pack_roundtrip)
 		snprintf(cmd, sizeof(cmd), "rm -f %s/b*/index/*", tdir);
 		ck_assert_int_eq(system(cmd), 0);
 		ck_assert_int_eq(cs_repo_open(spec, 0, &r, why, sizeof(why)), 0);
-		for (int i = 0; i < NCH; i++)
-			ck_assert_int_eq(cs_chunk_get(r, id[i], out, 100000,
-						      why, sizeof(why)), 0);
+		get_all(r, id, data, NCH);
 		ck_assert_uint_eq(cs_chunk_has(r, id[5]), 1);
 		cs_repo_close(r);
 
@@ -340,11 +352,7 @@ START_TEST(pack_roundtrip)
 		ck_assert_int_eq(system(cmd), 0);
 		ck_assert_int_eq(cs_repo_open(spec, 0, &r, why, sizeof(why)), 0);
 		ck_assert_ptr_nonnull(strstr(cs_repo_warnings(r), "/b2"));
-		for (int i = 0; i < NCH; i++) {
-			ck_assert_int_eq(cs_chunk_get(r, id[i], out, 100000,
-						      why, sizeof(why)), 0);
-			ck_assert(!memcmp(out, data + i * 100000, 100000));
-		}
+		get_all(r, id, data, NCH);
 		cs_repo_close(r);
 		rm_benef();
 	}
@@ -393,6 +401,115 @@ START_TEST(pack_garbage)
 	memcpy(buf + sizeof(buf) - 32, "VFSCPACK", 8);
 	ck_assert_int_eq(cs_pack_parse(buf, sizeof(buf), &b, &n, why,
 				       sizeof(why)), CS_ECORRUPT);
+}
+END_TEST
+
+/* Files in directory `dir` whose names start with a hex digit. */
+static int count_files(const char *dir)
+{
+	char cmd[512];
+	FILE *f;
+	int n = -1;
+
+	snprintf(cmd, sizeof(cmd), "ls %s | grep -c '^[0-9a-f]'", dir);
+	ck_assert_ptr_nonnull(f = popen(cmd, "r"));
+	ck_assert_int_eq(fscanf(f, "%d", &n), 1);
+	pclose(f);
+	return n;
+}
+
+/*
+ * Deferred durability (put.c, backend.c): a dir: put_deferred is a
+ * temporary until flush names it; packs handed to the writer thread are
+ * named only at the barrier before their index; a benefactor that fails
+ * under the writer fails the push naming it, and what it lost is written
+ * again, whole, by the next push (never deduplicated against).
+ */
+START_TEST(deferred_writes)
+{
+	unsigned char *data = malloc(100 * 100000), id[100][CS_ID_LEN];
+	char spec[512], why[CS_WHY_LEN], p[600];
+	struct cs_backend *b;
+	struct cs_repo *r;
+	void *got;
+	size_t len;
+	int rc = 0;
+
+	mk_benef();
+	/* the backend alone */
+	snprintf(p, sizeof(p), "%s/b1", tdir);
+	ck_assert_int_eq(cs_dir_open(p, true, &b), 0);
+	ck_assert_int_eq(b->ops->put_deferred(b, "pack/00ab", "hello", 5), 0);
+	snprintf(p, sizeof(p), "%s/b1/tmp", tdir);
+	ck_assert_int_eq(count_files(p), 1);
+	ck_assert_int_eq(b->ops->get(b, "pack/00ab", &got, &len), -ENOENT);
+	ck_assert_int_eq(b->ops->flush(b), 0);
+	ck_assert_int_eq(count_files(p), 0);
+	ck_assert_int_eq(b->ops->get(b, "pack/00ab", &got, &len), 0);
+	ck_assert(len == 5 && !memcmp(got, "hello", 5));
+	free(got);
+	ck_assert_int_eq(b->ops->del(b, "pack/00ab"), 0);
+	b->ops->close(b);
+
+	/* packs named at the barrier only */
+	for (int i = 0; i < 100; i++) {
+		fill(data + i * 100000, 100000, (uint64_t)i * 31 + 7);
+		cs_sha256(data + i * 100000, 100000, id[i]);
+	}
+	spec_of(spec, sizeof(spec), "?rs=2+2");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	for (int i = 0; i < 100; i++)
+		ck_assert_int_eq(cs_chunk_put(r, id[i], data + i * 100000,
+					      100000, why, sizeof(why)), 0);
+	snprintf(p, sizeof(p), "%s/b1/pack", tdir);
+	ck_assert_int_eq(count_files(p), 0);
+	ck_assert_int_eq(cs_chunk_flush(r, why, sizeof(why)), 0);
+	ck_assert_int_ge(count_files(p), 2);
+	snprintf(p, sizeof(p), "%s/b1/tmp", tdir);
+	ck_assert_int_eq(count_files(p), 0);
+	cs_repo_close(r);
+
+	/* a benefactor fails under the writer thread (its tmp/ is gone:
+	   every write to it fails), with no spare benefactor */
+	rm_benef();
+	mk_benef();
+	spec_of(spec, sizeof(spec), "?rs=2+2");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	snprintf(p, sizeof(p), "rm -rf %s/b3/tmp", tdir);
+	ck_assert_int_eq(system(p), 0);
+	why[0] = '\0';
+	for (int i = 0; i < 100 && !rc; i++)
+		rc = cs_chunk_put(r, id[i], data + i * 100000, 100000, why,
+				  sizeof(why));
+	if (rc >= 0)
+		rc = cs_chunk_flush(r, why, sizeof(why));
+	ck_assert_int_eq(rc, -EIO);
+	ck_assert_ptr_nonnull(strstr(why, "/b3"));
+	/* its first pack was lost: chunk 0 is not deduplicated against it */
+	ck_assert_int_eq(cs_chunk_put(r, id[0], data, 100000, why,
+				      sizeof(why)), 0);
+	cs_repo_close(r);
+	/* back: the next push writes every chunk again, whole */
+	snprintf(p, sizeof(p), "mkdir %s/b3/tmp", tdir);
+	ck_assert_int_eq(system(p), 0);
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_WRITE, &r, why,
+				      sizeof(why)), 0);
+	for (int i = 0; i < 100; i++)
+		ck_assert_int_eq(cs_chunk_put(r, id[i], data + i * 100000,
+					      100000, why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_chunk_flush(r, why, sizeof(why)), 0);
+	cs_repo_close(r);
+	/* every chunk readable from any two benefactors */
+	snprintf(p, sizeof(p), "rm -rf %s/b1 %s/b4 && mkdir %s/b1 %s/b4", tdir,
+		 tdir, tdir, tdir);
+	ck_assert_int_eq(system(p), 0);
+	ck_assert_int_eq(cs_repo_open(spec, 0, &r, why, sizeof(why)), 0);
+	get_all(r, id, data, 100);
+	cs_repo_close(r);
+	rm_benef();
+	free(data);
 }
 END_TEST
 
@@ -857,6 +974,7 @@ static Suite *chunk_suite(void)
 	tcase_add_test(tc, pack_roundtrip);
 	tcase_add_test(tc, repo_spec);
 	tcase_add_test(tc, pack_garbage);
+	tcase_add_test(tc, deferred_writes);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("manifest");
 	tcase_add_test(tc, manifest_roundtrip);
