@@ -119,7 +119,7 @@ static void describe(const struct holder *h, const char *label, char *out,
 	struct tm tm;
 	char tb[32];
 
-	localtime_r(&s, &tm);
+	localtime_r(&s, &tm);		/* threads: take_one */
 	strftime(tb, sizeof(tb), "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(out, len, "%s: locked by %s, host %.40s pid %ld, since %s, "
 		 "lease %" PRId64 " s more (stale: versionfs-chunk unlock)",
@@ -139,51 +139,80 @@ static int put_excl(struct cs_backend *b, const char *buf, size_t len)
 	return b->ops->put(b, LOCK_NAME, buf, len);
 }
 
-/* Try once: 1 held, 0 not (holder described in why), or -errno. */
+/* One benefactor's part of taking the lock (a thread each, cs_each). */
+struct take {
+	struct cs_repo *r;
+	struct cs_backend *b;
+	const char *buf;
+	size_t len;
+	int rc;				/* 0 taken, -EEXIST held, -errno */
+	char why[CS_WHY_LEN];		/* the holder, when held */
+};
+
+static void *take_one(void *arg)
+{
+	struct take *t = arg;
+	struct cs_backend *b = t->b;
+	struct holder h;
+	void *old;
+	size_t ol;
+
+	t->rc = put_excl(b, t->buf, t->len);
+	if (t->rc == -EEXIST && !b->ops->get(b, LOCK_NAME, &old, &ol)) {
+		bool brk = parse(old, ol, &h) || stale(&h);
+		void *again;
+		size_t al;
+
+		if (!brk)
+			describe(&h, b->label, t->why, sizeof(t->why));
+		/* still the same body just before deleting it */
+		if (brk && !b->ops->get(b, LOCK_NAME, &again, &al)) {
+			if (al == ol && !memcmp(again, old, ol)) {
+				cs_warn(t->r, "%s: broke a stale lock (%.*s)",
+					b->label, (int)strcspn(old, "\n"),
+					(char *)old);
+				b->ops->del(b, LOCK_NAME);
+				t->rc = put_excl(b, t->buf, t->len);
+			}
+			free(again);
+		}
+		free(old);
+	}
+	return NULL;
+}
+
+/*
+ * Try once: 1 held, 0 not (holder described in why), or -errno.  The
+ * benefactors are asked in parallel: each exclusive create waits for two
+ * fsyncs, which one after the other cost a push of a small checkpoint
+ * more than its data.
+ */
 static int try_lock(struct cs_repo *r, char *why, size_t whylen)
 {
-	unsigned need = r->nb / 2 + 1, got = 0;
+	unsigned need = r->nb / 2 + 1, got = 0, n = 0;
+	struct take t[CS_MAX_FRAGS];
+	unsigned at[CS_MAX_FRAGS];
 	char buf[512];
 	int len = body(r, buf, sizeof(buf));
 
 	memset(r->lock_on, 0, sizeof(r->lock_on));
 	for (unsigned i = 0; i < r->nb; i++) {
-		struct cs_backend *b = r->b[i];
-		struct holder h;
-		void *old;
-		size_t ol;
-		int rc;
-
-		if (b->down)
+		if (r->b[i]->down)
 			continue;
-		rc = put_excl(b, buf, (size_t)len);
-		if (rc == -EEXIST && !b->ops->get(b, LOCK_NAME, &old, &ol)) {
-			bool brk = parse(old, ol, &h) || stale(&h);
-			void *again;
-			size_t al;
-
-			if (!brk)
-				describe(&h, b->label, why, whylen);
-			/* still the same body just before deleting it */
-			if (brk && !b->ops->get(b, LOCK_NAME, &again, &al)) {
-				if (al == ol && !memcmp(again, old, ol)) {
-					cs_warn(r, "%s: broke a stale lock "
-						"(%.*s)", b->label,
-						(int)strcspn(old, "\n"),
-						(char *)old);
-					b->ops->del(b, LOCK_NAME);
-					rc = put_excl(b, buf, (size_t)len);
-				}
-				free(again);
-			}
-			free(old);
-		}
-		if (rc == 0) {
-			r->lock_on[i] = true;
+		t[n] = (struct take){ .r = r, .b = r->b[i], .buf = buf,
+				      .len = (size_t)len };
+		at[n++] = i;
+	}
+	cs_each(take_one, t, sizeof(*t), n);
+	for (unsigned j = 0; j < n; j++) {
+		if (t[j].why[0] && !why[0])
+			snprintf(why, whylen, "%s", t[j].why);
+		if (t[j].rc == 0) {
+			r->lock_on[at[j]] = true;
 			got++;
-		} else if (rc != -EEXIST) {
-			cs_warn(r, "%s: taking the lock: %s", b->label,
-				strerror(-rc));
+		} else if (t[j].rc != -EEXIST) {
+			cs_warn(r, "%s: taking the lock: %s", t[j].b->label,
+				strerror(-t[j].rc));
 		}
 	}
 	/* read back: the token must be ours everywhere we think we hold */
