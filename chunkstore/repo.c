@@ -300,6 +300,35 @@ struct cs_backend *cs_repo_benef(const struct cs_repo *r, unsigned i)
 	return i < r->nb ? r->b[i] : NULL;
 }
 
+/*
+ * Fragment of `name` on benefactor i, checked: 0 with *f (malloc'ed),
+ * *fl, its index and geometry; -ENOENT if it has none (or is down);
+ * CS_ECORRUPT with the reason in fwhy.  A benefactor that fails is
+ * marked down.
+ */
+static int frag_fetch(struct cs_repo *r, unsigned i, const char *name,
+		      void **f, size_t *fl, unsigned *idx, struct cs_redund *g,
+		      char *fwhy, size_t fwhylen)
+{
+	struct cs_backend *b = r->b[i];
+	int rc;
+
+	if (b->down)
+		return -ENOENT;
+	rc = b->ops->get(b, name, f, fl);
+	if (rc && rc != -ENOENT) {
+		cs_mark_down(r, b, rc, name);
+		rc = -ENOENT;
+	}
+	if (rc)
+		return rc;
+	if ((rc = cs_frag_check(name, *f, *fl, idx, g, fwhy, fwhylen))) {
+		free(*f);
+		*f = NULL;
+	}
+	return rc;
+}
+
 int cs_obj_get(struct cs_repo *r, const char *name, void **buf, size_t *len,
 	       char *why, size_t whylen)
 {
@@ -312,24 +341,17 @@ int cs_obj_get(struct cs_repo *r, const char *name, void **buf, size_t *len,
 
 	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb && good < need; i++) {
-		struct cs_backend *b = r->b[i];
 		void *f;
 		size_t fl;
 
-		if (b->down)
-			continue;
-		rc = b->ops->get(b, name, &f, &fl);
+		rc = frag_fetch(r, i, name, &f, &fl, &idx, &g, fwhy,
+				sizeof(fwhy));
 		if (rc == -ENOENT)
 			continue;
-		if (rc) {
-			cs_mark_down(r, b, rc, name);
-			continue;
-		}
 		found++;
-		if (cs_frag_check(name, f, fl, &idx, &g, fwhy, sizeof(fwhy))) {
-			cs_warn(r, "%s: %s: %s; treated as lost", b->label,
+		if (rc) {
+			cs_warn(r, "%s: %s: %s; treated as lost", r->b[i]->label,
 				name, fwhy);
-			free(f);
 			continue;
 		}
 		if (frags[idx]) {		/* a second copy of one index */
@@ -459,27 +481,20 @@ int cs_obj_fragments(struct cs_repo *r, const char *name, unsigned *good,
 		why[0] = '\0';
 	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
-		struct cs_backend *b = r->b[i];
 		void *f;
 		size_t fl;
 
-		if (b->down)
-			continue;
-		rc = b->ops->get(b, name, &f, &fl);
+		rc = frag_fetch(r, i, name, &f, &fl, &idx, &g, fwhy,
+				sizeof(fwhy));
 		if (rc == -ENOENT)
 			continue;
 		if (rc) {
-			cs_mark_down(r, b, rc, name);
-			continue;
-		}
-		rc = cs_frag_check(name, f, fl, &idx, &g, fwhy, sizeof(fwhy));
-		free(f);
-		if (rc) {
 			if (why && !why[0])
-				snprintf(why, whylen, "%s: %s: %s", b->label,
-					 name, fwhy);
+				snprintf(why, whylen, "%s: %s: %s",
+					 r->b[i]->label, name, fwhy);
 			continue;
 		}
+		free(f);
 		if (!seen[idx]) {
 			seen[idx] = true;
 			(*good)++;
