@@ -487,9 +487,10 @@ START_TEST(deferred_writes)
 		rc = cs_chunk_flush(r, why, sizeof(why));
 	ck_assert_int_eq(rc, -EIO);
 	ck_assert_ptr_nonnull(strstr(why, "/b3"));
-	/* its first pack was lost: chunk 0 is not deduplicated against it */
-	ck_assert_int_eq(cs_chunk_put(r, id[0], data, 100000, why,
-				      sizeof(why)), 0);
+	/* its first pack was lost: chunk 0 is not deduplicated against it
+	   (taken into the open pack, or the failure said again) */
+	ck_assert_int_ne(cs_chunk_put(r, id[0], data, 100000, why,
+				      sizeof(why)), 1);
 	cs_repo_close(r);
 	/* back: the next push writes every chunk again, whole */
 	snprintf(p, sizeof(p), "mkdir %s/b3/tmp", tdir);
