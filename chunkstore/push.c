@@ -296,15 +296,19 @@ static int add_ref(struct push *p, const unsigned char id[CS_ID_LEN],
 	return 0;
 }
 
+/* Chunk data[0..len) at file offset off; id its SHA-256, or NULL. */
 static int store_chunk(struct push *p, const unsigned char *data, size_t len,
-		       uint64_t off)
+		       uint64_t off, const unsigned char *known)
 {
 	unsigned char id[CS_ID_LEN];
 	int rc;
 
 	if (p->o && p->o->pace && (rc = p->o->pace(len, p->o->arg)))
 		return rc;
-	cs_sha256(data, len, id);
+	if (known)
+		memcpy(id, known, CS_ID_LEN);
+	else
+		cs_sha256(data, len, id);
 	rc = cs_chunk_put(p->r, id, data, len, p->why, p->whylen);
 	if (rc < 0)
 		return rc;
@@ -348,7 +352,7 @@ static int file_data(struct push *p, struct reader *rd, uint64_t size,
 			if ((rc = read_range(rd, p->buf, off, len)))
 				return rc;
 			p->res->read_bytes += len;
-			if ((rc = store_chunk(p, p->buf, len, off)))
+			if ((rc = store_chunk(p, p->buf, len, off, NULL)))
 				return rc;
 		}
 		return 0;
@@ -356,6 +360,7 @@ static int file_data(struct push *p, struct reader *rd, uint64_t size,
 	/* CDC: a window of up to 2 * MAX bytes; cut when MAX are buffered
 	   or the file ends */
 	while (off < size) {
+		unsigned char id[CS_ID_LEN];
 		size_t cut;
 
 		if (have < CS_CDC_MAX && fill < size) {
@@ -369,8 +374,8 @@ static int file_data(struct push *p, struct reader *rd, uint64_t size,
 			fill += want;
 			have += want;
 		}
-		cut = cs_cdc_cut(p->buf, have);
-		if ((rc = store_chunk(p, p->buf, cut, off)))
+		cut = cs_cdc_chunk(p->buf, have, id);	/* cut and SHA-256 */
+		if ((rc = store_chunk(p, p->buf, cut, off, id)))
 			return rc;
 		memmove(p->buf, p->buf + cut, have - cut);
 		have -= cut;

@@ -1,7 +1,9 @@
 /*
  * test_chunkstore.c — unit suite of libvfschunk (chunkstore/): FastCDC cut
  * points (sizes within bounds, stable under an insertion: only the chunks
- * around it change); fragments of every scheme (replicas, XOR parity,
+ * around it change, pinned to the first version's; cut and SHA-256 in one
+ * pass equal to the two passes, with the SHA extensions and without);
+ * fragments of every scheme (replicas, XOR parity,
  * Reed-Solomon through ISA-L) rebuilt with every set of up to k fragments
  * erased, with corrupted fragments (detected, treated as lost) and refused
  * past k; packs, the chunk index and dedup through a repository over
@@ -133,6 +135,93 @@ START_TEST(cdc_insertion)
 	ck_assert_uint_gt(after, 20);
 	free(p);
 	free(q);
+}
+END_TEST
+
+/* The cuts are part of the format: the first ones of a fixed buffer, and
+   a hash of all of them, as the first version of cs_cdc_cut made them. */
+START_TEST(cdc_pinned)
+{
+	static const size_t first[] = { 73421, 163202, 245790, 328837,
+					422749, 493258 };
+	size_t n = 8u << 20, off = 0, k = 0;
+	unsigned char *p = malloc(n);
+	uint64_t h = 0;
+
+	fill(p, n, 1);
+	while (off < n) {
+		size_t c = cs_cdc_cut(p + off, n - off);
+
+		off += c;
+		if (k < 6)
+			ck_assert_uint_eq(off, first[k]);
+		k++;
+		h = h * 1000003 + c;
+	}
+	ck_assert_uint_eq(k, 119);
+	ck_assert_uint_eq(h, UINT64_C(14274833751437500110));
+	free(p);
+}
+END_TEST
+
+/*
+ * cs_cdc_chunk against cs_cdc_cut + cs_sha256: every length class around
+ * the 64-byte blocks and MIN, AVG, MAX; random data (cuts in every
+ * position of a block, so the re-walk of a block is exercised at each)
+ * and zeros (no cut: MAX); unaligned starts.
+ */
+static void cdc_chunk_same(void)
+{
+	static const size_t lens[] = {
+		0, 1, 55, 56, 63, 64, 65, 119, 120, 128, CS_CDC_MIN - 1,
+		CS_CDC_MIN, CS_CDC_MIN + 1, CS_CDC_MIN + 55, CS_CDC_MIN + 64,
+		CS_CDC_MIN + 100, CS_CDC_AVG - 1, CS_CDC_AVG, CS_CDC_AVG + 1,
+		CS_CDC_AVG + 63, CS_CDC_MAX - 1, CS_CDC_MAX, CS_CDC_MAX + 1,
+		2 * CS_CDC_MAX + 17 };
+	size_t n = 48u << 20, off = 0;	/* ~700 cuts: all 64 places */
+	unsigned char *p = malloc(n + 64), *z = calloc(1, CS_CDC_MAX + 64);
+	unsigned char id[CS_ID_LEN], want[CS_ID_LEN];
+	bool seen[64] = { false };
+
+	fill(p, n + 64, 3);
+	while (off < n) {
+		size_t c = cs_cdc_chunk(p + off, n - off, id);
+
+		ck_assert_uint_eq(c, cs_cdc_cut(p + off, n - off));
+		cs_sha256(p + off, c, want);
+		ck_assert(!memcmp(id, want, CS_ID_LEN));
+		if (c > CS_CDC_MIN && off + c < n)
+			seen[c % 64] = true;
+		off += c;
+	}
+	for (int i = 0; i < 64; i++)
+		ck_assert_msg(seen[i], "no cut at %d in a block", i);
+	for (size_t i = 0; i < sizeof(lens) / sizeof(*lens); i++)
+		for (size_t a = 0; a < 3; a++) {
+			const unsigned char *d[2] = { p + 4096 * i + a, z + a };
+
+			for (int k = 0; k < 2; k++) {
+				size_t c = cs_cdc_chunk(d[k], lens[i], id);
+
+				ck_assert_uint_eq(c, cs_cdc_cut(d[k], lens[i]));
+				cs_sha256(d[k], c, want);
+				ck_assert(!memcmp(id, want, CS_ID_LEN));
+			}
+		}
+	free(p);
+	free(z);
+}
+
+START_TEST(cdc_one_pass)
+{
+	cdc_chunk_same();
+}
+END_TEST
+
+START_TEST(cdc_one_pass_fallback)
+{
+	setenv("VFS_CHUNK_NO_SHANI", "1", 1);	/* before the first use */
+	cdc_chunk_same();
 }
 END_TEST
 
@@ -964,6 +1053,9 @@ static Suite *chunk_suite(void)
 	tc = tcase_create("cdc");
 	tcase_add_test(tc, cdc_bounds);
 	tcase_add_test(tc, cdc_insertion);
+	tcase_add_test(tc, cdc_pinned);
+	tcase_add_test(tc, cdc_one_pass);
+	tcase_add_test(tc, cdc_one_pass_fallback);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fragments");
 	tcase_set_timeout(tc, 120);
