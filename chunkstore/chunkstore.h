@@ -24,10 +24,13 @@
  *                     writer thread packs go to (it hands each
  *                     one back to pack.c when done); the
  *                     durability barrier
- *   packs, index      chunks in packs, the chunk -> pack index   pack.c
+ *   packs, index      chunks in packs; the chunk -> pack index  pack.c,
+ *                                                               index.c
  *   manifests         a checkpoint's tree and chunk lists       manifest.c
  *   writer lock       one writer at a time (put_excl, lease)    lock.c
  *   push, restore     a versionfs store <-> the chunk store     push.c,
+ *                     (push: the walk and entries; file data    push_data.c,
+ *                     into chunks; base-layer directories)      push_base.c,
  *                                                               restore.c
  *   prune, gc         manifests dropped, mark and sweep         gc.c
  *   repair            lost fragments re-created, per-benefactor repair.c
@@ -284,7 +287,7 @@ int cs_lock_break(struct cs_repo *r, char *out, size_t len);
    0 (for check). */
 int cs_lock_describe(struct cs_repo *r, char *out, size_t len);
 
-/* ---- packs and the chunk index (pack.c) ------------------------------------ */
+/* ---- packs and the chunk index (pack.c, index.c) --------------------------- */
 
 #define CS_PACK_TARGET	(4u << 20)	/* a pack is closed past this */
 

@@ -57,7 +57,7 @@ int cs_buf_need(struct cs_buf *b, size_t more);
 int cs_buf_add(struct cs_buf *b, const void *p, size_t n);
 
 
-/* ---- the repository (repo.c, pack.c) ---- */
+/* ---- the repository (repo.c, put.c, pack.c, index.c) ---- */
 
 /* One chunk of the index: in pack `pack` (an index into packs[]). */
 struct cs_ient {
@@ -86,7 +86,7 @@ struct cs_repo {
 	char put_why[CS_WHY_LEN];
 	bool put_lost_unknown;			/* the index must be reloaded */
 
-	/* the chunk index (pack.c) */
+	/* the chunk index (index.c) */
 	bool loaded;
 	struct cs_ient *tab;			/* open addressing */
 	size_t tab_n, tab_cap;			/* cap a power of two */
@@ -166,6 +166,32 @@ void cs_put_settle(struct cs_repo *r);
 /* Join the writer thread (after a settle). */
 void cs_put_stop(struct cs_repo *r);
 void cs_pack_name(char *buf, size_t len, const unsigned char id[CS_ID_LEN]);
+
+/* ---- packs and the chunk index (pack.c, index.c) ---- */
+
+#define CS_PACK_VERSION	1		/* of packs and index objects */
+#define CS_ENTRY_LEN	56		/* a blob's entry in either */
+#define CS_OPEN_PACK	UINT32_MAX	/* index entry: in the open pack */
+void cs_entry_put(unsigned char *e, const struct cs_blob *b);
+void cs_entry_get(const unsigned char *e, struct cs_blob *b);
+/* The index entry of chunk id, or NULL; add one (a chunk already there
+   keeps its first). */
+struct cs_ient *cs_tab_find(struct cs_repo *r,
+			    const unsigned char id[CS_ID_LEN]);
+int cs_tab_add(struct cs_repo *r, const struct cs_blob *b, uint32_t pack);
+/*
+ * Pack id -> its number, adding it; *fresh when it was not known.  With
+ * `slot`, always a new number (a pack not named yet: pack.c's pack_write);
+ * cs_pack_unslot takes back the last one.
+ */
+int cs_pack_slot(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
+		 uint64_t bytes, uint32_t *no, bool *fresh, bool slot);
+void cs_pack_unslot(struct cs_repo *r);
+/* Record a pack's section for the next index object; write that object
+   (its name into name, 80 bytes). */
+int cs_pending_add(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
+		   uint64_t plen, const struct cs_blob *blobs, size_t n);
+int cs_index_write(struct cs_repo *r, char *name, char *why, size_t whylen);
 void cs_repo_index_free(struct cs_repo *r);
 void cs_index_forget(struct cs_repo *r);
 /* A barrier failed, losing what it cannot name: the index is reloaded

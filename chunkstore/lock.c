@@ -100,6 +100,21 @@ static int parse(const void *buf, size_t len, struct holder *h)
 	return 0;
 }
 
+/* The lock object on b: 1 and its holder in *h, 0 if it is damaged,
+   -errno if there is none (or b cannot say). */
+static int lock_read(struct cs_backend *b, struct holder *h)
+{
+	void *cur;
+	size_t cl;
+	int bad;
+
+	if (b->down || b->ops->get(b, LOCK_NAME, &cur, &cl))
+		return -ENOENT;
+	bad = parse(cur, cl, h);
+	free(cur);
+	return bad ? 0 : 1;
+}
+
 /* Whether the holder can no longer be holding it. */
 static bool stale(const struct holder *h)
 {
@@ -217,16 +232,10 @@ static int try_lock(struct cs_repo *r, char *why, size_t whylen)
 	}
 	/* read back: the token must be ours everywhere we think we hold */
 	for (unsigned i = 0; i < r->nb; i++) {
-		struct cs_backend *b = r->b[i];
 		struct holder h;
-		void *cur;
-		size_t cl;
 
-		if (!r->lock_on[i])
-			continue;
-		if (b->ops->get(b, LOCK_NAME, &cur, &cl) ||
-		    (parse(cur, cl, &h) ? (free(cur), 1) :
-		     (free(cur), strcmp(h.token, r->lock_token) != 0))) {
+		if (r->lock_on[i] && (lock_read(r->b[i], &h) != 1 ||
+				      strcmp(h.token, r->lock_token))) {
 			r->lock_on[i] = false;
 			got--;
 		}
@@ -306,20 +315,12 @@ void cs_unlock(struct cs_repo *r)
 {
 	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
-		struct cs_backend *b = r->b[i];
 		struct holder h;
-		void *cur;
-		size_t cl;
 
-		if (!r->lock_on[i] || b->down)
-			continue;
 		/* only our own: never a lock someone broke ours for */
-		if (!b->ops->get(b, LOCK_NAME, &cur, &cl)) {
-			if (!parse(cur, cl, &h) &&
-			    !strcmp(h.token, r->lock_token))
-				b->ops->del(b, LOCK_NAME);
-			free(cur);
-		}
+		if (r->lock_on[i] && lock_read(r->b[i], &h) == 1 &&
+		    !strcmp(h.token, r->lock_token))
+			r->b[i]->ops->del(r->b[i], LOCK_NAME);
 		r->lock_on[i] = false;
 	}
 	r->locked = false;
@@ -336,17 +337,15 @@ int cs_lock_break(struct cs_repo *r, char *out, size_t len)
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		struct holder h;
-		void *cur;
-		size_t cl;
+		int got = lock_read(b, &h);
 
-		if (b->down || b->ops->get(b, LOCK_NAME, &cur, &cl))
+		if (got < 0)
 			continue;
-		if (out && used < len && !parse(cur, cl, &h))
+		if (out && used < len && got == 1)
 			used += (size_t)snprintf(out + used, len - used,
 						 "%s: %s pid %ld on %s\n",
 						 b->label, h.what, h.pid,
 						 h.host);
-		free(cur);
 		if (!b->ops->del(b, LOCK_NAME))
 			n++;
 	}
@@ -359,19 +358,15 @@ int cs_lock_describe(struct cs_repo *r, char *out, size_t len)
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		struct holder h;
-		void *cur;
-		size_t cl;
-		int bad;
+		int got = lock_read(b, &h);
 
-		if (b->down || b->ops->get(b, LOCK_NAME, &cur, &cl))
+		if (got < 0)
 			continue;
-		bad = parse(cur, cl, &h);
-		free(cur);
-		if (bad)
+		if (!got)
 			snprintf(out, len, "%s: a damaged lock object", b->label);
 		else
 			describe(&h, b->label, out, len);
-		if (!bad && stale(&h))
+		if (got && stale(&h))
 			snprintf(out + strlen(out), len - strlen(out),
 				 " [stale: the next writer breaks it]");
 		return 1;
