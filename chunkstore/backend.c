@@ -38,6 +38,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,22 +82,35 @@ static int name_ok(const char *name)
 	return 1;
 }
 
-static int full_write(int fd, const void *buf, size_t len)
+/* All of iov[0..n) (consumed: a copy of the caller's). */
+static int full_writev(int fd, struct iovec *iov, int n)
 {
-	const char *p = buf;
-
-	while (len) {
-		ssize_t w = write(fd, p, len);
+	while (n) {
+		ssize_t w = writev(fd, iov, n > IOV_MAX ? IOV_MAX : n);
 
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
-		p += w;
-		len -= (size_t)w;
+		while (n && (size_t)w >= iov->iov_len) {
+			w -= (ssize_t)iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n) {
+			iov->iov_base = (char *)iov->iov_base + w;
+			iov->iov_len -= (size_t)w;
+		}
 	}
 	return 0;
+}
+
+static int full_write(int fd, const void *buf, size_t len)
+{
+	struct iovec v = { (void *)buf, len };
+
+	return full_writev(fd, &v, 1);
 }
 
 /* mkdir of the kind of `name` (a benefactor older than that kind). */
@@ -124,14 +138,15 @@ static int kind_of(const char *name)
 }
 
 /*
- * Write buf to temporary tmp (tmplen bytes) for object `name`: "tmp/<rest>
- * .<pid>" plus ".<seq>" when seq, fsync'ed when sync, else its writeback
- * started.  Closed; removed again on failure.
+ * Write iov[0..n) to temporary tmp (tmplen bytes) for object `name`:
+ * "tmp/<rest>.<pid>" plus ".<seq>" when seq, fsync'ed when sync, else
+ * its writeback started.  Closed; removed again on failure.
  */
-static int tmp_write(struct dir_backend *d, const char *name, const void *buf,
-		     size_t len, unsigned seq, bool sync, char *tmp,
-		     size_t tmplen)
+static int tmp_write(struct dir_backend *d, const char *name,
+		     const struct iovec *iov, int n, unsigned seq, bool sync,
+		     char *tmp, size_t tmplen)
 {
+	struct iovec v[8];
 	const char *slash = strchr(name, '/');
 	int fd, rc;
 
@@ -142,10 +157,13 @@ static int tmp_write(struct dir_backend *d, const char *name, const void *buf,
 			 seq);
 	else
 		snprintf(tmp, tmplen, "tmp/%s.%d", slash + 1, (int)getpid());
+	if (n < 0 || n > 8)
+		return -EINVAL;
+	memcpy(v, iov, (size_t)n * sizeof(*v));
 	fd = openat(d->fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
-	rc = full_write(fd, buf, len);
+	rc = full_writev(fd, v, n);
 	if (!rc && sync && fsync(fd))
 		rc = -errno;
 	/* only a hint: a file system without it writes back later */
@@ -185,10 +203,11 @@ static int dir_put(struct cs_backend *cb, const char *name, const void *buf,
 		   size_t len)
 {
 	struct dir_backend *d = (struct dir_backend *)cb;
+	struct iovec v = { (void *)buf, len };
 	char tmp[512];
 	int rc;
 
-	if ((rc = tmp_write(d, name, buf, len, 0, true, tmp, sizeof(tmp))))
+	if ((rc = tmp_write(d, name, &v, 1, 0, true, tmp, sizeof(tmp))))
 		return rc;
 	if ((rc = tmp_rename(d, tmp, name))) {
 		unlinkat(d->fd, tmp, 0);
@@ -198,7 +217,7 @@ static int dir_put(struct cs_backend *cb, const char *name, const void *buf,
 }
 
 static int dir_put_deferred(struct cs_backend *cb, const char *name,
-			    const void *buf, size_t len)
+			    const struct iovec *iov, int iovcnt)
 {
 	struct dir_backend *d = (struct dir_backend *)cb;
 	char tmp[512];
@@ -209,7 +228,7 @@ static int dir_put_deferred(struct cs_backend *cb, const char *name,
 	    (rc = vfs_grow_cs((void **)&d->pend, &d->pend_cap, d->npend + 1,
 			      sizeof(*d->pend))))
 		return rc;
-	if ((rc = tmp_write(d, name, buf, len, ++d->seq, false, tmp,
+	if ((rc = tmp_write(d, name, iov, iovcnt, ++d->seq, false, tmp,
 			    sizeof(tmp))))
 		return rc;
 	p = &d->pend[d->npend];

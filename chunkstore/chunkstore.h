@@ -55,6 +55,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "btree/btree.h"
 
@@ -172,7 +173,9 @@ struct cs_backend_ops {
 	   error among them.  Callers flush before writing anything that
 	   refers to the objects. */
 	int (*flush)(struct cs_backend *b);
-	/* Optional (NULL: put is used).  Write the object now but make it
+	/* Optional (NULL: put is used).  Write the object (iov: its
+	   pieces, a fragment's header and its payload where that points
+	   into the object; no copy is made) now but make it
 	   durable and visible under its name only at the next flush, which
 	   a backend with put_deferred must have: dir: writes a temporary
 	   file and starts its writeback at once; flush fsyncs the
@@ -182,7 +185,7 @@ struct cs_backend_ops {
 	   file system) are returned here, those of making it durable by
 	   flush. */
 	int (*put_deferred)(struct cs_backend *b, const char *name,
-			    const void *buf, size_t len);
+			    const struct iovec *iov, int iovcnt);
 	/* Optional: put only if `name` is absent (-EEXIST if present),
 	   atomically against every other put_excl of any node: the writer
 	   lock's primitive (dir: link(2), NFS-safe; RADOS: an exclusive

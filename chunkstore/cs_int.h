@@ -135,6 +135,17 @@ int cs_frag_encode_sum(const struct cs_redund *r, const char *name,
 		       const void *obj, size_t len,
 		       const unsigned char *sum, unsigned char **frags,
 		       size_t *fraglen);
+/* A fragment as its header and a payload of *paylen bytes, which points
+   into the object where it can (own: what cs_frag_views_free frees). */
+struct cs_fragv {
+	unsigned char hdr[CS_FRAG_HDR];
+	const unsigned char *pay;
+	unsigned char *own;
+};
+int cs_frag_views(const struct cs_redund *r, const char *name, const void *obj,
+		  size_t len, const unsigned char *sum, struct cs_fragv *v,
+		  size_t *paylen);
+void cs_frag_views_free(struct cs_fragv *v, unsigned n);
 
 /* ---- writing objects (put.c) ---- */
 

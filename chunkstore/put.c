@@ -90,6 +90,27 @@ static bool refers(const char *name)
 	return !strncmp(name, "index/", 6) || !strncmp(name, "manifest/", 9);
 }
 
+/* One fragment to b: header and payload as they are where b takes
+   pieces (put_deferred), else copied into one buffer for put. */
+static int frag_put(struct cs_backend *b, const char *name,
+		    const struct cs_fragv *f, size_t pl)
+{
+	struct iovec iov[2] = { { (void *)f->hdr, CS_FRAG_HDR },
+				{ (void *)f->pay, pl } };
+	unsigned char *one;
+	int rc;
+
+	if (b->ops->put_deferred)
+		return b->ops->put_deferred(b, name, iov, 2);
+	if (!(one = malloc(CS_FRAG_HDR + pl)))
+		return -ENOMEM;
+	memcpy(one, f->hdr, CS_FRAG_HDR);
+	memcpy(one + CS_FRAG_HDR, f->pay, pl);
+	rc = b->ops->put(b, name, one, CS_FRAG_HDR + pl);
+	free(one);
+	return rc;
+}
+
 /*
  * Encode object `name` and write its fragments (sum: its SHA-256 when the
  * caller has it).  Deferred where the backend can; not durable yet.
@@ -100,13 +121,12 @@ static int obj_write(struct cs_repo *r, const char *name, const void *buf,
 {
 	unsigned n = r->red.m + r->red.k, order[CS_MAX_FRAGS], no = 0, done = 0;
 	uint64_t space[CS_MAX_FRAGS] = { 0 };
-	unsigned char *frags[CS_MAX_FRAGS];
+	struct cs_fragv v[CS_MAX_FRAGS];
 	char last[CS_WHY_LEN] = "no benefactor answers";
-	size_t flen;
+	size_t pl;
 	int rc;
 
-	if ((rc = cs_frag_encode_sum(&r->red, name, buf, len, sum, frags,
-				     &flen)))
+	if ((rc = cs_frag_views(&r->red, name, buf, len, sum, v, &pl)))
 		return cs_err(rc, why, whylen, "%s: encoding: %s", name,
 			      strerror(-rc));
 	/* the benefactors that answer, most free space first */
@@ -132,9 +152,7 @@ static int obj_write(struct cs_repo *r, const char *name, const void *buf,
 	for (unsigned i = 0; i < no && done < n; i++) {
 		struct cs_backend *b = r->b[order[i]];
 
-		rc = b->ops->put_deferred ?
-		     b->ops->put_deferred(b, name, frags[done], flen) :
-		     b->ops->put(b, name, frags[done], flen);
+		rc = frag_put(b, name, &v[done], pl);
 		if (rc) {
 			snprintf(last, sizeof(last), "%s: %s", b->label,
 				 strerror(-rc));
@@ -159,8 +177,7 @@ static int obj_write(struct cs_repo *r, const char *name, const void *buf,
 				       name[0] == 'm' ? "put-frag-manifest" :
 				       "put-frag-index");
 	}
-	for (unsigned i = 0; i < n; i++)
-		free(frags[i]);
+	cs_frag_views_free(v, n);
 	if (done < n)
 		return cs_err(-EIO, why, whylen, "%s: only %u of %u fragments "
 			      "written (%s)", name, done, n, last);

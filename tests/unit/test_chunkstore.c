@@ -528,7 +528,8 @@ START_TEST(deferred_writes)
 	/* the backend alone */
 	snprintf(p, sizeof(p), "%s/b1", tdir);
 	ck_assert_int_eq(cs_dir_open(p, true, &b), 0);
-	ck_assert_int_eq(b->ops->put_deferred(b, "pack/00ab", "hello", 5), 0);
+	ck_assert_int_eq(b->ops->put_deferred(b, "pack/00ab", (struct iovec[]){
+		{ "hel", 3 }, { "lo", 2 } }, 2), 0);
 	snprintf(p, sizeof(p), "%s/b1/tmp", tdir);
 	ck_assert_int_eq(count_files(p), 1);
 	ck_assert_int_eq(b->ops->get(b, "pack/00ab", &got, &len), -ENOENT);
