@@ -39,7 +39,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,9 +249,7 @@ static int dir_put_deferred(struct cs_backend *cb, const char *name,
 static int dir_flush(struct cs_backend *cb)
 {
 	struct dir_backend *d = (struct dir_backend *)cb;
-	static pthread_mutex_t crash_mu = PTHREAD_MUTEX_INITIALIZER;
 	bool touched[sizeof(kinds) / sizeof(*kinds)] = { false };
-	bool armed = cs_crash_armed();
 	int rc = 0, r2;
 
 	for (size_t i = 0; i < d->npend && !rc; i++) {
@@ -269,11 +266,6 @@ static int dir_flush(struct cs_backend *cb)
 		struct pend *p = &d->pend[i];
 		int k = kind_of(p->name);
 
-		/* the benefactors flush in parallel: with a test's crash
-		   point armed, their renames take turns, so that a kill
-		   after the n-th leaves exactly n */
-		if (armed)
-			pthread_mutex_lock(&crash_mu);
 		if (rc || (r2 = tmp_rename(d, p->tmp, p->name))) {
 			if (!rc)
 				rc = r2;
@@ -285,8 +277,6 @@ static int dir_flush(struct cs_backend *cb)
 				       !strcmp(kinds[k], "manifest") ?
 				       "put-frag-manifest" : "put-frag");
 		}
-		if (armed)
-			pthread_mutex_unlock(&crash_mu);
 		free(p->tmp);
 		free(p->name);
 	}

@@ -245,8 +245,8 @@ bool cs_lock_renew_due(const struct cs_repo *r);
    raise SIGSTOP there when VFS_CHUNK_STOP is (the test then breaks a
    benefactor, or runs a second writer, and sends SIGCONT). */
 void cs_crash_point(const char *where);
-/* Whether a crash or stop point is set (the barrier then serialises the
-   renames of all benefactors, so that "the n-th" is exact). */
+/* Whether a crash or stop point is set (the barrier then flushes the
+   benefactors one after the other, so that "the n-th" is exact). */
 bool cs_crash_armed(void);
 
 #endif /* VFS_CS_INT_H */
