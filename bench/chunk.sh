@@ -12,13 +12,21 @@
 #               chunking + SHA-256 throughput on one core against
 #               `openssl speed -evp sha256` (one process) in the same run,
 #               zstd -3 ratio and throughput on the images
-#   push        the newest image's checkpoint pushed (FsCH) to replicas=2,
-#               parity, rs=4+2 and rs=8+3 over 1..8 benefactor directories
-#               (what each mode allows), against cp + sync of the same
-#               bytes; stored bytes over logical bytes per mode
+#   push        a checkpoint holding every image as a file, pushed (FsCH)
+#               to replicas=1 over 1, replicas=2, parity, rs=4+2 and
+#               rs=8+3 over 1..8 benefactor directories (what each mode
+#               allows; 11 for rs=8+3), three times each, against cp +
+#               sync of the same stored bytes (every object file the push
+#               wrote, copied into a new directory of each benefactor) in
+#               the same repetition: median and spread of the ratio; also
+#               against the median of three cp + sync of the logical
+#               bytes, the fixed cost of a push (a 4 KiB checkpoint) and
+#               the ratio net of it, CPU over wall, stored bytes over
+#               logical bytes per mode; the load at start and end
 #   encode      bench/chunkstore: ISA-L RS and XOR encode against memcpy
-#   restore     rs=4+2 over 6 benefactors, with 0 and 2 (= k) of them
-#               missing, against cp of the same bytes
+#   restore     each mode at its own width (replicas=2 over 2, parity over
+#               3, rs=4+2 over 6, rs=8+3 over 11) with 0 and k of them
+#               missing, against cp + sync of the logical bytes
 #   rados       bench/chunk-rados.sh: push and restore on a minicluster's
 #               pools next to rados bench (BENCH_CHUNK_RADOS=0 skips it)
 #
@@ -56,7 +64,7 @@ secs() { date +%s.%N; }
 mbps() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.1f", b / s / 1e6 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 
-truncate -s 3G "$T/img" && mkfs.ext4 -q -F "$T/img" && mkdir "$T/fs" &&
+truncate -s 8G "$T/img" && mkfs.ext4 -q -F "$T/img" && mkdir "$T/fs" &&
 	mount -o loop "$T/img" "$T/fs" || { log "cannot make the image"; exit 1; }
 
 # ---- successive checkpoint images of a real process -------------------------
@@ -117,7 +125,7 @@ log "images: similarity, chunking + SHA-256 and zstd on one core"
 ossl=$(taskset -c 0 openssl speed -mr -evp sha256 -bytes 65536 -seconds 3 2>/dev/null |
 	awk -F: '/^\+F:/ { printf "%.1f", $4 / 1e6 }')
 csv openssl sha256-64k throughput "$ossl" MB/s
-for m in fsch cdc; do
+for m in fsch cdc cdc-2pass; do
 	v=$(awk -F, -v m=$m '$1 == "chunk+hash" && $2 == m && $3 == "throughput" { print $4 }' "$CSV")
 	csv chunk+hash "$m" vs_openssl_sha256 "$(ratio "$v" "$ossl")" x
 	csv chunk+hash "$m" vs_stdchk_fsch_100MBps "$(ratio "$v" 100)" x
@@ -129,30 +137,62 @@ mkdir -p "$T/fs/b" "$T/fs/m"
 "$B/versionfs" "$T/fs/b" "$T/fs/m" || { log "versionfs failed"; exit 1; }
 for f in "${imgs[@]}"; do
 	cp "$f" "$T/fs/m/job.ckpt"
-	last=$("$B/versionfs-ctl" checkpoint "$T/fs/m")
+	"$B/versionfs-ctl" checkpoint "$T/fs/m" >/dev/null
 done
-logical=$(stat -c %s "${imgs[-1]}")
-# baseline: the same bytes copied to a directory of the same disk, synced
-# (the median of three: one cp on a shared machine says little)
+# the push workload: one checkpoint holding every image as a file (a job
+# that keeps its dumps), large enough that a push's fixed costs (start,
+# lock, three barriers) are not the figure; and a tiny checkpoint, whose
+# push is those fixed costs
+rm "$T/fs/m/job.ckpt"
+for f in "${imgs[@]}"; do cp "$f" "$T/fs/m/"; done
+all=$("$B/versionfs-ctl" checkpoint "$T/fs/m")
+logical=$(cat "${imgs[@]}" | wc -c)
+for f in "${imgs[@]}"; do rm "$T/fs/m/$(basename "$f")"; done
+head -c 4096 /dev/urandom >"$T/fs/m/small"
+tiny=$("$B/versionfs-ctl" checkpoint "$T/fs/m")
+csv push-workload checkpoint bytes "$logical" B
+# the first runs' baseline: the logical bytes copied to a directory of the
+# same disk, synced (median of three)
 for i in 1 2 3; do
-	rm -rf "$T/fs/cp"; mkdir "$T/fs/cp"
-	t0=$(secs); cp "$T/fs/m/.checkpoints/$last/job.ckpt" "$T/fs/cp/x"; sync -f "$T/fs/cp/x"; t1=$(secs)
+	rm -rf "$T/fs/cp"; mkdir "$T/fs/cp"; sync -f "$T/fs"
+	t0=$(secs); cp -r "$T/fs/m/.checkpoints/$all/." "$T/fs/cp/"; sync -f "$T/fs"; t1=$(secs)
 	mbps "$logical" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"; echo
 done | sort -n >"$T/cp.rates"
 cp_rate=$(sed -n 2p "$T/cp.rates")
-csv baseline cp+sync throughput "$cp_rate" MB/s
-csv baseline cp+sync spread "$(head -n1 "$T/cp.rates")-$(tail -n1 "$T/cp.rates")" MB/s
+csv baseline cp+sync-logical throughput "$cp_rate" MB/s
+csv baseline cp+sync-logical spread "$(head -n1 "$T/cp.rates")-$(tail -n1 "$T/cp.rates")" MB/s
 rm -rf "$T/fs/cp"
 
-# push_to SPEC: push checkpoint $last alone; prints wall and CPU seconds
+load() {	# load average and CPU pressure (the machine is shared)
+	csv env "$1" load1 "$(cut -d' ' -f1 /proc/loadavg)" x
+	[ -r /proc/pressure/cpu ] &&
+		csv env "$1" cpu_pressure_some_avg10 "$(awk -F'[= ]' 'NR == 1 { print $3 }' /proc/pressure/cpu)" %
+}
+# push_to SPEC CKPT: push alone, synced; prints wall and CPU seconds
 push_to() {
 	local t0 t1 cpu TIMEFORMAT='%U %S'
-	"$B/versionfs-chunk" init "$1" >/dev/null 2>&1 || return 1
+	sync -f "$T/fs"
 	t0=$(secs)
-	cpu=$( { time "$B/versionfs-chunk" push "$T/fs/b" --to "$1" --checkpoint "$last" >/dev/null 2>&1; } 2>&1 | tail -n1)
+	cpu=$( { time "$B/versionfs-chunk" push "$T/fs/b" --to "$1" --checkpoint "$2" >/dev/null 2>"$T/push.err"; } 2>&1 | tail -n1)
 	sync -f "$T/fs"
 	t1=$(secs)
+	grep -q . "$T/push.err" && { log "push: $(head -c 300 "$T/push.err")"; return 1; }
 	awk -v a="$t0" -v b="$t1" -v c="$cpu" 'BEGIN { split(c, x, " "); print b - a, x[1] + x[2] }'
+}
+# cp_stored NAME: the same stored bytes (every object file of every
+# benefactor) copied into a new directory of each benefactor directory,
+# synced: the baseline a push is held to; prints seconds
+cp_stored() {
+	local d t0 t1
+	sync -f "$T/fs"
+	t0=$(secs)
+	for d in "$T"/fs/k/"$1".*; do
+		mkdir "$d/cp" && cp -r "$d/pack" "$d/index" "$d/manifest" "$d/cp/"
+	done
+	sync -f "$T/fs"
+	t1=$(secs)
+	for d in "$T"/fs/k/"$1".*; do rm -rf "$d/cp"; done
+	awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }'
 }
 benefs() {	# benefs NAME N: a comma list of N fresh directories
 	local i l=""
@@ -162,53 +202,90 @@ benefs() {	# benefs NAME N: a comma list of N fresh directories
 	done
 	echo "$l"
 }
-for mode in replicas=2 parity rs=4+2 rs=8+3; do
+med() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+spread() { sort -g | awk 'NR == 1 { a = $1 } { b = $1 } END { print a "-" b }'; }
+# restore_from NAME K MODE: restore the pushed checkpoint with 0 and K
+# benefactors missing, against cp + sync of the logical bytes
+restore_from() {
+	local name=$1 k=$2 spec miss i t0 t1 r f
+	spec="dir:$(ls -d "$T"/fs/k/"$name".* | paste -sd,)"
+	for miss in 0 $( [ "$k" -gt 0 ] && echo "$k"); do
+		for ((i = 1; i <= miss; i++)); do mv "$T/fs/k/$name.$i" "$T/fs/k/gone.$i"; mkdir "$T/fs/k/$name.$i"; done
+		rm -rf "$T/fs/r"; sync -f "$T/fs"
+		t0=$(secs)
+		"$B/versionfs-restore" "$spec" --plain "$T/fs/r" >/dev/null 2>&1 || log "restore $3 with $miss missing failed"
+		sync -f "$T/fs"
+		t1=$(secs)
+		for f in "${imgs[@]}"; do
+			cmp -s "$T/fs/r/$(basename "$f")" "$f" || log "restore $3 with $miss missing: wrong bytes"
+		done
+		r=$(mbps "$logical" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')")
+		csv "restore-$3" "missing$miss" throughput "$r" MB/s
+		csv "restore-$3" "missing$miss" vs_cp_logical "$(ratio "$r" "$cp_rate")" x
+		log "restore $3, $miss missing: $r MB/s ($(ratio "$r" "$cp_rate") x cp + sync)"
+		for ((i = 1; i <= miss; i++)); do rm -rf "$T/fs/k/$name.$i"; mv "$T/fs/k/gone.$i" "$T/fs/k/$name.$i"; done
+	done
+	rm -rf "$T/fs/r"
+}
+
+REPS=3
+load push-start
+# replicas=1 over 1 (no redundancy) is the width-1 reference
+for mode in replicas=1 replicas=2 parity rs=4+2 rs=8+3; do
 	case $mode in
-	replicas=2) need=2 ;; parity) need=2 ;; rs=4+2) need=6 ;; rs=8+3) need=11 ;;
+	replicas=1) need=1 k=0 own=1 ;; replicas=2) need=2 k=1 own=2 ;;
+	parity) need=2 k=1 own=3 ;; rs=4+2) need=6 k=2 own=6 ;;
+	rs=8+3) need=11 k=3 own=11 ;;
 	esac
 	for w in 1 2 3 4 5 6 7 8 11; do
+		[ "$mode" = replicas=1 ] && [ "$w" != 1 ] && continue
 		[ "$w" -lt "$need" ] && continue
 		[ "$w" = 11 ] && [ "$need" != 11 ] && continue
 		# parity's geometry is the width: n - 1 data + 1 parity
 		name=${mode//[=+]/_}.$w
+		: >"$T/rows"
+		for ((rep = 1; rep <= REPS; rep++)); do
+			l=$(benefs "$name" "$w")
+			"$B/versionfs-chunk" init "dir:$l?$mode" >/dev/null 2>&1 || { log "init $mode $w failed"; continue 2; }
+			read -r s cpu < <(push_to "dir:$l?$mode" "$all")
+			[ -n "${cpu:-}" ] || { log "push $mode width $w failed"; continue 2; }
+			c=$(cp_stored "$name")
+			stored=$(du -sb "$T"/fs/k/"$name".* | awk '{ s += $1 } END { print s }')
+			echo "$s $cpu $c $stored" >>"$T/rows"
+		done
+		# restore at the mode's own width, from the last repetition
+		[ "$w" = "$own" ] && restore_from "$name" "$k" "$mode"
+		# the fixed cost: a 4 KiB checkpoint to fresh directories
 		l=$(benefs "$name" "$w")
-		read -r s cpu < <(push_to "dir:$l?$mode")
-		[ -n "${cpu:-}" ] || { log "push $mode width $w failed"; continue; }
-		r=$(mbps "$logical" "$s")
-		csv "push-$mode" "$w" cpu_over_wall "$(ratio "$cpu" "$s")" x
-		csv "push-$mode" "$w" throughput "$r" MB/s
-		csv "push-$mode" "$w" vs_cp "$(ratio "$r" "$cp_rate")" x
-		stored=$(du -sb "$T"/fs/k/"$name".* | awk '{ s += $1 } END { print s }')
-		csv "push-$mode" "$w" stored_over_logical "$(ratio "$stored" "$logical")" x
-		log "push $mode over $w: $r MB/s ($(ratio "$r" "$cp_rate") x cp), stored $(ratio "$stored" "$logical") x, CPU $(ratio "$cpu" "$s") of wall"
-		[ "$mode" = rs=4+2 ] && [ "$w" = 6 ] && keep=$name && continue
+		"$B/versionfs-chunk" init "dir:$l?$mode" >/dev/null 2>&1
+		read -r fs _ < <(push_to "dir:$l?$mode" "$tiny")
 		rm -rf "$T"/fs/k/"$name".*
+		# per repetition: push MB/s, cp + sync of its stored bytes over
+		# the push (the same, net of the fixed cost), CPU over wall
+		awk -v L="$logical" '{ print L / $1 / 1e6 }' "$T/rows" >"$T/r.tp"
+		awk '{ print $3 / $1 }' "$T/rows" >"$T/r.vs"
+		awk -v f="${fs:-0}" '{ print $3 / ($1 - f) }' "$T/rows" >"$T/r.net"
+		awk '{ print $2 / $1 }' "$T/rows" >"$T/r.cpu"
+		stored=$(awk 'END { print $4 }' "$T/rows")
+		tp=$(med <"$T/r.tp")
+		csv "push-$mode" "$w" throughput "$tp" MB/s
+		csv "push-$mode" "$w" throughput_spread "$(spread <"$T/r.tp")" MB/s
+		csv "push-$mode" "$w" vs_cp_stored "$(med <"$T/r.vs")" x
+		csv "push-$mode" "$w" vs_cp_stored_spread "$(spread <"$T/r.vs")" x
+		csv "push-$mode" "$w" vs_cp_logical "$(ratio "$tp" "$cp_rate")" x
+		csv "push-$mode" "$w" fixed_cost "${fs:-nan}" s
+		csv "push-$mode" "$w" net_of_fixed_vs_cp_stored "$(med <"$T/r.net")" x
+		csv "push-$mode" "$w" cpu_over_wall "$(med <"$T/r.cpu")" x
+		csv "push-$mode" "$w" stored_over_logical "$(ratio "$stored" "$logical")" x
+		log "push $mode over $w: $tp MB/s, $(med <"$T/r.vs") x cp + sync of the stored bytes ($(spread <"$T/r.vs")), $(ratio "$tp" "$cp_rate") x of the logical ones; fixed ${fs:-?} s; stored $(ratio "$stored" "$logical") x; CPU $(med <"$T/r.cpu") of wall"
 	done
 done
-
-# ---- restore with 0 and k benefactors missing -------------------------------
-if [ -n "${keep:-}" ]; then
-	spec="dir:$(ls -d "$T"/fs/k/"$keep".* | paste -sd,)"
-	for miss in 0 2; do
-		for ((i = 1; i <= miss; i++)); do mv "$T/fs/k/$keep.$i" "$T/fs/k/gone.$i"; mkdir "$T/fs/k/$keep.$i"; done
-		rm -rf "$T/fs/r"
-		t0=$(secs)
-		"$B/versionfs-restore" "$spec" --plain "$T/fs/r" >/dev/null 2>&1 || log "restore with $miss missing failed"
-		sync -f "$T/fs"
-		t1=$(secs)
-		cmp -s "$T/fs/r/job.ckpt" "${imgs[-1]}" || log "restore with $miss missing: wrong bytes"
-		r=$(mbps "$logical" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')")
-		csv restore-rs=4+2 "missing$miss" throughput "$r" MB/s
-		csv restore-rs=4+2 "missing$miss" vs_cp "$(ratio "$r" "$cp_rate")" x
-		log "restore rs=4+2 over 6, $miss missing: $r MB/s ($(ratio "$r" "$cp_rate") x cp)"
-		for ((i = 1; i <= miss; i++)); do rm -rf "$T/fs/k/$keep.$i"; mv "$T/fs/k/gone.$i" "$T/fs/k/$keep.$i"; done
-	done
-fi
+load push-end
 fusermount3 -u "$T/fs/m"
 
 # ---- Ceph (issue 18): the minicluster's pools next to rados bench -----------
 if [ "${BENCH_CHUNK_RADOS:-1}" = 1 ]; then
-	"$BENCH/chunk-rados.sh" "$CSV" "$T/fs/b" "$last" "$logical" "$T/fs"
+	"$BENCH/chunk-rados.sh" "$CSV" "$T/fs/b" "$all" "$logical" "$T/fs"
 fi
 
 # ---- erasure coding against memcpy (bench/chunkstore) ------------------------
@@ -227,17 +304,17 @@ log "encode: ISA-L RS and XOR against memcpy"
 # ---- plots and summary -------------------------------------------------------
 log "plots"
 for m in replicas=2 parity rs=4+2 rs=8+3; do
-	awk -F, -v t="push-$m" '$1 == t && $3 == "throughput" { print $2, $4 }' "$CSV" >"$T/p.$m"
+	awk -F, -v t="push-$m" '$1 == t && $3 == "vs_cp_stored" { print $2, $4 }' "$CSV" >"$T/p.$m"
 done
 awk -F, '$1 == "similarity-prev" && $2 == "fsch" { sub("img", "", $3); print $3, $4 }' "$CSV" >"$T/s.fsch"
 awk -F, '$1 == "similarity-prev" && $2 == "cdc" { sub("img", "", $3); print $3, $4 }' "$CSV" >"$T/s.cdc"
 gnuplot <<EOF 2>/dev/null || log "gnuplot failed"
 set terminal png size 800,500
 set output "$RES/chunk-push.png"
-set title "push throughput vs stripe width (cp+sync: $cp_rate MB/s)"
-set xlabel "benefactors"; set ylabel "MB/s"; set key left top
+set title "push over cp + sync of the same stored bytes, median of $REPS"
+set xlabel "benefactors"; set ylabel "ratio"; set key left bottom; set yrange [0:1.2]
 plot "$T/p.replicas=2" w lp t "replicas=2", "$T/p.parity" w lp t "parity", \
-     "$T/p.rs=4+2" w lp t "rs=4+2", "$T/p.rs=8+3" w lp t "rs=8+3", $cp_rate t "cp+sync"
+     "$T/p.rs=4+2" w lp t "rs=4+2", "$T/p.rs=8+3" w lp t "rs=8+3", 0.8 t "target 0.8"
 set output "$RES/chunk-similarity.png"
 set title "similarity with the previous CRIU image"
 set xlabel "image"; set ylabel "fraction of bytes"; set yrange [0:1]
@@ -247,6 +324,7 @@ EOF
 	echo "# chunk family ($(date '+%F %T'), $MODE)"
 	echo
 	echo "Every ratio is against a baseline measured in this run; caches warm."
+	echo "Load (the machine is shared): $(awk -F, '$1 == "env" { printf "%s %s %s; ", $2, $3, $4 }' "$CSV")"
 	echo
 	echo '| test | param | metric | value | unit |'
 	echo '|---|---|---|---|---|'

@@ -2,10 +2,12 @@
  * chunkstore.c — micro-benchmark of libvfschunk's CPU paths on one core,
  * each printed with a baseline measured in the same run (memcpy of the
  * same bytes): SHA-256 of 64 KiB chunks, FastCDC cut points, both
- * together, zstd level 3 on random and on compressible data, and
- * fragment encode/decode of 4 MiB packs for each redundancy scheme (decode
- * with k fragments lost).  `openssl speed -evp sha256` is the reference
- * for SHA-256 (bench/run-chunkstore runs both).
+ * together (two passes, and cs_cdc_chunk's one), zstd level 3 on random
+ * and on compressible data, fragment encode/decode of 4 MiB packs for
+ * each redundancy scheme (the pack's SHA-256 and the checksums included;
+ * decode with k fragments lost), and ISA-L's Reed-Solomon parity alone.
+ * `openssl speed -evp sha256` is the reference for SHA-256 (chunk.sh
+ * runs both).
  *
  *   chunkstore [MiB]     (default 256)
  */
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <isa-l/erasure_code.h>
 #include <zstd.h>
 
 #include "chunkstore/chunkstore.h"
@@ -94,6 +97,11 @@ int main(int argc, char **argv)
 	}
 	report("FastCDC + SHA-256", (double)n, now() - t);
 
+	t = now();
+	for (size_t o = 0; o < n;)
+		o += cs_cdc_chunk(a + o, n - o, id);
+	report("FastCDC + SHA-256, one pass", (double)n, now() - t);
+
 	{
 		ZSTD_CCtx *z = ZSTD_createCCtx();
 		size_t bound = ZSTD_compressBound(CS_FSCH_SIZE), out = 0;
@@ -168,6 +176,40 @@ int main(int argc, char **argv)
 			snprintf(what, sizeof(what), "decode, %u lost",
 				 rs[i].k);
 			report(what, (double)lim, td);
+		}
+	}
+	/* ISA-L alone: the parity of 4 MiB packs, no hash, no checksum */
+	{
+		static const unsigned mk[][2] = { { 2, 1 }, { 4, 2 }, { 8, 3 },
+						  { 10, 4 } };
+		size_t pk = CS_PACK_TARGET, lim = n / 4;
+
+		for (size_t i = 0; i < sizeof(mk) / sizeof(*mk); i++) {
+			unsigned m = mk[i][0], k = mk[i][1];
+			size_t shard = pk / m;
+			unsigned char *mat = malloc((size_t)(m + k) * m);
+			unsigned char *tbls = malloc(32u * m * k);
+			unsigned char *data[16], *par[16];
+			char what[64];
+
+			gf_gen_cauchy1_matrix(mat, (int)(m + k), (int)m);
+			ec_init_tables((int)m, (int)k, mat + m * m, tbls);
+			for (unsigned j = 0; j < k; j++)
+				par[j] = malloc(shard);
+			t = now();
+			for (size_t o = 0; o + pk <= lim; o += pk) {
+				for (unsigned j = 0; j < m; j++)
+					data[j] = a + o + j * shard;
+				ec_encode_data((int)shard, (int)m, (int)k, tbls,
+					       data, par);
+			}
+			snprintf(what, sizeof(what), "ISA-L RS %u+%u alone", m,
+				 k);
+			report(what, (double)lim, now() - t);
+			for (unsigned j = 0; j < k; j++)
+				free(par[j]);
+			free(mat);
+			free(tbls);
 		}
 	}
 	free(a);

@@ -14,6 +14,20 @@
  * is whole or absent after a crash; leftovers in tmp/ are garbage that
  * `versionfs-chunk check` reports and `versionfs-chunk gc` removes.
  *
+ * put_deferred is the same protocol with the waits taken out of the
+ * write path: the bytes go to DIR/tmp/<name>.<pid>.<seq> and their
+ * writeback is started at once (sync_file_range, so the disk works while
+ * the push computes the next pack), and the object is remembered; flush
+ * then fsyncs every remembered temporary, renames each to its name (only
+ * now does the object exist), and fsyncs each kind directory once.  An
+ * object is still whole or absent after a crash; what changes is that a
+ * push pays one barrier per benefactor for all its packs instead of two
+ * per fragment (doc/design.md, "Pushes without a wait per fragment").
+ * The test crash points: flush-synced once a benefactor's temporaries are
+ * durable and none is renamed yet; put-frag, put-frag-index and
+ * put-frag-manifest after each rename, when a fragment has become part of
+ * the store.
+ *
  * put_excl (the writer lock, lock.c) creates an object only if it is
  * absent, the way that works over NFS too: the bytes go to a unique
  * temporary file, which is then link(2)ed to the name — link is atomic
@@ -24,6 +38,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,9 +55,17 @@
 static const char *const kinds[] = { "pack", "index", "manifest", "tmp",
 				      "lock", "gc" };
 
+/* A deferred put: temporary and final name, relative to DIR. */
+struct pend {
+	char *tmp, *name;
+};
+
 struct dir_backend {
 	struct cs_backend b;
 	int fd;				/* DIR, O_DIRECTORY */
+	struct pend *pend;		/* deferred puts since the last flush */
+	size_t npend, pend_cap;
+	unsigned seq;			/* of temporary names */
 };
 
 static int name_ok(const char *name)
@@ -58,22 +81,35 @@ static int name_ok(const char *name)
 	return 1;
 }
 
-static int full_write(int fd, const void *buf, size_t len)
+/* All of iov[0..n) (consumed: a copy of the caller's). */
+static int full_writev(int fd, struct iovec *iov, int n)
 {
-	const char *p = buf;
-
-	while (len) {
-		ssize_t w = write(fd, p, len);
+	while (n) {
+		ssize_t w = writev(fd, iov, n > IOV_MAX ? IOV_MAX : n);
 
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
-		p += w;
-		len -= (size_t)w;
+		while (n && (size_t)w >= iov->iov_len) {
+			w -= (ssize_t)iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n) {
+			iov->iov_base = (char *)iov->iov_base + w;
+			iov->iov_len -= (size_t)w;
+		}
 	}
 	return 0;
+}
+
+static int full_write(int fd, const void *buf, size_t len)
+{
+	struct iovec v = { (void *)buf, len };
+
+	return full_writev(fd, &v, 1);
 }
 
 /* mkdir of the kind of `name` (a benefactor older than that kind). */
@@ -89,51 +125,165 @@ static void kind_mkdir(struct dir_backend *d, const char *name)
 	}
 }
 
+/* The index of the kind of `name` in kinds[], or -1. */
+static int kind_of(const char *name)
+{
+	size_t kl = strcspn(name, "/");
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(*kinds); i++)
+		if (strlen(kinds[i]) == kl && !strncmp(name, kinds[i], kl))
+			return (int)i;
+	return -1;
+}
+
+/*
+ * Write iov[0..n) to temporary tmp (tmplen bytes) for object `name`:
+ * "tmp/<rest>.<pid>" plus ".<seq>" when seq, fsync'ed when sync, else
+ * its writeback started.  Closed; removed again on failure.
+ */
+static int tmp_write(struct dir_backend *d, const char *name,
+		     const struct iovec *iov, int n, unsigned seq, bool sync,
+		     char *tmp, size_t tmplen)
+{
+	struct iovec v[8];
+	const char *slash = strchr(name, '/');
+	int fd, rc;
+
+	if (!name_ok(name) || kind_of(name) < 0)
+		return -EINVAL;
+	if (seq)
+		snprintf(tmp, tmplen, "tmp/%s.%d.%u", slash + 1, (int)getpid(),
+			 seq);
+	else
+		snprintf(tmp, tmplen, "tmp/%s.%d", slash + 1, (int)getpid());
+	if (n < 0 || n > 8)
+		return -EINVAL;
+	memcpy(v, iov, (size_t)n * sizeof(*v));
+	fd = openat(d->fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	rc = full_writev(fd, v, n);
+	if (!rc && sync && fsync(fd))
+		rc = -errno;
+	/* only a hint: a file system without it writes back later */
+	if (!rc && !sync)
+		sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+	if (close(fd) && !rc)
+		rc = -errno;		/* NFS reports write errors here */
+	if (rc)
+		unlinkat(d->fd, tmp, 0);
+	return rc;
+}
+
+/* Rename temporary tmp to name (its kind directory made if missing). */
+static int tmp_rename(struct dir_backend *d, const char *tmp,
+		      const char *name)
+{
+	if (renameat(d->fd, tmp, d->fd, name) && (errno != ENOENT ||
+	    (kind_mkdir(d, name), renameat(d->fd, tmp, d->fd, name))))
+		return -errno;
+	return 0;
+}
+
+/* fsync of DIR/kinds[k]. */
+static int kind_sync(struct dir_backend *d, int k)
+{
+	int dfd = openat(d->fd, kinds[k], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc = 0;
+
+	if (dfd < 0 || fsync(dfd))
+		rc = -errno;
+	if (dfd >= 0)
+		close(dfd);
+	return rc;
+}
+
 static int dir_put(struct cs_backend *cb, const char *name, const void *buf,
 		   size_t len)
 {
 	struct dir_backend *d = (struct dir_backend *)cb;
-	char tmp[512], kind[16];
-	const char *slash = strchr(name, '/');
-	int fd = -1, dfd = -1, rc;
+	struct iovec v = { (void *)buf, len };
+	char tmp[512];
+	int rc;
 
-	if (!name_ok(name) || (size_t)(slash - name) >= sizeof(kind))
-		return -EINVAL;
-	memcpy(kind, name, (size_t)(slash - name));
-	kind[slash - name] = '\0';
-	snprintf(tmp, sizeof(tmp), "tmp/%s.%d", slash + 1, (int)getpid());
-	fd = openat(d->fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	if ((rc = full_write(fd, buf, len)))
-		goto fail;
-	if (fsync(fd)) {
-		rc = -errno;
-		goto fail;
+	if ((rc = tmp_write(d, name, &v, 1, 0, true, tmp, sizeof(tmp))))
+		return rc;
+	if ((rc = tmp_rename(d, tmp, name))) {
+		unlinkat(d->fd, tmp, 0);
+		return rc;
 	}
-	if (close(fd)) {
-		fd = -1;
-		rc = -errno;
-		goto fail;
+	return kind_sync(d, kind_of(name));
+}
+
+static int dir_put_deferred(struct cs_backend *cb, const char *name,
+			    const struct iovec *iov, int iovcnt)
+{
+	struct dir_backend *d = (struct dir_backend *)cb;
+	char tmp[512];
+	struct pend *p;
+	int rc;
+
+	if (d->npend == d->pend_cap &&
+	    (rc = vfs_grow_cs((void **)&d->pend, &d->pend_cap, d->npend + 1,
+			      sizeof(*d->pend))))
+		return rc;
+	if ((rc = tmp_write(d, name, iov, iovcnt, ++d->seq, false, tmp,
+			    sizeof(tmp))))
+		return rc;
+	p = &d->pend[d->npend];
+	if (!(p->tmp = strdup(tmp)) || !(p->name = strdup(name))) {
+		free(p->tmp);
+		unlinkat(d->fd, tmp, 0);
+		return -ENOMEM;
 	}
-	fd = -1;
-	if (renameat(d->fd, tmp, d->fd, name) && (errno != ENOENT ||
-	    (kind_mkdir(d, name), renameat(d->fd, tmp, d->fd, name)))) {
-		rc = -errno;
-		goto fail;
+	d->npend++;
+	return 0;
+}
+
+/*
+ * The barrier: every deferred temporary durable, then renamed, then each
+ * kind directory that got a name durable.  If a temporary cannot be made
+ * durable none is renamed (the objects stay absent); a rename that fails
+ * leaves that object absent and the others in place.  The first error.
+ */
+static int dir_flush(struct cs_backend *cb)
+{
+	struct dir_backend *d = (struct dir_backend *)cb;
+	bool touched[sizeof(kinds) / sizeof(*kinds)] = { false };
+	int rc = 0, r2;
+
+	for (size_t i = 0; i < d->npend && !rc; i++) {
+		int fd = openat(d->fd, d->pend[i].tmp, O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0 || fsync(fd))
+			rc = -errno;
+		if (fd >= 0)
+			close(fd);
 	}
-	dfd = openat(d->fd, kind, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0 || fsync(dfd))
-		rc = -errno;
-	else
-		rc = 0;
-	if (dfd >= 0)
-		close(dfd);
-	return rc;
-fail:
-	if (fd >= 0)
-		close(fd);
-	unlinkat(d->fd, tmp, 0);
+	if (d->npend)
+		cs_crash_point("flush-synced");
+	for (size_t i = 0; i < d->npend; i++) {
+		struct pend *p = &d->pend[i];
+		int k = kind_of(p->name);
+
+		if (rc || (r2 = tmp_rename(d, p->tmp, p->name))) {
+			if (!rc)
+				rc = r2;
+			unlinkat(d->fd, p->tmp, 0);
+		} else {
+			touched[k] = true;
+			cs_crash_point(!strcmp(kinds[k], "index") ?
+				       "put-frag-index" :
+				       !strcmp(kinds[k], "manifest") ?
+				       "put-frag-manifest" : "put-frag");
+		}
+		free(p->tmp);
+		free(p->name);
+	}
+	d->npend = 0;
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(*kinds); k++)
+		if (touched[k] && (r2 = kind_sync(d, (int)k)) && !rc)
+			rc = r2;
 	return rc;
 }
 
@@ -291,6 +441,9 @@ static void dir_close(struct cs_backend *cb)
 
 	if (!d)
 		return;
+	if (d->npend)		/* what was put is kept, as by put */
+		dir_flush(cb);
+	free(d->pend);
 	if (d->fd >= 0)
 		close(d->fd);
 	free(d->b.label);
@@ -300,6 +453,7 @@ static void dir_close(struct cs_backend *cb)
 static const struct cs_backend_ops dir_ops = {
 	.put = dir_put, .get = dir_get, .exists = dir_exists,
 	.list = dir_list, .del = dir_del, .space = dir_space,
+	.flush = dir_flush, .put_deferred = dir_put_deferred,
 	.put_excl = dir_put_excl, .close = dir_close,
 };
 

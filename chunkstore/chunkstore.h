@@ -9,7 +9,9 @@
  *
  * LAYERS, lowest first (each may call only those before it):
  *
- *   hash, chunking    cs_sha256, cs_cdc_cut, cs_fsch_cut        chunk.c
+ *   hash, chunking    cs_sha256, ids                            chunk.c
+ *                     cs_cdc_cut, cs_cdc_chunk (FastCDC; with    cdc.c
+ *                     SHA-256 in one pass)
  *   fragments         an object -> N fragments (replicas, XOR   frag.c
  *                     parity, Reed-Solomon through ISA-L), each
  *                     with a checked header; and back from any
@@ -18,10 +20,17 @@
  *                     objects on one benefactor (dir:)
  *   repository        a SPEC: benefactors + redundancy; whole   repo.c
  *                     objects in, whole objects out
- *   packs, index      chunks in packs, the chunk -> pack index   pack.c
+ *   writing           fragments placed on benefactors; the      put.c
+ *                     writer thread packs go to (it hands each
+ *                     one back to pack.c when done); the
+ *                     durability barrier
+ *   packs, index      chunks in packs; the chunk -> pack index  pack.c,
+ *                                                               index.c
  *   manifests         a checkpoint's tree and chunk lists       manifest.c
  *   writer lock       one writer at a time (put_excl, lease)    lock.c
  *   push, restore     a versionfs store <-> the chunk store     push.c,
+ *                     (push: the walk and entries; file data    push_data.c,
+ *                     into chunks; base-layer directories)      push_base.c,
  *                                                               restore.c
  *   prune, gc         manifests dropped, mark and sweep         gc.c
  *   repair            lost fragments re-created, per-benefactor repair.c
@@ -34,7 +43,11 @@
  * cs_repo_warnings() hands back what a read skipped (a benefactor that is
  * missing, a fragment that is corrupt).
  *
- * THREADS.  A struct cs_repo is used by one thread at a time.
+ * THREADS.  A struct cs_repo is used by one thread at a time.  Inside,
+ * packs are encoded and written by a writer thread of the repository
+ * while the caller goes on chunking (put.c), and the backends' durability
+ * barriers run in parallel; both are joined before any call that reads,
+ * deletes or refers to what was written returns.
  */
 #ifndef VFS_CHUNKSTORE_H
 #define VFS_CHUNKSTORE_H
@@ -42,6 +55,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "btree/btree.h"
 
@@ -78,6 +92,14 @@ enum cs_chunking { CS_FSCH = 1, CS_CDC = 2 };
  * previous cut, so an insertion moves the cuts near it and no others.
  */
 size_t cs_cdc_cut(const unsigned char *p, size_t n);
+/*
+ * The same cut, and the chunk's SHA-256 in id: cs_cdc_cut then cs_sha256,
+ * bit for bit, in one pass over the bytes where the CPU has the SHA
+ * extensions and AVX2 (the gear hash interleaved with the SHA-256 rounds;
+ * cdc.c), two passes elsewhere.
+ */
+size_t cs_cdc_chunk(const unsigned char *p, size_t n,
+		    unsigned char id[CS_ID_LEN]);
 
 /* ---- fragments (frag.c) --------------------------------------------------- */
 
@@ -128,7 +150,11 @@ int cs_frag_decode(const char *name, unsigned char *const *frags,
  * (kind one of "pack", "index", "manifest", "lock", "gc"), [a-z0-9/._-]
  * only.  put is atomic and durable when it returns (dir: a temporary file, fsync,
  * rename, fsync of the directory); get of a missing object is -ENOENT.
- * A Ceph RADOS backend would implement the same five operations.
+ * A Ceph RADOS backend implements the same operations (rados.c).  The
+ * repository calls the operations of one backend from one thread at a
+ * time (its writer thread while a pipeline of puts runs, the caller's
+ * thread otherwise; a flush may run on a thread of its own, beside the
+ * flushes of the other backends).
  */
 struct cs_backend;
 struct cs_backend_ops {
@@ -147,6 +173,19 @@ struct cs_backend_ops {
 	   error among them.  Callers flush before writing anything that
 	   refers to the objects. */
 	int (*flush)(struct cs_backend *b);
+	/* Optional (NULL: put is used).  Write the object (iov: its
+	   pieces, a fragment's header and its payload where that points
+	   into the object; no copy is made) now but make it
+	   durable and visible under its name only at the next flush, which
+	   a backend with put_deferred must have: dir: writes a temporary
+	   file and starts its writeback at once; flush fsyncs the
+	   temporaries, renames them and fsyncs the directories, so an
+	   object is whole or absent after a crash and many objects share
+	   one barrier.  Errors of the write itself (a full or read-only
+	   file system) are returned here, those of making it durable by
+	   flush. */
+	int (*put_deferred)(struct cs_backend *b, const char *name,
+			    const struct iovec *iov, int iovcnt);
 	/* Optional: put only if `name` is absent (-EEXIST if present),
 	   atomically against every other put_excl of any node: the writer
 	   lock's primitive (dir: link(2), NFS-safe; RADOS: an exclusive
@@ -203,7 +242,8 @@ struct cs_backend *cs_repo_benef(const struct cs_repo *r, unsigned i);
 const char *cs_repo_warnings(struct cs_repo *r);
 
 /* Write whole object `name`: its fragments over the benefactors with the
-   most space that answer, each durable before return.  -EIO (why) if
+   most space that answer, each durable before return (and, for an index
+   or a manifest, every object written before it too).  -EIO (why) if
    fewer than m + k benefactors take one. */
 int cs_obj_put(struct cs_repo *r, const char *name, const void *buf,
 	       size_t len, char *why, size_t whylen);
@@ -250,7 +290,7 @@ int cs_lock_break(struct cs_repo *r, char *out, size_t len);
    0 (for check). */
 int cs_lock_describe(struct cs_repo *r, char *out, size_t len);
 
-/* ---- packs and the chunk index (pack.c) ------------------------------------ */
+/* ---- packs and the chunk index (pack.c, index.c) --------------------------- */
 
 #define CS_PACK_TARGET	(4u << 20)	/* a pack is closed past this */
 

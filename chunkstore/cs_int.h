@@ -5,6 +5,7 @@
 #ifndef VFS_CS_INT_H
 #define VFS_CS_INT_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -43,6 +44,10 @@ static inline int cs_err(int rc, char *why, size_t whylen, const char *fmt,
 	return rc;
 }
 
+/* Run fn(arg + i * size) for i < n, each on a thread of its own (or in
+   turn where a thread cannot be made), and wait for all. */
+void cs_each(void *(*fn)(void *), void *arg, size_t size, unsigned n);
+
 /* A growing byte buffer. */
 struct cs_buf {
 	unsigned char *p;
@@ -52,7 +57,7 @@ int cs_buf_need(struct cs_buf *b, size_t more);
 int cs_buf_add(struct cs_buf *b, const void *p, size_t n);
 
 
-/* ---- the repository (repo.c, pack.c) ---- */
+/* ---- the repository (repo.c, put.c, pack.c, index.c) ---- */
 
 /* One chunk of the index: in pack `pack` (an index into packs[]). */
 struct cs_ient {
@@ -62,14 +67,26 @@ struct cs_ient {
 	uint64_t off;
 };
 
+/*
+ * The repository.  Fields are the calling thread's, except: while the
+ * writer thread of put.c holds a pack, the backends (b[] and their flags)
+ * and `dirty` are that thread's (the caller touches them only after
+ * cs_put_settle or cs_put_barrier); warn is protected by warn_mu.
+ */
 struct cs_repo {
 	struct cs_backend *b[CS_MAX_FRAGS];	/* the benefactors */
 	unsigned nb;
 	struct cs_redund red;
+	pthread_mutex_t warn_mu;
 	struct cs_buf warn;			/* pending warnings */
 	char *warn_out;				/* what the last call returned */
+	struct cs_putq *pq;			/* the writer thread (put.c) */
+	bool dirty;				/* writes since the last flush */
+	int put_err;				/* a barrier's, until taken */
+	char put_why[CS_WHY_LEN];
+	bool put_lost_unknown;			/* the index must be reloaded */
 
-	/* the chunk index (pack.c) */
+	/* the chunk index (index.c) */
 	bool loaded;
 	struct cs_ient *tab;			/* open addressing */
 	size_t tab_n, tab_cap;			/* cap a power of two */
@@ -109,9 +126,88 @@ struct cs_repo {
 
 void cs_warn(struct cs_repo *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* Mark a benefactor down for the session (named in the warnings). */
+void cs_mark_down(struct cs_repo *r, struct cs_backend *b, int err,
+		  const char *what);
+
+/* cs_frag_encode with the object's SHA-256 given (NULL: computed). */
+int cs_frag_encode_sum(const struct cs_redund *r, const char *name,
+		       const void *obj, size_t len,
+		       const unsigned char *sum, unsigned char **frags,
+		       size_t *fraglen);
+/* A fragment as its header and a payload of *paylen bytes, which points
+   into the object where it can (own: what cs_frag_views_free frees). */
+struct cs_fragv {
+	unsigned char hdr[CS_FRAG_HDR];
+	const unsigned char *pay;
+	unsigned char *own;
+};
+int cs_frag_views(const struct cs_redund *r, const char *name, const void *obj,
+		  size_t len, const unsigned char *sum, struct cs_fragv *v,
+		  size_t *paylen);
+void cs_frag_views_free(struct cs_fragv *v, unsigned n);
+
+/* ---- writing objects (put.c) ---- */
+
+/*
+ * Hand pack `no` (its slot in the index, id not known yet) to the writer
+ * thread, which names it (SHA-256), encodes and writes it: on success buf
+ * (malloc'ed, cap bytes, len used) becomes the repository's; blobs are
+ * copied.  Returns at once unless PQ_SLOTS packs are in flight.  A
+ * failure of an earlier pack is returned here (buf stays the caller's)
+ * or by the next barrier.  The pack is durable after the next barrier.
+ */
+int cs_pack_hand(struct cs_repo *r, uint32_t no, unsigned char *buf,
+		 size_t len, size_t cap, const struct cs_blob *blobs,
+		 size_t nblobs, char *why, size_t whylen);
+/* From put.c, in the caller's thread, once the writer is done with pack
+   `no`: its id, and (written whole) its section of the next index
+   object; not written whole: it is not deduplicated against. */
+int cs_pack_done(struct cs_repo *r, uint32_t no,
+		 const unsigned char id[CS_ID_LEN], size_t len,
+		 const struct cs_blob *blobs, size_t n, bool written);
+/* A buffer the writer is done with (1), to fill the next pack in. */
+int cs_put_spare(struct cs_repo *r, unsigned char **buf, size_t *cap);
+/* Everything put so far written and durable; the first failure of the
+   writer or of a barrier since the last put or barrier. */
+int cs_put_barrier(struct cs_repo *r, char *why, size_t whylen);
+/* The same before a read, a delete or the lock: a failure is kept for the
+   next put or barrier. */
+void cs_put_settle(struct cs_repo *r);
+/* Join the writer thread (after a settle). */
+void cs_put_stop(struct cs_repo *r);
 void cs_pack_name(char *buf, size_t len, const unsigned char id[CS_ID_LEN]);
+
+/* ---- packs and the chunk index (pack.c, index.c) ---- */
+
+#define CS_PACK_VERSION	1		/* of packs and index objects */
+#define CS_ENTRY_LEN	56		/* a blob's entry in either */
+#define CS_OPEN_PACK	UINT32_MAX	/* index entry: in the open pack */
+void cs_entry_put(unsigned char *e, const struct cs_blob *b);
+void cs_entry_get(const unsigned char *e, struct cs_blob *b);
+/* The index entry of chunk id, or NULL; add one (a chunk already there
+   keeps its first). */
+struct cs_ient *cs_tab_find(struct cs_repo *r,
+			    const unsigned char id[CS_ID_LEN]);
+int cs_tab_add(struct cs_repo *r, const struct cs_blob *b, uint32_t pack);
+/*
+ * Pack id -> its number, adding it; *fresh when it was not known.  With
+ * `slot`, always a new number (a pack not named yet: pack.c's pack_write);
+ * cs_pack_unslot takes back the last one.
+ */
+int cs_pack_slot(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
+		 uint64_t bytes, uint32_t *no, bool *fresh, bool slot);
+void cs_pack_unslot(struct cs_repo *r);
+/* Record a pack's section for the next index object; write that object
+   (its name into name, 80 bytes). */
+int cs_pending_add(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
+		   uint64_t plen, const struct cs_blob *blobs, size_t n);
+int cs_index_write(struct cs_repo *r, char *name, char *why, size_t whylen);
 void cs_repo_index_free(struct cs_repo *r);
 void cs_index_forget(struct cs_repo *r);
+/* A barrier failed, losing what it cannot name: the index is reloaded
+   from the store before the next use (the open pack is dropped). */
+void cs_index_forget_all(struct cs_repo *r);
 /* The pack number chunk id resolves to (-ENOENT: none), of a pack name
    (-ENOENT: not in the index). */
 int cs_chunk_pack(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
@@ -143,10 +239,14 @@ static inline int vfs_grow_cs(void **v, size_t *cap, size_t need, size_t elem)
 
 /* Renew the lease of a held lock when it is due (called by cs_obj_put). */
 int cs_lock_renew(struct cs_repo *r);
+bool cs_lock_renew_due(const struct cs_repo *r);
 /* Test-only fault injection: raise SIGKILL at the n-th passage through
    point `where` when VFS_CHUNK_CRASH is "where:n" (or "where", n = 1);
    raise SIGSTOP there when VFS_CHUNK_STOP is (the test then breaks a
    benefactor, or runs a second writer, and sends SIGCONT). */
 void cs_crash_point(const char *where);
+/* Whether a crash or stop point is set (the barrier then flushes the
+   benefactors one after the other, so that "the n-th" is exact). */
+bool cs_crash_armed(void);
 
 #endif /* VFS_CS_INT_H */

@@ -72,23 +72,24 @@ static uint64_t frag_sum(const unsigned char *f, size_t paylen)
 		     XXH64(f + CS_FRAG_HDR, paylen, 0));
 }
 
-static void put_hdr(unsigned char *f, const struct cs_redund *r, unsigned idx,
+/* Header h of fragment idx; paysum is XXH64 of its payload. */
+static void put_hdr(unsigned char *h, const struct cs_redund *r, unsigned idx,
 		    uint64_t objlen, uint64_t paylen,
 		    const unsigned char objsum[CS_ID_LEN],
-		    const unsigned char namesum[CS_ID_LEN])
+		    const unsigned char namesum[CS_ID_LEN], uint64_t paysum)
 {
-	memset(f, 0, CS_FRAG_HDR);
-	memcpy(f, FRAG_MAGIC, 8);
-	le32_put(f + 8, FRAG_VERSION);
-	f[12] = (uint8_t)r->scheme;
-	f[13] = (uint8_t)r->m;
-	f[14] = (uint8_t)r->k;
-	f[15] = (uint8_t)idx;
-	le64_put(f + 16, objlen);
-	le64_put(f + 24, paylen);
-	memcpy(f + 32, objsum, CS_ID_LEN);
-	memcpy(f + 64, namesum, 16);
-	le64_put(f + 88, frag_sum(f, paylen));
+	memset(h, 0, CS_FRAG_HDR);
+	memcpy(h, FRAG_MAGIC, 8);
+	le32_put(h + 8, FRAG_VERSION);
+	h[12] = (uint8_t)r->scheme;
+	h[13] = (uint8_t)r->m;
+	h[14] = (uint8_t)r->k;
+	h[15] = (uint8_t)idx;
+	le64_put(h + 16, objlen);
+	le64_put(h + 24, paylen);
+	memcpy(h + 32, objsum, CS_ID_LEN);
+	memcpy(h + 64, namesum, 16);
+	le64_put(h + 88, XXH64(h, offsetof(struct frag_hdr, checksum), paysum));
 }
 
 /* dst ^= src, eight bytes at a time (the compiler vectorises it). */
@@ -115,67 +116,127 @@ static void rs_matrix(unsigned m, unsigned k, unsigned char *a)
 	gf_gen_cauchy1_matrix(a, (int)(m + k), (int)m);
 }
 
-int cs_frag_encode(const struct cs_redund *r, const char *name,
-		   const void *obj, size_t len, unsigned char **frags,
-		   size_t *fraglen)
+void cs_frag_views_free(struct cs_fragv *v, unsigned n)
 {
+	for (unsigned i = 0; i < n; i++) {
+		free(v[i].own);
+		v[i].own = NULL;
+	}
+}
+
+/*
+ * The fragments as views: a payload is the object itself (replicas: one
+ * XXH64 for all), a slice of it (a data shard wholly inside), or a
+ * buffer of its own (a data shard the zero padding reaches, parity).
+ * Writing views costs no copy of the object; cs_frag_encode makes
+ * contiguous fragments from them.
+ */
+int cs_frag_views(const struct cs_redund *r, const char *name, const void *obj,
+		  size_t len, const unsigned char *sum, struct cs_fragv *v,
+		  size_t *paylen)
+{
+	const unsigned char *o = obj;
 	unsigned n = r->m + r->k, i;
 	unsigned char objsum[CS_ID_LEN], namesum[CS_ID_LEN];
 	unsigned char *data[CS_MAX_FRAGS], *a = NULL, *tbls = NULL;
+	uint64_t paysum = 0;
 	size_t shard;
 	int rc = -ENOMEM;
 
 	if (!geom_ok(r))
 		return -EINVAL;
 	for (i = 0; i < n; i++)
-		frags[i] = NULL;
+		v[i].own = NULL;
 	shard = r->scheme == CS_REPLICA ? len : (len + r->m - 1) / r->m;
 	if (shard == 0 && r->scheme != CS_REPLICA)
 		shard = 1;
-	cs_sha256(obj, len, objsum);
+	if (sum)		/* a pack's: its name is its SHA-256 */
+		memcpy(objsum, sum, CS_ID_LEN);
+	else
+		cs_sha256(obj, len, objsum);
 	cs_sha256(name, strlen(name), namesum);
-	for (i = 0; i < n; i++) {
-		if (!(frags[i] = calloc(1, CS_FRAG_HDR + shard)))
-			goto fail;
-		data[i] = frags[i] + CS_FRAG_HDR;
-	}
 	if (r->scheme == CS_REPLICA) {
-		for (i = 0; i < n; i++)
-			memcpy(data[i], obj, len);
-	} else {
-		for (i = 0; i < r->m; i++) {
-			size_t off = (size_t)i * shard;
-
-			if (off < len)
-				memcpy(data[i], (const char *)obj + off,
-				       len - off < shard ? len - off : shard);
+		paysum = XXH64(o, len, 0);
+		for (i = 0; i < n; i++) {
+			v[i].pay = o;
+			put_hdr(v[i].hdr, r, i, len, shard, objsum, namesum,
+				paysum);
 		}
-		if (r->scheme == CS_XOR) {
-			for (i = 0; i < r->m; i++)
-				xor_into(data[r->m], data[i], shard);
-		} else {
-			if (!(a = malloc((size_t)n * r->m)) ||
-			    !(tbls = malloc(32u * r->m * r->k)))
-				goto fail;
-			rs_matrix(r->m, r->k, a);
-			ec_init_tables((int)r->m, (int)r->k, a + r->m * r->m,
-				       tbls);
-			ec_encode_data((int)shard, (int)r->m, (int)r->k, tbls,
-				       data, data + r->m);
-		}
+		*paylen = shard;
+		return 0;
 	}
-	for (i = 0; i < n; i++)
-		put_hdr(frags[i], r, i, len, shard, objsum, namesum);
-	*fraglen = CS_FRAG_HDR + shard;
+	for (i = 0; i < n; i++) {
+		size_t off = (size_t)i * shard;
+
+		if (i < r->m && off + shard <= len) {
+			data[i] = (unsigned char *)o + off;	/* read only */
+			continue;
+		}
+		if (!(v[i].own = calloc(1, shard)))
+			goto fail;
+		if (i < r->m && off < len)
+			memcpy(v[i].own, o + off, len - off);
+		data[i] = v[i].own;
+	}
+	if (r->scheme == CS_XOR) {
+		for (i = 0; i < r->m; i++)
+			xor_into(data[r->m], data[i], shard);
+	} else {
+		if (!(a = malloc((size_t)n * r->m)) ||
+		    !(tbls = malloc(32u * r->m * r->k)))
+			goto fail;
+		rs_matrix(r->m, r->k, a);
+		ec_init_tables((int)r->m, (int)r->k, a + r->m * r->m, tbls);
+		ec_encode_data((int)shard, (int)r->m, (int)r->k, tbls, data,
+			       data + r->m);
+	}
+	for (i = 0; i < n; i++) {
+		v[i].pay = data[i];
+		put_hdr(v[i].hdr, r, i, len, shard, objsum, namesum,
+			XXH64(data[i], shard, 0));
+	}
+	*paylen = shard;
 	rc = 0;
 fail:
 	free(a);
 	free(tbls);
 	if (rc)
-		for (i = 0; i < n; i++) {
-			free(frags[i]);
-			frags[i] = NULL;
+		cs_frag_views_free(v, n);
+	return rc;
+}
+
+int cs_frag_encode(const struct cs_redund *r, const char *name,
+		   const void *obj, size_t len, unsigned char **frags,
+		   size_t *fraglen)
+{
+	return cs_frag_encode_sum(r, name, obj, len, NULL, frags, fraglen);
+}
+
+int cs_frag_encode_sum(const struct cs_redund *r, const char *name,
+		       const void *obj, size_t len,
+		       const unsigned char *sum, unsigned char **frags,
+		       size_t *fraglen)
+{
+	struct cs_fragv v[CS_MAX_FRAGS];
+	unsigned n = r->m + r->k, i;
+	size_t pl;
+	int rc;
+
+	if ((rc = cs_frag_views(r, name, obj, len, sum, v, &pl)))
+		return rc;
+	for (i = 0; i < n; i++) {
+		if (!(frags[i] = malloc(CS_FRAG_HDR + pl))) {
+			while (i--)
+				free(frags[i]);
+			rc = -ENOMEM;
+			break;
 		}
+		memcpy(frags[i], v[i].hdr, CS_FRAG_HDR);
+		memcpy(frags[i] + CS_FRAG_HDR, v[i].pay, pl);
+	}
+	cs_frag_views_free(v, n);
+	if (!rc)
+		*fraglen = CS_FRAG_HDR + pl;
 	return rc;
 }
 

@@ -70,6 +70,7 @@ static int obj_del(struct cs_repo *r, const char *name)
 {
 	int first = 0;
 
+	cs_put_settle(r);		/* an object put is deleted whole */
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		int rc;
@@ -303,19 +304,27 @@ static void pend_free(struct pend *p)
 	memset(p, 0, sizeof(*p));
 }
 
-/* The newest gc/pending-* object, parsed ("<name> <since>\n" lines). */
+/*
+ * The newest readable gc/pending-* object, parsed ("<name> <since>\n"
+ * lines).  Names sort in time order; a newer one a crash left with too
+ * few fragments (a gc killed while deleting the older ones, del-frag)
+ * must not make the grace start again when an older one still reads.
+ */
 static int pend_load(struct cs_repo *r, struct pend *p, char ***all,
 		     size_t *nall)
 {
-	void *buf;
-	size_t len;
+	void *buf = NULL;
+	size_t len, i;
 	char *s, *line, *save = NULL;
 	int rc;
 
 	if ((rc = cs_obj_list(r, "gc", all, nall)) || !*nall)
 		return rc;
-	if (cs_obj_get(r, (*all)[*nall - 1], &buf, &len, NULL, 0))
-		return 0;	/* unreadable: start the grace again */
+	for (i = *nall; i > 0; i--)
+		if (!cs_obj_get(r, (*all)[i - 1], &buf, &len, NULL, 0))
+			break;
+	if (!i)
+		return 0;	/* none reads: start the grace again */
 	if (!(s = malloc(len + 1))) {
 		free(buf);
 		return -ENOMEM;
@@ -445,9 +454,17 @@ int cs_gc(struct cs_repo *r, const struct cs_gc_opts *o,
 			     d.cand.name[i], d.cand.since[i]);
 		rc = cs_buf_add(&pb, line, (size_t)l);
 	}
-	snprintf(pname, sizeof(pname), "gc/pending-%016" PRIx64,
-		 (uint64_t)time(NULL) * 1000000000u +
-		 (uint64_t)(clock() & 0xffffff));
+	/* nanoseconds of the clock: later gc runs sort later (the CPU time
+	   this used to add made a run sort before an earlier one of the same
+	   second) */
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		snprintf(pname, sizeof(pname), "gc/pending-%016" PRIx64,
+			 (uint64_t)ts.tv_sec * 1000000000u +
+			 (uint64_t)ts.tv_nsec);
+	}
 	if (!rc && pb.len)
 		rc = cs_obj_put(r, pname, pb.p, pb.len, why, whylen);
 	for (size_t i = 0; i < npn && !rc; i++)

@@ -100,6 +100,21 @@ static int parse(const void *buf, size_t len, struct holder *h)
 	return 0;
 }
 
+/* The lock object on b: 1 and its holder in *h, 0 if it is damaged,
+   -errno if there is none (or b cannot say). */
+static int lock_read(struct cs_backend *b, struct holder *h)
+{
+	void *cur;
+	size_t cl;
+	int bad;
+
+	if (b->down || b->ops->get(b, LOCK_NAME, &cur, &cl))
+		return -ENOENT;
+	bad = parse(cur, cl, h);
+	free(cur);
+	return bad ? 0 : 1;
+}
+
 /* Whether the holder can no longer be holding it. */
 static bool stale(const struct holder *h)
 {
@@ -116,9 +131,11 @@ static void describe(const struct holder *h, const char *label, char *out,
 		     size_t len)
 {
 	time_t s = (time_t)h->since;
+	struct tm tm;
 	char tb[32];
 
-	strftime(tb, sizeof(tb), "%Y-%m-%dT%H:%M:%S", localtime(&s));
+	localtime_r(&s, &tm);		/* threads: take_one */
+	strftime(tb, sizeof(tb), "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(out, len, "%s: locked by %s, host %.40s pid %ld, since %s, "
 		 "lease %" PRId64 " s more (stale: versionfs-chunk unlock)",
 		 label, h->what, h->host, h->pid, tb,
@@ -137,65 +154,88 @@ static int put_excl(struct cs_backend *b, const char *buf, size_t len)
 	return b->ops->put(b, LOCK_NAME, buf, len);
 }
 
-/* Try once: 1 held, 0 not (holder described in why), or -errno. */
+/* One benefactor's part of taking the lock (a thread each, cs_each). */
+struct take {
+	struct cs_repo *r;
+	struct cs_backend *b;
+	const char *buf;
+	size_t len;
+	int rc;				/* 0 taken, -EEXIST held, -errno */
+	char why[CS_WHY_LEN];		/* the holder, when held */
+};
+
+static void *take_one(void *arg)
+{
+	struct take *t = arg;
+	struct cs_backend *b = t->b;
+	struct holder h;
+	void *old;
+	size_t ol;
+
+	t->rc = put_excl(b, t->buf, t->len);
+	if (t->rc == -EEXIST && !b->ops->get(b, LOCK_NAME, &old, &ol)) {
+		bool brk = parse(old, ol, &h) || stale(&h);
+		void *again;
+		size_t al;
+
+		if (!brk)
+			describe(&h, b->label, t->why, sizeof(t->why));
+		/* still the same body just before deleting it */
+		if (brk && !b->ops->get(b, LOCK_NAME, &again, &al)) {
+			if (al == ol && !memcmp(again, old, ol)) {
+				cs_warn(t->r, "%s: broke a stale lock (%.*s)",
+					b->label, (int)strcspn(old, "\n"),
+					(char *)old);
+				b->ops->del(b, LOCK_NAME);
+				t->rc = put_excl(b, t->buf, t->len);
+			}
+			free(again);
+		}
+		free(old);
+	}
+	return NULL;
+}
+
+/*
+ * Try once: 1 held, 0 not (holder described in why), or -errno.  The
+ * benefactors are asked in parallel: each exclusive create waits for two
+ * fsyncs, which one after the other cost a push of a small checkpoint
+ * more than its data.
+ */
 static int try_lock(struct cs_repo *r, char *why, size_t whylen)
 {
-	unsigned need = r->nb / 2 + 1, got = 0;
+	unsigned need = r->nb / 2 + 1, got = 0, n = 0;
+	struct take t[CS_MAX_FRAGS];
+	unsigned at[CS_MAX_FRAGS];
 	char buf[512];
 	int len = body(r, buf, sizeof(buf));
 
 	memset(r->lock_on, 0, sizeof(r->lock_on));
 	for (unsigned i = 0; i < r->nb; i++) {
-		struct cs_backend *b = r->b[i];
-		struct holder h;
-		void *old;
-		size_t ol;
-		int rc;
-
-		if (b->down)
+		if (r->b[i]->down)
 			continue;
-		rc = put_excl(b, buf, (size_t)len);
-		if (rc == -EEXIST && !b->ops->get(b, LOCK_NAME, &old, &ol)) {
-			bool brk = parse(old, ol, &h) || stale(&h);
-			void *again;
-			size_t al;
-
-			if (!brk)
-				describe(&h, b->label, why, whylen);
-			/* still the same body just before deleting it */
-			if (brk && !b->ops->get(b, LOCK_NAME, &again, &al)) {
-				if (al == ol && !memcmp(again, old, ol)) {
-					cs_warn(r, "%s: broke a stale lock "
-						"(%.*s)", b->label,
-						(int)strcspn(old, "\n"),
-						(char *)old);
-					b->ops->del(b, LOCK_NAME);
-					rc = put_excl(b, buf, (size_t)len);
-				}
-				free(again);
-			}
-			free(old);
-		}
-		if (rc == 0) {
-			r->lock_on[i] = true;
+		t[n] = (struct take){ .r = r, .b = r->b[i], .buf = buf,
+				      .len = (size_t)len };
+		at[n++] = i;
+	}
+	cs_each(take_one, t, sizeof(*t), n);
+	for (unsigned j = 0; j < n; j++) {
+		if (t[j].why[0] && !why[0])
+			snprintf(why, whylen, "%s", t[j].why);
+		if (t[j].rc == 0) {
+			r->lock_on[at[j]] = true;
 			got++;
-		} else if (rc != -EEXIST) {
-			cs_warn(r, "%s: taking the lock: %s", b->label,
-				strerror(-rc));
+		} else if (t[j].rc != -EEXIST) {
+			cs_warn(r, "%s: taking the lock: %s", t[j].b->label,
+				strerror(-t[j].rc));
 		}
 	}
 	/* read back: the token must be ours everywhere we think we hold */
 	for (unsigned i = 0; i < r->nb; i++) {
-		struct cs_backend *b = r->b[i];
 		struct holder h;
-		void *cur;
-		size_t cl;
 
-		if (!r->lock_on[i])
-			continue;
-		if (b->ops->get(b, LOCK_NAME, &cur, &cl) ||
-		    (parse(cur, cl, &h) ? (free(cur), 1) :
-		     (free(cur), strcmp(h.token, r->lock_token) != 0))) {
+		if (r->lock_on[i] && (lock_read(r->b[i], &h) != 1 ||
+				      strcmp(h.token, r->lock_token))) {
 			r->lock_on[i] = false;
 			got--;
 		}
@@ -218,6 +258,7 @@ int cs_lock(struct cs_repo *r, const char *what, char *why, size_t whylen)
 
 	if (r->locked)
 		return 0;
+	cs_put_settle(r);
 	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
 		for (size_t i = 0; i < sizeof(rnd); i++)
 			rnd[i] = (unsigned char)random();
@@ -250,12 +291,17 @@ int cs_lock(struct cs_repo *r, const char *what, char *why, size_t whylen)
 	return rc;
 }
 
+bool cs_lock_renew_due(const struct cs_repo *r)
+{
+	return r->locked && now_s() >= r->lock_renew;
+}
+
 int cs_lock_renew(struct cs_repo *r)
 {
 	char buf[512];
 	int len;
 
-	if (!r->locked || now_s() < r->lock_renew)
+	if (!cs_lock_renew_due(r))
 		return 0;
 	len = body(r, buf, sizeof(buf));
 	for (unsigned i = 0; i < r->nb; i++)
@@ -267,21 +313,14 @@ int cs_lock_renew(struct cs_repo *r)
 
 void cs_unlock(struct cs_repo *r)
 {
+	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
-		struct cs_backend *b = r->b[i];
 		struct holder h;
-		void *cur;
-		size_t cl;
 
-		if (!r->lock_on[i] || b->down)
-			continue;
 		/* only our own: never a lock someone broke ours for */
-		if (!b->ops->get(b, LOCK_NAME, &cur, &cl)) {
-			if (!parse(cur, cl, &h) &&
-			    !strcmp(h.token, r->lock_token))
-				b->ops->del(b, LOCK_NAME);
-			free(cur);
-		}
+		if (r->lock_on[i] && lock_read(r->b[i], &h) == 1 &&
+		    !strcmp(h.token, r->lock_token))
+			r->b[i]->ops->del(r->b[i], LOCK_NAME);
 		r->lock_on[i] = false;
 	}
 	r->locked = false;
@@ -294,20 +333,19 @@ int cs_lock_break(struct cs_repo *r, char *out, size_t len)
 
 	if (out && len)
 		out[0] = '\0';
+	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		struct holder h;
-		void *cur;
-		size_t cl;
+		int got = lock_read(b, &h);
 
-		if (b->down || b->ops->get(b, LOCK_NAME, &cur, &cl))
+		if (got < 0)
 			continue;
-		if (out && used < len && !parse(cur, cl, &h))
+		if (out && used < len && got == 1)
 			used += (size_t)snprintf(out + used, len - used,
 						 "%s: %s pid %ld on %s\n",
 						 b->label, h.what, h.pid,
 						 h.host);
-		free(cur);
 		if (!b->ops->del(b, LOCK_NAME))
 			n++;
 	}
@@ -316,22 +354,19 @@ int cs_lock_break(struct cs_repo *r, char *out, size_t len)
 
 int cs_lock_describe(struct cs_repo *r, char *out, size_t len)
 {
+	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		struct holder h;
-		void *cur;
-		size_t cl;
-		int bad;
+		int got = lock_read(b, &h);
 
-		if (b->down || b->ops->get(b, LOCK_NAME, &cur, &cl))
+		if (got < 0)
 			continue;
-		bad = parse(cur, cl, &h);
-		free(cur);
-		if (bad)
+		if (!got)
 			snprintf(out, len, "%s: a damaged lock object", b->label);
 		else
 			describe(&h, b->label, out, len);
-		if (!bad && stale(&h))
+		if (got && stale(&h))
 			snprintf(out + strlen(out), len - strlen(out),
 				 " [stale: the next writer breaks it]");
 		return 1;
@@ -360,9 +395,16 @@ static bool fires(const char *var, const char *where, unsigned *count)
 		return false;
 	if (e[wl] == ':')
 		n = (unsigned)strtoul(e + wl + 1, NULL, 10);
-	return ++*count == n;
+	return __atomic_add_fetch(count, 1, __ATOMIC_SEQ_CST) == n;
 }
 
+bool cs_crash_armed(void)
+{
+	return getenv("VFS_CHUNK_CRASH") || getenv("VFS_CHUNK_STOP");
+}
+
+/* Called from the writer thread and the barrier's threads too: the
+   counts are atomic, and both signals act on the whole process. */
 void cs_crash_point(const char *where)
 {
 	static unsigned crash, stop;

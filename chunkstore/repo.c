@@ -4,12 +4,12 @@
  *
  * An object of m + k fragments puts each fragment on a different
  * benefactor, under the object's own name: a benefactor holds at most one
- * fragment of an object, and the fragment's header says which.  The
- * benefactors are chosen, at each write, among those that answer, by free
- * space (most first), so a full or missing benefactor is passed over and
- * the stripe goes elsewhere.  A read asks the benefactors in turn, checks
- * each fragment it gets (a corrupt one is reported and counted as lost)
- * and stops as soon as it holds m good ones: replicas read one copy.
+ * fragment of an object, and the fragment's header says which (writing:
+ * put.c).  A read asks the benefactors in turn, checks each fragment it
+ * gets (a corrupt one is reported and counted as lost) and stops as soon
+ * as it holds m good ones: replicas read one copy.  Reads, listings and
+ * deletes first settle what put.c has in flight, so they see every object
+ * put before them.
  *
  * A benefactor that fails an operation (other than "no such object") is
  * marked down for the rest of the session and named in the warnings
@@ -22,6 +22,22 @@
 
 #include "chunkstore/chunkstore.h"
 #include "chunkstore/cs_int.h"
+
+void cs_each(void *(*fn)(void *), void *arg, size_t size, unsigned n)
+{
+	pthread_t th[CS_MAX_FRAGS];
+	bool started[CS_MAX_FRAGS] = { false };
+
+	for (unsigned i = 0; n > 1 && i < n && i < CS_MAX_FRAGS; i++)
+		started[i] = !pthread_create(&th[i], NULL, fn,
+					     (char *)arg + i * size);
+	for (unsigned i = 0; i < n; i++) {
+		if (i < CS_MAX_FRAGS && started[i])
+			pthread_join(th[i], NULL);
+		else
+			fn((char *)arg + i * size);
+	}
+}
 
 int cs_buf_need(struct cs_buf *b, size_t more)
 {
@@ -64,22 +80,29 @@ void cs_warn(struct cs_repo *r, const char *fmt, ...)
 	if ((size_t)n > sizeof(line) - 2)
 		n = sizeof(line) - 2;
 	line[n++] = '\n';
+	pthread_mutex_lock(&r->warn_mu);
 	cs_buf_add(&r->warn, line, (size_t)n);
+	pthread_mutex_unlock(&r->warn_mu);
 }
 
 const char *cs_repo_warnings(struct cs_repo *r)
 {
+	const char *out = "";
+
+	cs_put_settle(r);
+	pthread_mutex_lock(&r->warn_mu);
 	free(r->warn_out);
 	r->warn_out = NULL;
-	if (cs_buf_add(&r->warn, "", 1))
-		return "";
-	r->warn_out = (char *)r->warn.p;
-	r->warn = (struct cs_buf){ 0 };
-	return r->warn_out;
+	if (!cs_buf_add(&r->warn, "", 1)) {
+		out = r->warn_out = (char *)r->warn.p;
+		r->warn = (struct cs_buf){ 0 };
+	}
+	pthread_mutex_unlock(&r->warn_mu);
+	return out;
 }
 
-static void mark_down(struct cs_repo *r, struct cs_backend *b, int err,
-		      const char *what)
+void cs_mark_down(struct cs_repo *r, struct cs_backend *b, int err,
+		  const char *what)
 {
 	if (!b->down)
 		cs_warn(r, "%s: %s: %s; skipping this benefactor", b->label,
@@ -128,6 +151,8 @@ int cs_repo_open(const char *spec, unsigned flags, struct cs_repo **out,
 	int rc;
 
 	*out = NULL;
+	if (r)
+		pthread_mutex_init(&r->warn_mu, NULL);
 	if (!r || !(s = strdup(spec))) {
 		rc = -ENOMEM;
 		goto fail;
@@ -241,6 +266,8 @@ void cs_repo_close(struct cs_repo *r)
 {
 	if (!r)
 		return;
+	cs_put_settle(r);		/* what was put is kept */
+	cs_put_stop(r);
 	if (r->locked)
 		cs_unlock(r);
 	for (unsigned i = 0; i < r->nb; i++) {
@@ -254,6 +281,7 @@ void cs_repo_close(struct cs_repo *r)
 	cs_repo_index_free(r);
 	free(r->warn.p);
 	free(r->warn_out);
+	pthread_mutex_destroy(&r->warn_mu);
 	free(r);
 }
 
@@ -273,103 +301,32 @@ struct cs_backend *cs_repo_benef(const struct cs_repo *r, unsigned i)
 }
 
 /*
- * Wait until every object put so far is durable, on backends that queue
- * their writes (rados:); a failed queued write marks its backend down.
+ * Fragment of `name` on benefactor i, checked: 0 with *f (malloc'ed),
+ * *fl, its index and geometry; -ENOENT if it has none (or is down);
+ * CS_ECORRUPT with the reason in fwhy.  A benefactor that fails is
+ * marked down.
  */
-static int repo_flush(struct cs_repo *r, char *why, size_t whylen)
+static int frag_fetch(struct cs_repo *r, unsigned i, const char *name,
+		      void **f, size_t *fl, unsigned *idx, struct cs_redund *g,
+		      char *fwhy, size_t fwhylen)
 {
-	int first = 0;
-
-	for (unsigned i = 0; i < r->nb; i++) {
-		struct cs_backend *b = r->b[i];
-		int rc;
-
-		if (!b || b->down || !b->ops || !b->ops->flush)
-			continue;
-		if ((rc = b->ops->flush(b))) {
-			if (!first)
-				first = cs_err(-EIO, why, whylen, "%s: a queued "
-					       "write failed: %s", b->label,
-					       rc == -ENOSPC ? "cluster full or "
-					       "unreachable (timed out)" :
-					       strerror(-rc));
-			mark_down(r, b, rc, "writing");
-		}
-	}
-	return first;
-}
-
-/* Objects that refer to others (an index names packs, a manifest chunks):
-   everything before them is durable first, and they are when put returns. */
-static bool refers(const char *name)
-{
-	return !strncmp(name, "index/", 6) || !strncmp(name, "manifest/", 9);
-}
-
-int cs_obj_put(struct cs_repo *r, const char *name, const void *buf,
-	       size_t len, char *why, size_t whylen)
-{
-	unsigned n = r->red.m + r->red.k, order[CS_MAX_FRAGS], no = 0, done = 0;
-	uint64_t space[CS_MAX_FRAGS] = { 0 };
-	unsigned char *frags[CS_MAX_FRAGS];
-	char last[CS_WHY_LEN] = "no benefactor answers";
-	size_t flen;
+	struct cs_backend *b = r->b[i];
 	int rc;
 
-	cs_lock_renew(r);
-	if (refers(name) && (rc = repo_flush(r, why, whylen)))
+	if (b->down)
+		return -ENOENT;
+	rc = b->ops->get(b, name, f, fl);
+	if (rc && rc != -ENOENT) {
+		cs_mark_down(r, b, rc, name);
+		rc = -ENOENT;
+	}
+	if (rc)
 		return rc;
-	if ((rc = cs_frag_encode(&r->red, name, buf, len, frags, &flen)))
-		return cs_err(rc, why, whylen, "%s: encoding: %s", name,
-			      strerror(-rc));
-	/* the benefactors that answer, most free space first */
-	for (unsigned i = 0; i < r->nb; i++) {
-		struct cs_backend *b = r->b[i];
-
-		if (b->down || b->full)
-			continue;
-		if ((rc = b->ops->space(b, &space[i]))) {
-			mark_down(r, b, rc, "free space");
-			continue;
-		}
-		order[no++] = i;
+	if ((rc = cs_frag_check(name, *f, *fl, idx, g, fwhy, fwhylen))) {
+		free(*f);
+		*f = NULL;
 	}
-	for (unsigned i = 1; i < no; i++)
-		for (unsigned j = i; j > 0 && space[order[j]] >
-		     space[order[j - 1]]; j--) {
-			unsigned t = order[j];
-
-			order[j] = order[j - 1];
-			order[j - 1] = t;
-		}
-	for (unsigned i = 0; i < no && done < n; i++) {
-		struct cs_backend *b = r->b[order[i]];
-
-		if ((rc = b->ops->put(b, name, frags[done], flen))) {
-			snprintf(last, sizeof(last), "%s: %s", b->label,
-				 strerror(-rc));
-			if (rc == -ENOSPC || rc == -EDQUOT) {
-				/* full, not broken: its fragments still read */
-				if (!b->full)
-					cs_warn(r, "%s: writing %s: %s; no more "
-						"writes to this benefactor",
-						b->label, name, strerror(-rc));
-				b->full = true;
-			} else {
-				mark_down(r, b, rc, "writing");
-			}
-			continue;
-		}
-		done++;
-		cs_crash_point(!refers(name) ? "put-frag" : name[0] == 'm' ?
-			       "put-frag-manifest" : "put-frag-index");
-	}
-	for (unsigned i = 0; i < n; i++)
-		free(frags[i]);
-	if (done < n)
-		return cs_err(-EIO, why, whylen, "%s: only %u of %u fragments "
-			      "written (%s)", name, done, n, last);
-	return refers(name) ? repo_flush(r, why, whylen) : 0;
+	return rc;
 }
 
 int cs_obj_get(struct cs_repo *r, const char *name, void **buf, size_t *len,
@@ -382,25 +339,19 @@ int cs_obj_get(struct cs_repo *r, const char *name, void **buf, size_t *len,
 	struct cs_redund g;
 	int rc;
 
+	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb && good < need; i++) {
-		struct cs_backend *b = r->b[i];
 		void *f;
 		size_t fl;
 
-		if (b->down)
-			continue;
-		rc = b->ops->get(b, name, &f, &fl);
+		rc = frag_fetch(r, i, name, &f, &fl, &idx, &g, fwhy,
+				sizeof(fwhy));
 		if (rc == -ENOENT)
 			continue;
-		if (rc) {
-			mark_down(r, b, rc, name);
-			continue;
-		}
 		found++;
-		if (cs_frag_check(name, f, fl, &idx, &g, fwhy, sizeof(fwhy))) {
-			cs_warn(r, "%s: %s: %s; treated as lost", b->label,
+		if (rc) {
+			cs_warn(r, "%s: %s: %s; treated as lost", r->b[i]->label,
 				name, fwhy);
-			free(f);
 			continue;
 		}
 		if (frags[idx]) {		/* a second copy of one index */
@@ -429,6 +380,7 @@ out:
 
 int cs_obj_exists(struct cs_repo *r, const char *name)
 {
+	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		int rc;
@@ -439,7 +391,7 @@ int cs_obj_exists(struct cs_repo *r, const char *name)
 		if (rc == 1)
 			return 1;
 		if (rc < 0)
-			mark_down(r, b, rc, name);
+			cs_mark_down(r, b, rc, name);
 	}
 	return 0;
 }
@@ -481,6 +433,7 @@ int cs_obj_list(struct cs_repo *r, const char *kind, char ***names,
 	size_t j = 0;
 	int rc;
 
+	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 
@@ -492,7 +445,7 @@ int cs_obj_list(struct cs_repo *r, const char *kind, char ***names,
 			return rc;
 		}
 		if (rc)
-			mark_down(r, b, rc, "listing");
+			cs_mark_down(r, b, rc, "listing");
 	}
 	if (a.n)
 		qsort(a.v, a.n, sizeof(*a.v), cmp_str);
@@ -526,28 +479,22 @@ int cs_obj_fragments(struct cs_repo *r, const char *name, unsigned *good,
 	*good = 0;
 	if (why && whylen)
 		why[0] = '\0';
+	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
-		struct cs_backend *b = r->b[i];
 		void *f;
 		size_t fl;
 
-		if (b->down)
-			continue;
-		rc = b->ops->get(b, name, &f, &fl);
+		rc = frag_fetch(r, i, name, &f, &fl, &idx, &g, fwhy,
+				sizeof(fwhy));
 		if (rc == -ENOENT)
 			continue;
 		if (rc) {
-			mark_down(r, b, rc, name);
-			continue;
-		}
-		rc = cs_frag_check(name, f, fl, &idx, &g, fwhy, sizeof(fwhy));
-		free(f);
-		if (rc) {
 			if (why && !why[0])
-				snprintf(why, whylen, "%s: %s: %s", b->label,
-					 name, fwhy);
+				snprintf(why, whylen, "%s: %s: %s",
+					 r->b[i]->label, name, fwhy);
 			continue;
 		}
+		free(f);
 		if (!seen[idx]) {
 			seen[idx] = true;
 			(*good)++;

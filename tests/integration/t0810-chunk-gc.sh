@@ -13,8 +13,10 @@
 #     kill -9 is broken by the next writer, unlock removes one by hand;
 #   - a benefactor failing (read-only) or filling up in the middle of a
 #     push: the push fails naming it, every pushed checkpoint restores;
-#   - kill -9 of a push at several points: the pushed checkpoints
-#     restore, gc then check are clean, the push completes when rerun;
+#   - kill -9 of a push at several points (a pack handed to the writer
+#     thread, fragments durable in tmp/ and none named, some named, the
+#     index and the manifest cut short): the pushed checkpoints restore,
+#     gc then check are clean, the push completes when rerun;
 #   - prune then gc frees exactly the packs only pruned manifests used
 #     (after the grace period, or at once with --grace 0); kill -9 of gc
 #     at every step leaves a store that restores, and the next gc
@@ -218,8 +220,12 @@ done
 note "kill -9 during push at several points"
 head -c 9000000 /dev/urandom >"$M/bulk2"
 c10=$(ctl checkpoint "$M") || fail "checkpoint 10"
-for at in push-pack:1 put-frag:2 put-frag-index:1 put-frag-manifest:1 \
-	put-frag-manifest:2; do
+# (fragments are written to tmp/ and named together at a barrier before
+# the index: flush-synced is a benefactor's temporaries durable and none
+# named yet, put-frag:N the N-th fragment named; with a crash point set
+# the benefactors flush one after the other, so N is exact)
+for at in push-pack:1 flush-synced:2 put-frag:2 put-frag:5 put-frag-index:1 \
+	put-frag-manifest:1 put-frag-manifest:2; do
 	VFS_CHUNK_CRASH=$at "$CHUNK" push "$B" --to "$spec" --checkpoint "$c10" \
 		>/dev/null 2>&1 && fail "$at: push was not killed"
 	"$RESTORE" "$spec" --checkpoint "$c9" --plain "$T/rk" >/dev/null 2>&1 ||
@@ -229,10 +235,20 @@ for at in push-pack:1 put-frag:2 put-frag-index:1 put-frag-manifest:1 \
 done
 "$CHUNK" push "$B" --to "$spec" --checkpoint "$c10" >/dev/null 2>"$T/err" ||
 	{ cat "$T/err"; fail "push $c10 after the kills"; }
+# and a push cut short after the first fragment of its index object, never
+# run again: a cut index that no later push can complete
+head -c 5000000 /dev/urandom >"$M/bulk3"
+c11=$(ctl checkpoint "$M") || fail "checkpoint 11"
+VFS_CHUNK_CRASH=put-frag-index:1 "$CHUNK" push "$B" --to "$spec" --checkpoint "$c11" \
+	>/dev/null 2>&1 && fail "push $c11 was not killed"
+# index objects with fewer than m (2) fragments: every one a kill left
+cut=$(ls "$b1/s/index" "$b2/s/index" "$b3/s/index" | grep '^[0-9a-f]' | sort | uniq -c |
+	awk '$1 < 2' | wc -l)
+[ "$cut" -ge 1 ] || fail "no cut index object left by the killed push"
 "$CHUNK" gc "$spec" --grace 0 >"$T/gc.out" 2>&1 || { cat "$T/gc.out"; fail "gc after killed pushes"; }
-# packs are named by content: the rerun completes a half-written one;
-# what is left is the index object the kill cut short
-grep -q "broken_index [1-9]" "$T/gc.out" || { cat "$T/gc.out"; fail "gc did not find the cut index object"; }
+# packs are named by content: a rerun completes a half-written one;
+# what is left are the index objects the kills cut short
+grep -q "broken_index $cut " "$T/gc.out" || { cat "$T/gc.out"; fail "gc did not find the $cut cut index objects"; }
 "$CHUNK" check "$spec" --read-data >"$T/check.out" 2>&1 ||
 	{ cat "$T/check.out"; fail "check after killed pushes and gc"; }
 grep -q warning "$T/check.out" && { cat "$T/check.out"; fail "check warns after gc"; }

@@ -118,10 +118,13 @@ note "kill -9 during a push; the next mount resumes it"
 vfs_mount "$B" "$M" -o "chunkstore=$spec,chunkstore_rate=4"
 head -c 40000000 /dev/urandom >"$M/large"
 c6=$(ctl checkpoint "$M") || fail "checkpoint 6"
-# wait until the paced push has written packs, then kill
-packs0=$(ls "$b1/s/pack" | wc -l)
+# wait until the paced push has written packs, then kill (a push writes
+# a pack's fragments to tmp/ and names them all at its barrier, before
+# the index object)
+frags() { ls "$b1/s/pack" "$b1/s/tmp" | grep -c '^[0-9a-f]'; }
+packs0=$(frags)
 for i in $(seq 100); do
-	[ "$(ls "$b1/s/pack" | wc -l)" -gt "$((packs0 + 1))" ] && break
+	[ "$(frags)" -gt "$((packs0 + 1))" ] && break
 	sleep 0.1
 done
 in_store "$c6" && fail "the paced push finished too early to be killed"

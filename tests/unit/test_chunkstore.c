@@ -1,7 +1,9 @@
 /*
  * test_chunkstore.c — unit suite of libvfschunk (chunkstore/): FastCDC cut
  * points (sizes within bounds, stable under an insertion: only the chunks
- * around it change); fragments of every scheme (replicas, XOR parity,
+ * around it change, pinned to the first version's; cut and SHA-256 in one
+ * pass equal to the two passes, with the SHA extensions and without);
+ * fragments of every scheme (replicas, XOR parity,
  * Reed-Solomon through ISA-L) rebuilt with every set of up to k fragments
  * erased, with corrupted fragments (detected, treated as lost) and refused
  * past k; packs, the chunk index and dedup through a repository over
@@ -16,7 +18,10 @@
  * anything when a manifest names a chunk in no pack.  The writer lock:
  * refused with the holder named while held, taken after release, broken
  * when its holder died (fork + _exit) or its lease expired, kept while a
- * live holder on another host has a majority.  Real mounts and
+ * live holder on another host has a majority.  Deferred writes: packs
+ * are temporaries until the barrier before their index names them; a
+ * benefactor failing under the writer thread fails the push naming it,
+ * and the next push writes what it lost again, whole.  Real mounts and
  * loop-mounted benefactors are in tests/integration/t0800-chunkstore.sh
  * and t0810-chunk-gc.sh.
  */
@@ -130,6 +135,93 @@ START_TEST(cdc_insertion)
 	ck_assert_uint_gt(after, 20);
 	free(p);
 	free(q);
+}
+END_TEST
+
+/* The cuts are part of the format: the first ones of a fixed buffer, and
+   a hash of all of them, as the first version of cs_cdc_cut made them. */
+START_TEST(cdc_pinned)
+{
+	static const size_t first[] = { 73421, 163202, 245790, 328837,
+					422749, 493258 };
+	size_t n = 8u << 20, off = 0, k = 0;
+	unsigned char *p = malloc(n);
+	uint64_t h = 0;
+
+	fill(p, n, 1);
+	while (off < n) {
+		size_t c = cs_cdc_cut(p + off, n - off);
+
+		off += c;
+		if (k < 6)
+			ck_assert_uint_eq(off, first[k]);
+		k++;
+		h = h * 1000003 + c;
+	}
+	ck_assert_uint_eq(k, 119);
+	ck_assert_uint_eq(h, UINT64_C(14274833751437500110));
+	free(p);
+}
+END_TEST
+
+/*
+ * cs_cdc_chunk against cs_cdc_cut + cs_sha256: every length class around
+ * the 64-byte blocks and MIN, AVG, MAX; random data (cuts in every
+ * position of a block, so the re-walk of a block is exercised at each)
+ * and zeros (no cut: MAX); unaligned starts.
+ */
+static void cdc_chunk_same(void)
+{
+	static const size_t lens[] = {
+		0, 1, 55, 56, 63, 64, 65, 119, 120, 128, CS_CDC_MIN - 1,
+		CS_CDC_MIN, CS_CDC_MIN + 1, CS_CDC_MIN + 55, CS_CDC_MIN + 64,
+		CS_CDC_MIN + 100, CS_CDC_AVG - 1, CS_CDC_AVG, CS_CDC_AVG + 1,
+		CS_CDC_AVG + 63, CS_CDC_MAX - 1, CS_CDC_MAX, CS_CDC_MAX + 1,
+		2 * CS_CDC_MAX + 17 };
+	size_t n = 48u << 20, off = 0;	/* ~700 cuts: all 64 places */
+	unsigned char *p = malloc(n + 64), *z = calloc(1, CS_CDC_MAX + 64);
+	unsigned char id[CS_ID_LEN], want[CS_ID_LEN];
+	bool seen[64] = { false };
+
+	fill(p, n + 64, 3);
+	while (off < n) {
+		size_t c = cs_cdc_chunk(p + off, n - off, id);
+
+		ck_assert_uint_eq(c, cs_cdc_cut(p + off, n - off));
+		cs_sha256(p + off, c, want);
+		ck_assert(!memcmp(id, want, CS_ID_LEN));
+		if (c > CS_CDC_MIN && off + c < n)
+			seen[c % 64] = true;
+		off += c;
+	}
+	for (int i = 0; i < 64; i++)
+		ck_assert_msg(seen[i], "no cut at %d in a block", i);
+	for (size_t i = 0; i < sizeof(lens) / sizeof(*lens); i++)
+		for (size_t a = 0; a < 3; a++) {
+			const unsigned char *d[2] = { p + 4096 * i + a, z + a };
+
+			for (int k = 0; k < 2; k++) {
+				size_t c = cs_cdc_chunk(d[k], lens[i], id);
+
+				ck_assert_uint_eq(c, cs_cdc_cut(d[k], lens[i]));
+				cs_sha256(d[k], c, want);
+				ck_assert(!memcmp(id, want, CS_ID_LEN));
+			}
+		}
+	free(p);
+	free(z);
+}
+
+START_TEST(cdc_one_pass)
+{
+	cdc_chunk_same();
+}
+END_TEST
+
+START_TEST(cdc_one_pass_fallback)
+{
+	setenv("VFS_CHUNK_NO_SHANI", "1", 1);	/* before the first use */
+	cdc_chunk_same();
 }
 END_TEST
 
@@ -275,6 +367,21 @@ static void spec_of(char *buf, size_t len, const char *q)
 
 #define NCH 40
 
+/* Chunks 0..n-1 of 100000 bytes each, data + i * 100000, all read back. */
+static void get_all(struct cs_repo *r, unsigned char (*id)[CS_ID_LEN],
+		    const unsigned char *data, int n)
+{
+	unsigned char *out = malloc(100000);
+	char why[CS_WHY_LEN];
+
+	for (int i = 0; i < n; i++) {
+		ck_assert_int_eq(cs_chunk_get(r, id[i], out, 100000, why,
+					      sizeof(why)), 0);
+		ck_assert(!memcmp(out, data + (size_t)i * 100000, 100000));
+	}
+	free(out);
+}
+
 START_TEST(pack_roundtrip)
 {
 	static const char *const qs[] = { "?replicas=2", "?parity",
@@ -315,11 +422,7 @@ START_TEST(pack_roundtrip)
 
 		/* a new session finds every chunk through the index */
 		ck_assert_int_eq(cs_repo_open(spec, 0, &r, why, sizeof(why)), 0);
-		for (int i = 0; i < NCH; i++) {
-			ck_assert_int_eq(cs_chunk_get(r, id[i], out, 100000,
-						      why, sizeof(why)), 0);
-			ck_assert(!memcmp(out, data + i * 100000, 100000));
-		}
+		get_all(r, id, data, NCH);
 		ck_assert_int_eq(cs_chunk_get(r, id[0], out, 99, why,
 					      sizeof(why)), CS_ECORRUPT);
 		cs_repo_close(r);
@@ -328,9 +431,7 @@ START_TEST(pack_roundtrip)
 		snprintf(cmd, sizeof(cmd), "rm -f %s/b*/index/*", tdir);
 		ck_assert_int_eq(system(cmd), 0);
 		ck_assert_int_eq(cs_repo_open(spec, 0, &r, why, sizeof(why)), 0);
-		for (int i = 0; i < NCH; i++)
-			ck_assert_int_eq(cs_chunk_get(r, id[i], out, 100000,
-						      why, sizeof(why)), 0);
+		get_all(r, id, data, NCH);
 		ck_assert_uint_eq(cs_chunk_has(r, id[5]), 1);
 		cs_repo_close(r);
 
@@ -340,11 +441,7 @@ START_TEST(pack_roundtrip)
 		ck_assert_int_eq(system(cmd), 0);
 		ck_assert_int_eq(cs_repo_open(spec, 0, &r, why, sizeof(why)), 0);
 		ck_assert_ptr_nonnull(strstr(cs_repo_warnings(r), "/b2"));
-		for (int i = 0; i < NCH; i++) {
-			ck_assert_int_eq(cs_chunk_get(r, id[i], out, 100000,
-						      why, sizeof(why)), 0);
-			ck_assert(!memcmp(out, data + i * 100000, 100000));
-		}
+		get_all(r, id, data, NCH);
 		cs_repo_close(r);
 		rm_benef();
 	}
@@ -393,6 +490,117 @@ START_TEST(pack_garbage)
 	memcpy(buf + sizeof(buf) - 32, "VFSCPACK", 8);
 	ck_assert_int_eq(cs_pack_parse(buf, sizeof(buf), &b, &n, why,
 				       sizeof(why)), CS_ECORRUPT);
+}
+END_TEST
+
+/* Files in directory `dir` whose names start with a hex digit. */
+static int count_files(const char *dir)
+{
+	char cmd[512];
+	FILE *f;
+	int n = -1;
+
+	snprintf(cmd, sizeof(cmd), "ls %s | grep -c '^[0-9a-f]'", dir);
+	ck_assert_ptr_nonnull(f = popen(cmd, "r"));
+	ck_assert_int_eq(fscanf(f, "%d", &n), 1);
+	pclose(f);
+	return n;
+}
+
+/*
+ * Deferred durability (put.c, backend.c): a dir: put_deferred is a
+ * temporary until flush names it; packs handed to the writer thread are
+ * named only at the barrier before their index; a benefactor that fails
+ * under the writer fails the push naming it, and what it lost is written
+ * again, whole, by the next push (never deduplicated against).
+ */
+START_TEST(deferred_writes)
+{
+	unsigned char *data = malloc(100 * 100000), id[100][CS_ID_LEN];
+	char spec[512], why[CS_WHY_LEN], p[600];
+	struct cs_backend *b;
+	struct cs_repo *r;
+	void *got;
+	size_t len;
+	int rc = 0;
+
+	mk_benef();
+	/* the backend alone */
+	snprintf(p, sizeof(p), "%s/b1", tdir);
+	ck_assert_int_eq(cs_dir_open(p, true, &b), 0);
+	ck_assert_int_eq(b->ops->put_deferred(b, "pack/00ab", (struct iovec[]){
+		{ "hel", 3 }, { "lo", 2 } }, 2), 0);
+	snprintf(p, sizeof(p), "%s/b1/tmp", tdir);
+	ck_assert_int_eq(count_files(p), 1);
+	ck_assert_int_eq(b->ops->get(b, "pack/00ab", &got, &len), -ENOENT);
+	ck_assert_int_eq(b->ops->flush(b), 0);
+	ck_assert_int_eq(count_files(p), 0);
+	ck_assert_int_eq(b->ops->get(b, "pack/00ab", &got, &len), 0);
+	ck_assert(len == 5 && !memcmp(got, "hello", 5));
+	free(got);
+	ck_assert_int_eq(b->ops->del(b, "pack/00ab"), 0);
+	b->ops->close(b);
+
+	/* packs named at the barrier only */
+	for (int i = 0; i < 100; i++) {
+		fill(data + i * 100000, 100000, (uint64_t)i * 31 + 7);
+		cs_sha256(data + i * 100000, 100000, id[i]);
+	}
+	spec_of(spec, sizeof(spec), "?rs=2+2");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	for (int i = 0; i < 100; i++)
+		ck_assert_int_eq(cs_chunk_put(r, id[i], data + i * 100000,
+					      100000, why, sizeof(why)), 0);
+	snprintf(p, sizeof(p), "%s/b1/pack", tdir);
+	ck_assert_int_eq(count_files(p), 0);
+	ck_assert_int_eq(cs_chunk_flush(r, why, sizeof(why)), 0);
+	ck_assert_int_ge(count_files(p), 2);
+	snprintf(p, sizeof(p), "%s/b1/tmp", tdir);
+	ck_assert_int_eq(count_files(p), 0);
+	cs_repo_close(r);
+
+	/* a benefactor fails under the writer thread (its tmp/ is gone:
+	   every write to it fails), with no spare benefactor */
+	rm_benef();
+	mk_benef();
+	spec_of(spec, sizeof(spec), "?rs=2+2");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	snprintf(p, sizeof(p), "rm -rf %s/b3/tmp", tdir);
+	ck_assert_int_eq(system(p), 0);
+	why[0] = '\0';
+	for (int i = 0; i < 100 && !rc; i++)
+		rc = cs_chunk_put(r, id[i], data + i * 100000, 100000, why,
+				  sizeof(why));
+	if (rc >= 0)
+		rc = cs_chunk_flush(r, why, sizeof(why));
+	ck_assert_int_eq(rc, -EIO);
+	ck_assert_ptr_nonnull(strstr(why, "/b3"));
+	/* its first pack was lost: chunk 0 is not deduplicated against it
+	   (taken into the open pack, or the failure said again) */
+	ck_assert_int_ne(cs_chunk_put(r, id[0], data, 100000, why,
+				      sizeof(why)), 1);
+	cs_repo_close(r);
+	/* back: the next push writes every chunk again, whole */
+	snprintf(p, sizeof(p), "mkdir %s/b3/tmp", tdir);
+	ck_assert_int_eq(system(p), 0);
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_WRITE, &r, why,
+				      sizeof(why)), 0);
+	for (int i = 0; i < 100; i++)
+		ck_assert_int_eq(cs_chunk_put(r, id[i], data + i * 100000,
+					      100000, why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_chunk_flush(r, why, sizeof(why)), 0);
+	cs_repo_close(r);
+	/* every chunk readable from any two benefactors */
+	snprintf(p, sizeof(p), "rm -rf %s/b1 %s/b4 && mkdir %s/b1 %s/b4", tdir,
+		 tdir, tdir, tdir);
+	ck_assert_int_eq(system(p), 0);
+	ck_assert_int_eq(cs_repo_open(spec, 0, &r, why, sizeof(why)), 0);
+	get_all(r, id, data, 100);
+	cs_repo_close(r);
+	rm_benef();
+	free(data);
 }
 END_TEST
 
@@ -846,6 +1054,9 @@ static Suite *chunk_suite(void)
 	tc = tcase_create("cdc");
 	tcase_add_test(tc, cdc_bounds);
 	tcase_add_test(tc, cdc_insertion);
+	tcase_add_test(tc, cdc_pinned);
+	tcase_add_test(tc, cdc_one_pass);
+	tcase_add_test(tc, cdc_one_pass_fallback);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fragments");
 	tcase_set_timeout(tc, 120);
@@ -857,6 +1068,7 @@ static Suite *chunk_suite(void)
 	tcase_add_test(tc, pack_roundtrip);
 	tcase_add_test(tc, repo_spec);
 	tcase_add_test(tc, pack_garbage);
+	tcase_add_test(tc, deferred_writes);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("manifest");
 	tcase_add_test(tc, manifest_roundtrip);
