@@ -125,7 +125,7 @@ log "images: similarity, chunking + SHA-256 and zstd on one core"
 ossl=$(taskset -c 0 openssl speed -mr -evp sha256 -bytes 65536 -seconds 3 2>/dev/null |
 	awk -F: '/^\+F:/ { printf "%.1f", $4 / 1e6 }')
 csv openssl sha256-64k throughput "$ossl" MB/s
-for m in fsch cdc cdc-2pass; do
+for m in fsch cdc; do
 	v=$(awk -F, -v m=$m '$1 == "chunk+hash" && $2 == m && $3 == "throughput" { print $4 }' "$CSV")
 	csv chunk+hash "$m" vs_openssl_sha256 "$(ratio "$v" "$ossl")" x
 	csv chunk+hash "$m" vs_stdchk_fsch_100MBps "$(ratio "$v" 100)" x

@@ -12,8 +12,7 @@
  * pieces with SHA-256 alone: the ratio to that, round by round, is the
  * figure a shared machine moves least.
  * libvfschunk's own functions do the work, as in a push: cs_sha256 for
- * FsCH, cs_cdc_chunk (cut and SHA-256 in one pass where the CPU allows)
- * for FastCDC; "cdc-2pass" is cs_cdc_cut then cs_sha256, the old way.
+ * FsCH, cs_cdc_chunk (the cut, then cs_sha256) for FastCDC.
  *
  *   chunkimg IMAGE...        one file per checkpoint, oldest first
  *
@@ -131,7 +130,7 @@ static size_t cut(int mode, const unsigned char *p, size_t len)
 }
 
 /* Cut and hash all of p[0..len): m 0 SHA-256 of 64 KiB pieces, 1 FsCH, 2
-   FastCDC in one pass (as a push does), 3 FastCDC cut then SHA-256. */
+   FastCDC (as a push does). */
 static void hash_all(int m, const unsigned char *p, size_t len)
 {
 	unsigned char id[CS_ID_LEN];
@@ -141,8 +140,7 @@ static void hash_all(int m, const unsigned char *p, size_t len)
 			c = cs_cdc_chunk(p + off, len - off, id);
 			continue;
 		}
-		c = m == 3 ? cs_cdc_cut(p + off, len - off) :
-			     cut(CS_FSCH, p + off, len - off);
+		c = cut(CS_FSCH, p + off, len - off);
 		cs_sha256(p + off, c, id);
 	}
 }
@@ -245,13 +243,13 @@ int main(int argc, char **argv)
 	 * Throughput, in rounds: per round, SHA-256 of every image in 64 KiB
 	 * pieces (the reference measured in the same process, moments apart:
 	 * on a shared machine the CPU a core gives changes from one second to
-	 * the next), FsCH, FastCDC in one pass, FastCDC in two; medians and
+	 * the next), FsCH, FastCDC; medians and
 	 * spreads over the rounds, of the throughputs and of the ratios.
 	 */
 	{
-		enum { R = 5, NM = 4 };
+		enum { R = 5, NM = 3 };
 		static const char *const name[NM] = { "sha256-64k", "fsch",
-						      "cdc", "cdc-2pass" };
+						      "cdc" };
 		double tp[NM][R], vs[NM][R];
 
 		for (int r = 0; r < R; r++)

@@ -2,8 +2,8 @@
  * chunkstore.c — micro-benchmark of libvfschunk's CPU paths on one core,
  * each printed with a baseline measured in the same run (memcpy of the
  * same bytes): SHA-256 of 64 KiB chunks, FastCDC cut points, both
- * together (two passes, and cs_cdc_chunk's one), zstd level 3 on random
- * and on compressible data, fragment encode/decode of 4 MiB packs for
+ * together, zstd level 3 on random and on compressible data, fragment
+ * encode/decode of 4 MiB packs for
  * each redundancy scheme (the pack's SHA-256 and the checksums included;
  * decode with k fragments lost), and ISA-L's Reed-Solomon parity alone.
  * `openssl speed -evp sha256` is the reference for SHA-256 (chunk.sh
@@ -96,11 +96,6 @@ int main(int argc, char **argv)
 		o += c;
 	}
 	report("FastCDC + SHA-256", (double)n, now() - t);
-
-	t = now();
-	for (size_t o = 0; o < n;)
-		o += cs_cdc_chunk(a + o, n - o, id);
-	report("FastCDC + SHA-256, one pass", (double)n, now() - t);
 
 	{
 		ZSTD_CCtx *z = ZSTD_createCCtx();

@@ -10,8 +10,8 @@
  * LAYERS, lowest first (each may call only those before it):
  *
  *   hash, chunking    cs_sha256, ids                            chunk.c
- *                     cs_cdc_cut, cs_cdc_chunk (FastCDC; with    cdc.c
- *                     SHA-256 in one pass)
+ *                     cs_cdc_cut, cs_cdc_chunk (FastCDC cuts,   cdc.c
+ *                     and the chunk's id)
  *   fragments         an object -> N fragments (replicas, XOR   frag.c
  *                     parity, Reed-Solomon through ISA-L), each
  *                     with a checked header; and back from any
@@ -92,12 +92,7 @@ enum cs_chunking { CS_FSCH = 1, CS_CDC = 2 };
  * previous cut, so an insertion moves the cuts near it and no others.
  */
 size_t cs_cdc_cut(const unsigned char *p, size_t n);
-/*
- * The same cut, and the chunk's SHA-256 in id: cs_cdc_cut then cs_sha256,
- * bit for bit, in one pass over the bytes where the CPU has the SHA
- * extensions and AVX2 (the gear hash interleaved with the SHA-256 rounds;
- * cdc.c), two passes elsewhere.
- */
+/* The same cut, and the chunk's SHA-256 in id (cs_cdc_cut, cs_sha256). */
 size_t cs_cdc_chunk(const unsigned char *p, size_t n,
 		    unsigned char id[CS_ID_LEN]);
 

@@ -166,11 +166,10 @@ END_TEST
 
 /*
  * cs_cdc_chunk against cs_cdc_cut + cs_sha256: every length class around
- * the 64-byte blocks and MIN, AVG, MAX; random data (cuts in every
- * position of a block, so the re-walk of a block is exercised at each)
- * and zeros (no cut: MAX); unaligned starts.
+ * MIN, AVG, MAX and 64-byte blocks; random data (cuts at every place of a
+ * 64-byte block) and zeros (no cut: MAX); unaligned starts.
  */
-static void cdc_chunk_same(void)
+START_TEST(cdc_chunk_id)
 {
 	static const size_t lens[] = {
 		0, 1, 55, 56, 63, 64, 65, 119, 120, 128, CS_CDC_MIN - 1,
@@ -210,18 +209,6 @@ static void cdc_chunk_same(void)
 		}
 	free(p);
 	free(z);
-}
-
-START_TEST(cdc_one_pass)
-{
-	cdc_chunk_same();
-}
-END_TEST
-
-START_TEST(cdc_one_pass_fallback)
-{
-	setenv("VFS_CHUNK_NO_SHANI", "1", 1);	/* before the first use */
-	cdc_chunk_same();
 }
 END_TEST
 
@@ -1055,8 +1042,7 @@ static Suite *chunk_suite(void)
 	tcase_add_test(tc, cdc_bounds);
 	tcase_add_test(tc, cdc_insertion);
 	tcase_add_test(tc, cdc_pinned);
-	tcase_add_test(tc, cdc_one_pass);
-	tcase_add_test(tc, cdc_one_pass_fallback);
+	tcase_add_test(tc, cdc_chunk_id);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fragments");
 	tcase_set_timeout(tc, 120);
