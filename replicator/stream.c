@@ -43,7 +43,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "replicator/replicator.h"
+#include "replicator/rep_int.h"
 
 struct snd {
 	struct vstore *st;
@@ -55,8 +55,7 @@ struct snd {
 	struct pairset seen;		/* full: inodes sent */
 	uint64_t *todo;			/* full: inodes to send */
 	size_t ntodo, captodo;
-	struct { uint64_t ino; char *path; } *links;	/* full: base links */
-	size_t nlinks, caplinks;
+	struct rep_links links;		/* full: base-layer hard links */
 	char *err;
 	size_t errlen;
 };
@@ -506,14 +505,7 @@ static int note_base_link(struct snd *s, const struct bt_dirent *d)
 		free(path);
 		return 0;
 	}
-	if ((rc = vfs_grow((void **)&s->links, &s->caplinks, s->nlinks + 1,
-			   sizeof(*s->links)))) {
-		free(path);
-		return rc;
-	}
-	s->links[s->nlinks].ino = d->ino;
-	s->links[s->nlinks++].path = path;
-	return 0;
+	return rep_links_add(&s->links, d->ino, path);
 }
 
 static int full_dirent(const struct bt_dirent *d, void *arg)
@@ -611,15 +603,15 @@ static int send_full(struct snd *s)
 		if ((rc = full_inode(s, ino)))
 			return rc;
 	}
-	for (size_t i = 0; i < s->nlinks; i++) {
+	for (size_t i = 0; i < s->links.n; i++) {
 		struct stat st;
 
 		/* a link only if both paths are still the same file */
-		if (fstatat(store_backing_fd(s->st), s->links[i].path, &st,
+		if (fstatat(store_backing_fd(s->st), s->links.v[i].path, &st,
 			    AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
 			continue;
-		if ((rc = send_base_link(s, s->links[i].path,
-					 s->links[i].ino, &st)))
+		if ((rc = send_base_link(s, s->links.v[i].path,
+					 s->links.v[i].ino, &st)))
 			return rc;
 	}
 	return 0;
@@ -800,16 +792,12 @@ int rep_send(struct vstore *st, uint64_t c, uint64_t from,
 		goto out;
 	rc = rep_put(&s.w, &end);
 out:
-	if (rc && !err[0])
-		snprintf(err, errlen, "%s", rc == BT_ECORRUPT || rc == -EIO ?
-			 bt_last_error() : strerror(-rc));
+	rep_err_rc(err, errlen, rc);
 	bt_txn_abort(s.txn);
 	if (stats)
 		*stats = s.w.st;
 	pset_free(&s.seen);
-	for (size_t i = 0; i < s.nlinks; i++)
-		free(s.links[i].path);
-	free(s.links);
+	rep_links_free(&s.links);
 	free(s.todo);
 	free(s.pages);
 	free(s.ext);

@@ -15,7 +15,6 @@
  */
 #include <errno.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +29,7 @@
 #include <openssl/kdf.h>
 #include <openssl/rand.h>
 
-#include "replicator/transport/transport.h"
+#include "replicator/transport/transport_int.h"
 
 #define RT_MAGIC	"VFSRT001"
 #define RT_NONCE	32
@@ -59,21 +58,6 @@ struct rep_conn {
 	uint64_t sent, received;
 	bool broken;			/* an error ended the session */
 };
-
-static int seterr(char *err, size_t len, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int seterr(char *err, size_t len, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && len) {
-		va_start(ap, fmt);
-		vsnprintf(err, len, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
 
 static int64_t now_ms(void)
 {
@@ -225,44 +209,47 @@ static int handshake(struct rep_conn *c, bool server, const unsigned char *secre
 
 	memcpy(me.magic, RT_MAGIC, 8);
 	if (RAND_bytes(me.nonce, RT_NONCE) != 1)
-		return seterr(err, errlen, -EIO, "no random bytes for a nonce");
+		return rt_seterr(err, errlen, -EIO,
+				 "no random bytes for a nonce");
 	if ((rc = write_full(c->fd, &me, sizeof(me), deadline)) ||
 	    (rc = read_full(c->fd, &peer, sizeof(peer), deadline)))
-		return seterr(err, errlen, rc, "handshake: %s", strerror(-rc));
+		return rt_seterr(err, errlen, rc, "handshake: %s",
+				 strerror(-rc));
 	if (memcmp(peer.magic, RT_MAGIC, 8))
-		return seterr(err, errlen, -EPROTO,
-			      "the peer does not speak the versionfs transport");
+		return rt_seterr(err, errlen, -EPROTO, "the peer does not "
+				 "speak the versionfs transport");
 	if (peer.role != (server ? ROLE_CLIENT : ROLE_SERVER))
-		return seterr(err, errlen, -EPROTO,
-			      "the peer claims the same role");
+		return rt_seterr(err, errlen, -EPROTO,
+				 "the peer claims the same role");
 	nc = server ? peer.nonce : me.nonce;
 	ns = server ? me.nonce : peer.nonce;
 	if (!memcmp(nc, ns, RT_NONCE))
-		return seterr(err, errlen, -EPROTO, "the peer echoed our nonce");
+		return rt_seterr(err, errlen, -EPROTO,
+				 "the peer echoed our nonce");
 	if (!server) {
 		proof(secret, slen, "vfs-rt client", nc, ns, mine);
 		if ((rc = write_full(c->fd, mine, RT_MAC, deadline)) ||
 		    (rc = read_full(c->fd, theirs, RT_MAC, deadline)))
-			return seterr(err, errlen, rc == -ECONNRESET ? -EACCES
-				      : rc, "%s", rc == -ECONNRESET ?
-				      "the peer refused our secret" :
-				      strerror(-rc));
+			return rt_seterr(err, errlen, rc == -ECONNRESET ?
+					 -EACCES : rc, "%s", rc == -ECONNRESET ?
+					 "the peer refused our secret" :
+					 strerror(-rc));
 		proof(secret, slen, "vfs-rt server", nc, ns, want);
 		if (CRYPTO_memcmp(want, theirs, RT_MAC))
-			return seterr(err, errlen, -EACCES,
-				      "the peer does not know the secret");
+			return rt_seterr(err, errlen, -EACCES,
+					 "the peer does not know the secret");
 	} else {
 		if ((rc = read_full(c->fd, theirs, RT_MAC, deadline)))
-			return seterr(err, errlen, rc, "handshake: %s",
-				      strerror(-rc));
+			return rt_seterr(err, errlen, rc, "handshake: %s",
+					 strerror(-rc));
 		proof(secret, slen, "vfs-rt client", nc, ns, want);
 		if (CRYPTO_memcmp(want, theirs, RT_MAC))
-			return seterr(err, errlen, -EACCES,
-				      "the peer does not know the secret");
+			return rt_seterr(err, errlen, -EACCES,
+					 "the peer does not know the secret");
 		proof(secret, slen, "vfs-rt server", nc, ns, mine);
 		if ((rc = write_full(c->fd, mine, RT_MAC, deadline)))
-			return seterr(err, errlen, rc, "handshake: %s",
-				      strerror(-rc));
+			return rt_seterr(err, errlen, rc, "handshake: %s",
+					 strerror(-rc));
 	}
 	memcpy(salt, nc, RT_NONCE);
 	memcpy(salt + RT_NONCE, ns, RT_NONCE);
@@ -270,7 +257,8 @@ static int handshake(struct rep_conn *c, bool server, const unsigned char *secre
 		 server ? c->rx_key : c->tx_key) ||
 	    hkdf(secret, slen, salt, sizeof(salt), "vfs-rt s2c",
 		 server ? c->tx_key : c->rx_key))
-		return seterr(err, errlen, -EIO, "deriving the session keys");
+		return rt_seterr(err, errlen, -EIO,
+				 "deriving the session keys");
 	OPENSSL_cleanse(want, sizeof(want));
 	OPENSSL_cleanse(mine, sizeof(mine));
 	return 0;
@@ -287,18 +275,18 @@ int rep_conn_open(int fd, bool server, const unsigned char *secret,
 	*out = NULL;
 	if (!c) {
 		close(fd);
-		return seterr(err, errlen, -ENOMEM, "out of memory");
+		return rt_seterr(err, errlen, -ENOMEM, "out of memory");
 	}
 	c->fd = fd;
 	if (slen < REP_SECRET_MIN) {
-		rc = seterr(err, errlen, -EINVAL, "secret shorter than %d bytes",
-			    REP_SECRET_MIN);
+		rc = rt_seterr(err, errlen, -EINVAL,
+			       "secret shorter than %d bytes", REP_SECRET_MIN);
 		goto fail;
 	}
 	c->tx = EVP_CIPHER_CTX_new();
 	c->rx = EVP_CIPHER_CTX_new();
 	if (!c->tx || !c->rx) {
-		rc = seterr(err, errlen, -ENOMEM, "out of memory");
+		rc = rt_seterr(err, errlen, -ENOMEM, "out of memory");
 		goto fail;
 	}
 	if ((rc = handshake(c, server, secret, slen, deadline, err, errlen)))
