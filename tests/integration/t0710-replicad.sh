@@ -74,13 +74,15 @@ PORT=$((20000 + $$ % 20000))
 
 # start_repd DIR PORT [SECRET]: a receiver in the peer's namespace
 start_repd() {
-	local i
+	local i n0
+	# the log is appended to: wait for this receiver's own line
+	n0=$(cat "$T/repd.$2.log" 2>/dev/null | grep -c listening)
 	"${QX[@]}" "$REPD" -f --listen "$ADDR:$2" --dir "$1" \
 		--secret-file "${3:-$T/secret}" >> "$T/repd.$2.log" 2>&1 &
 	REPD_PID=$!
 	_repd_pids+=("$REPD_PID")
 	for i in $(seq 50); do
-		grep -q listening "$T/repd.$2.log" && return 0
+		[ "$(grep -c listening "$T/repd.$2.log")" -gt "$n0" ] && return 0
 		kill -0 "$REPD_PID" 2>/dev/null || return 1
 		sleep 0.1
 	done
