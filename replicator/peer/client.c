@@ -20,8 +20,9 @@
  * an acknowledged checkpoint is never sent twice, and an unacknowledged
  * one is sent again whole (the peer dropped its partial copy).
  *
- * The stream goes out in DATA messages of up to 1 MiB (the sink below),
- * throttled to opts->bwlimit bytes per second, checking opts->stop
+ * The stream goes out in DATA messages of up to 1 MiB (the sink below;
+ * a frame's pages are encrypted where the sender read them, not copied
+ * into the message first), throttled to opts->bwlimit bytes per second, checking opts->stop
  * between messages so that a stopping daemon is never held by a slow peer
  * for more than a message.
  */
@@ -112,6 +113,8 @@ out:
 
 /* ---- the DATA sink ---- */
 
+#define DSINK_DIRECT_MIN	(64u << 10)	/* sent without a copy */
+
 struct dsink {
 	struct rep_conn *c;
 	const struct rep_peer_opts *o;
@@ -121,20 +124,23 @@ struct dsink {
 	struct timespec t0;
 };
 
-static int dsink_flush(struct dsink *d)
+/* Send the buffered bytes, then xlen bytes at x, as one DATA message. */
+static int dsink_send(struct dsink *d, const void *x, size_t xlen)
 {
-	struct rep_wire w = { .type = RW_DATA };
-	int rc;
+	struct iovec v[2];
+	int cnt = 0, rc;
 
-	if (!d->n)
+	if (!d->n && !xlen)
 		return 0;
 	if (d->o->stop && d->o->stop(d->o->arg))
 		return -ECANCELED;
-	w.data = d->buf;
-	w.len = d->n;
-	if ((rc = rep_wire_send(d->c, &w, NULL)))
+	if (d->n)
+		v[cnt++] = (struct iovec){ d->buf, d->n };
+	if (xlen)
+		v[cnt++] = (struct iovec){ (void *)x, xlen };
+	if ((rc = rep_wire_send_data(d->c, v, cnt)))
 		return rc;
-	d->sent += d->n;
+	d->sent += d->n + xlen;
 	d->n = 0;
 	if (d->o->bwlimit) {
 		/* sleep until the bytes sent fit the rate */
@@ -155,6 +161,17 @@ static int dsink_flush(struct dsink *d)
 	return 0;
 }
 
+static int dsink_flush(struct dsink *d)
+{
+	return dsink_send(d, NULL, 0);
+}
+
+/*
+ * The stream's bytes into DATA messages of REP_DATA_MAX bytes.  A large
+ * piece (a DATA frame's pages) that completes a message is encrypted
+ * where it is, after the buffered bytes, rather than copied: a frame's
+ * header and fixed part are buffered, its pages are not.
+ */
 static int dsink_write(void *arg, const void *buf, size_t len)
 {
 	struct dsink *d = arg;
@@ -166,12 +183,17 @@ static int dsink_write(void *arg, const void *buf, size_t len)
 
 		if (k > len)
 			k = len;
-		memcpy(d->buf + d->n, p, k);
-		d->n += k;
+		if (d->n + k == REP_DATA_MAX && k >= DSINK_DIRECT_MIN) {
+			rc = dsink_send(d, p, k);
+		} else {
+			memcpy(d->buf + d->n, p, k);
+			d->n += k;
+			rc = d->n == REP_DATA_MAX ? dsink_flush(d) : 0;
+		}
+		if (rc)
+			return rc;
 		p += k;
 		len -= k;
-		if (d->n == REP_DATA_MAX && (rc = dsink_flush(d)))
-			return rc;
 	}
 	return 0;
 }

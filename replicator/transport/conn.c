@@ -55,8 +55,12 @@ struct rep_conn {
 	EVP_CIPHER_CTX *tx, *rx;
 	unsigned char *wbuf;		/* frame being sent */
 	size_t wcap;
+	unsigned char *rbuf;		/* frame being received */
+	size_t rcap;
 	uint64_t sent, received;
-	bool broken;			/* an error ended the session */
+	/* an error ended the session in that direction; one flag each, as
+	   one thread may send while another receives */
+	bool tx_broken, rx_broken;
 };
 
 static int64_t now_ms(void)
@@ -187,6 +191,7 @@ static void conn_free(struct rep_conn *c)
 	EVP_CIPHER_CTX_free(c->tx);
 	EVP_CIPHER_CTX_free(c->rx);
 	free(c->wbuf);
+	free(c->rbuf);
 	OPENSSL_cleanse(c, sizeof(*c));
 	free(c);
 }
@@ -307,37 +312,57 @@ static void seq_iv(uint64_t seq, unsigned char iv[12])
 		iv[4 + i] = (unsigned char)(seq >> (8 * i));
 }
 
-int rep_conn_send(struct rep_conn *c, const void *buf, size_t len)
+/* Grow *buf to at least need bytes (kept for the next message). */
+static int grow(unsigned char **buf, size_t *cap, size_t need)
+{
+	unsigned char *nb;
+
+	if (need <= *cap)
+		return 0;
+	if (!(nb = realloc(*buf, need)))
+		return -ENOMEM;
+	*buf = nb;
+	*cap = need;
+	return 0;
+}
+
+int rep_conn_sendv(struct rep_conn *c, const struct iovec *iov, int cnt)
 {
 	unsigned char iv[12], hdr[RT_HDR], tag[RT_TAG];
-	size_t need = len ? len : 1;
-	int outl = 0, fin = 0, rc;
+	size_t len = 0, off = 0;
+	int outl = 0, fin = 0, rc, ok;
 	struct iovec v[3];
 
-	if (c->broken)
+	if (c->tx_broken)
 		return -EPIPE;
-	if (len > REP_MSG_MAX)
-		return -EMSGSIZE;
-	if (need > c->wcap) {
-		unsigned char *nb = realloc(c->wbuf, need);
-
-		if (!nb)
-			return -ENOMEM;
-		c->wbuf = nb;
-		c->wcap = need;
+	for (int i = 0; i < cnt; i++) {
+		if (iov[i].iov_len > REP_MSG_MAX - len)
+			return -EMSGSIZE;
+		len += iov[i].iov_len;
 	}
+	if ((rc = grow(&c->wbuf, &c->wcap, len ? len : 1)))
+		return rc;
 	for (int i = 0; i < 4; i++)
 		hdr[i] = (unsigned char)(len >> (8 * i));
 	seq_iv(c->tx_seq, iv);
-	if (EVP_EncryptInit_ex(c->tx, EVP_chacha20_poly1305(), NULL, c->tx_key,
-			       iv) != 1 ||
-	    EVP_EncryptUpdate(c->tx, NULL, &outl, hdr, RT_HDR) != 1 ||
-	    (len && EVP_EncryptUpdate(c->tx, c->wbuf, &outl, buf,
-				      (int)len) != 1) ||
-	    EVP_EncryptFinal_ex(c->tx, c->wbuf + (len ? outl : 0), &fin) != 1 ||
+	/* the pieces are encrypted in turn into one frame: ChaCha20 is a
+	   stream cipher and Poly1305 sees one message either way */
+	ok = EVP_EncryptInit_ex(c->tx, EVP_chacha20_poly1305(), NULL,
+				c->tx_key, iv) == 1 &&
+	     EVP_EncryptUpdate(c->tx, NULL, &outl, hdr, RT_HDR) == 1;
+	for (int i = 0; ok && i < cnt; i++) {
+		if (!iov[i].iov_len)
+			continue;
+		ok = EVP_EncryptUpdate(c->tx, c->wbuf + off, &outl,
+				       iov[i].iov_base,
+				       (int)iov[i].iov_len) == 1 &&
+		     (size_t)outl == iov[i].iov_len;
+		off += (size_t)outl;
+	}
+	if (!ok || EVP_EncryptFinal_ex(c->tx, c->wbuf + off, &fin) != 1 ||
 	    EVP_CIPHER_CTX_ctrl(c->tx, EVP_CTRL_AEAD_GET_TAG, RT_TAG,
 				tag) != 1) {
-		c->broken = true;
+		c->tx_broken = true;
 		return -EIO;
 	}
 	c->tx_seq++;
@@ -345,23 +370,32 @@ int rep_conn_send(struct rep_conn *c, const void *buf, size_t len)
 	v[1] = (struct iovec){ c->wbuf, len };
 	v[2] = (struct iovec){ tag, RT_TAG };
 	if ((rc = write_iov(c->fd, v, 3, -1))) {
-		c->broken = true;
+		c->tx_broken = true;
 		return rc;
 	}
 	c->sent += RT_HDR + len + RT_TAG;
 	return 0;
 }
 
+int rep_conn_send(struct rep_conn *c, const void *buf, size_t len)
+{
+	struct iovec v = { (void *)buf, len };
+
+	if (len > REP_MSG_MAX)
+		return -EMSGSIZE;
+	return rep_conn_sendv(c, &v, 1);
+}
+
 int rep_conn_recv(struct rep_conn *c, void **buf, size_t *cap, size_t *len,
 		  int timeout_ms)
 {
 	int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
-	unsigned char hdr[RT_HDR], iv[12], *ct = NULL;
+	unsigned char hdr[RT_HDR], iv[12];
 	size_t n = 0;
 	int outl = 0, fin = 0, rc;
 
 	*len = 0;
-	if (c->broken)
+	if (c->rx_broken)
 		return -EPIPE;
 	if ((rc = read_full(c->fd, hdr, RT_HDR, deadline)))
 		goto fail;
@@ -371,13 +405,11 @@ int rep_conn_recv(struct rep_conn *c, void **buf, size_t *cap, size_t *len,
 		rc = -EMSGSIZE;
 		goto fail;
 	}
-	/* ciphertext and tag land in a buffer of our own: the caller's
-	   buffer only ever holds authenticated plaintext */
-	if (!(ct = malloc(n + RT_TAG))) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	if ((rc = read_full(c->fd, ct, n + RT_TAG, deadline)))
+	/* ciphertext and tag land in a buffer of our own (kept from one
+	   message to the next): the caller's buffer only ever holds
+	   authenticated plaintext */
+	if ((rc = grow(&c->rbuf, &c->rcap, n + RT_TAG)) ||
+	    (rc = read_full(c->fd, c->rbuf, n + RT_TAG, deadline)))
 		goto fail;
 	if (n + 1 > *cap) {
 		void *nb = realloc(*buf, n + 1);
@@ -393,23 +425,22 @@ int rep_conn_recv(struct rep_conn *c, void **buf, size_t *cap, size_t *len,
 	if (EVP_DecryptInit_ex(c->rx, EVP_chacha20_poly1305(), NULL, c->rx_key,
 			       iv) != 1 ||
 	    EVP_DecryptUpdate(c->rx, NULL, &outl, hdr, RT_HDR) != 1 ||
-	    (n && EVP_DecryptUpdate(c->rx, *buf, &outl, ct, (int)n) != 1) ||
+	    (n && EVP_DecryptUpdate(c->rx, *buf, &outl, c->rbuf,
+				    (int)n) != 1) ||
 	    EVP_CIPHER_CTX_ctrl(c->rx, EVP_CTRL_AEAD_SET_TAG, RT_TAG,
-				ct + n) != 1 ||
+				c->rbuf + n) != 1 ||
 	    EVP_DecryptFinal_ex(c->rx, (unsigned char *)*buf + (n ? outl : 0),
 				&fin) != 1) {
 		OPENSSL_cleanse(*buf, n);
 		rc = -EBADMSG;
 		goto fail;
 	}
-	free(ct);
 	c->rx_seq++;
 	c->received += RT_HDR + n + RT_TAG;
 	*len = n;
 	return 0;
 fail:
-	free(ct);
-	c->broken = true;
+	c->rx_broken = true;
 	return rc;
 }
 
