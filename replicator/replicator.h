@@ -17,7 +17,7 @@
  *
  * FILES.  frame.c frames and the fd transport; record.c records to and
  * from bytes; names.c the names and paths a stream may carry; stream.c the
- * sender; the receiver is apply.c (rep_recv: opening the replica,
+ * sender, pages.c its reads beside a running cleaner; the receiver is apply.c (rep_recv: opening the replica,
  * deciding), apply_frame.c (each frame into the plan), apply_base.c
  * (base-layer files), apply_stage.c (the staging directory, recovery after
  * a crash) and apply_commit.c (the atomic commit), sharing apply_int.h;
@@ -294,7 +294,8 @@ int rep_get(struct rep_reader *r, struct rep_rec *out);
  * Write the stream of checkpoint `c` of store st to sink: incremental
  * from checkpoint `from`, which must be c's parent (a checkpoint between
  * them must be deleted and cleaned, so that c's epoch log covers it), or
- * full if from is 0.  st may be opened STORE_RDONLY beside a daemon.
+ * full if from is 0.  st may be opened STORE_RDONLY beside a daemon and
+ * its cleaner; -ESTALE if c is deleted or rolled back over meanwhile.
  * Totals in *stats (may be NULL).  err gets a one-line reason.
  */
 int rep_send(struct vstore *st, uint64_t c, uint64_t from,
