@@ -83,6 +83,7 @@ static int reg_acquire(const unsigned char id[16], int sock)
 			rc = -ENOMEM;
 		} else {
 			s = &reg[nreg++];
+			memset(s, 0, sizeof(*s));	/* realloc's: garbage */
 			memcpy(s->id, id, 16);
 		}
 	}
@@ -137,7 +138,7 @@ static int serve_stream(struct rep_conn *c, int sock,
 	const struct in_result *d;
 	struct inbound *in = NULL;
 	struct rep_source src;
-	char err[512] = "", why[640];
+	char err[512] = "", why[704];	/* the number, d->why and err */
 	int rc, fin;
 
 	if ((rc = in_start(c, id, IDLE_MS, &in))) {
