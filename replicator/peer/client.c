@@ -20,9 +20,9 @@
  * an acknowledged checkpoint is never sent twice, and an unacknowledged
  * one is sent again whole (the peer dropped its partial copy).
  *
- * The stream goes out in DATA messages of up to 1 MiB (the sink below;
- * a frame's pages are encrypted where the sender read them, not copied
- * into the message first), throttled to opts->bwlimit bytes per second, checking opts->stop
+ * The stream goes out in DATA messages of up to 1 MiB, encrypted and sent
+ * by a thread of their own while the next pages are read (outbound.c),
+ * throttled to opts->bwlimit bytes per second, checking opts->stop
  * between messages so that a stopping daemon is never held by a slow peer
  * for more than a message.
  */
@@ -33,7 +33,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "replicator/peer/peer.h"
+#include "replicator/peer/peer_int.h"
 
 struct line_ck {
 	uint64_t id, parent;
@@ -111,93 +111,6 @@ out:
 	return rc;
 }
 
-/* ---- the DATA sink ---- */
-
-#define DSINK_DIRECT_MIN	(64u << 10)	/* sent without a copy */
-
-struct dsink {
-	struct rep_conn *c;
-	const struct rep_peer_opts *o;
-	unsigned char *buf;
-	size_t n;
-	uint64_t sent;
-	struct timespec t0;
-};
-
-/* Send the buffered bytes, then xlen bytes at x, as one DATA message. */
-static int dsink_send(struct dsink *d, const void *x, size_t xlen)
-{
-	struct iovec v[2];
-	int cnt = 0, rc;
-
-	if (!d->n && !xlen)
-		return 0;
-	if (d->o->stop && d->o->stop(d->o->arg))
-		return -ECANCELED;
-	if (d->n)
-		v[cnt++] = (struct iovec){ d->buf, d->n };
-	if (xlen)
-		v[cnt++] = (struct iovec){ (void *)x, xlen };
-	if ((rc = rep_wire_send_data(d->c, v, cnt)))
-		return rc;
-	d->sent += d->n + xlen;
-	d->n = 0;
-	if (d->o->bwlimit) {
-		/* sleep until the bytes sent fit the rate */
-		struct timespec now = vfs_now();
-		double el = (double)(now.tv_sec - d->t0.tv_sec) +
-			    (now.tv_nsec - d->t0.tv_nsec) / 1e9;
-		double due = (double)d->sent / (double)d->o->bwlimit;
-
-		if (due > el) {
-			struct timespec ts;
-			double s = due - el;
-
-			ts.tv_sec = (time_t)s;
-			ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
-			nanosleep(&ts, NULL);
-		}
-	}
-	return 0;
-}
-
-static int dsink_flush(struct dsink *d)
-{
-	return dsink_send(d, NULL, 0);
-}
-
-/*
- * The stream's bytes into DATA messages of REP_DATA_MAX bytes.  A large
- * piece (a DATA frame's pages) that completes a message is encrypted
- * where it is, after the buffered bytes, rather than copied: a frame's
- * header and fixed part are buffered, its pages are not.
- */
-static int dsink_write(void *arg, const void *buf, size_t len)
-{
-	struct dsink *d = arg;
-	const unsigned char *p = buf;
-	int rc;
-
-	while (len) {
-		size_t k = REP_DATA_MAX - d->n;
-
-		if (k > len)
-			k = len;
-		if (d->n + k == REP_DATA_MAX && k >= DSINK_DIRECT_MIN) {
-			rc = dsink_send(d, p, k);
-		} else {
-			memcpy(d->buf + d->n, p, k);
-			d->n += k;
-			rc = d->n == REP_DATA_MAX ? dsink_flush(d) : 0;
-		}
-		if (rc)
-			return rc;
-		p += k;
-		len -= k;
-	}
-	return 0;
-}
-
 /* Wait for the ACK of ckpt (or a REFUSE). */
 static int wait_ack(struct rep_conn *c, const struct rep_peer_opts *o,
 		    uint64_t ckpt, void **buf, size_t *cap, char *err,
@@ -241,28 +154,29 @@ static int ship(struct vstore *st, struct rep_conn *c,
 		size_t errlen)
 {
 	struct rep_wire w = { .type = RW_STREAM, .ckpt = ck, .base = from };
-	struct dsink d = { .c = c, .o = o };
-	struct rep_sink raw = { dsink_write, &d }, sink = raw;
+	struct outbound *ob = NULL;
+	struct rep_sink raw, sink;
 	struct rep_zsink *z = NULL;
-	int rc;
+	int rc, fin;
 
-	if (!(d.buf = malloc(REP_DATA_MAX)))
-		return -ENOMEM;
-	if (o->compress) {
-		if ((rc = rep_zsink_new(&raw, &z)))
-			goto out;
-		rep_zsink_sink(z, &sink);
-	}
-	d.t0 = vfs_now();
 	if ((rc = rep_wire_send(c, &w, NULL))) {
 		rep_errf(err, errlen, "sending to the peer: %s", strerror(-rc));
-		goto out;
+		return rc;
 	}
-	rc = rep_send(st, ck, from, &sink, NULL, err, errlen);
+	if ((rc = out_start(c, o, &ob, &raw)))
+		goto fail;
+	sink = raw;
+	if (o->compress && (rc = rep_zsink_new(&raw, &z)) == 0)
+		rep_zsink_sink(z, &sink);
+	if (!rc)
+		rc = rep_send(st, ck, from, &sink, NULL, err, errlen);
 	if (!rc && z)
 		rc = rep_zsink_finish(z);
+	/* the sending thread's error, if the stream's writer had none */
+	fin = out_finish(ob, rc == 0, bytes);
 	if (!rc)
-		rc = dsink_flush(&d);
+		rc = fin;
+fail:
 	if (rc) {
 		struct rep_wire a = { .type = RW_ABORT };
 
@@ -279,10 +193,9 @@ static int ship(struct vstore *st, struct rep_conn *c,
 		goto out;
 	}
 	rc = wait_ack(c, o, ck, buf, cap, err, errlen);
-	*bytes = d.sent;
 out:
 	rep_zsink_free(z);
-	free(d.buf);
+	out_free(ob);
 	return rc;
 }
 

@@ -1,6 +1,8 @@
 /*
- * peer_int.h — what the files of libvfspeer share privately: the peer's
- * source of one stream (inbound.c).  peer.h is the public API.
+ * peer_int.h — what the files of libvfspeer share privately: the
+ * primary's sink of one stream (outbound.c) and the peer's source of one
+ * stream (inbound.c), each with a thread of its own.  peer.h is the
+ * public API.
  */
 #ifndef VFS_REP_PEER_INT_H
 #define VFS_REP_PEER_INT_H
@@ -8,6 +10,22 @@
 #include <stdbool.h>
 
 #include "replicator/peer/peer.h"
+
+struct outbound;
+
+/*
+ * Start sending one stream's DATA messages on c (a thread); *sink takes
+ * the stream's bytes.  o's stop and bwlimit apply.
+ */
+int out_start(struct rep_conn *c, const struct rep_peer_opts *o,
+	      struct outbound **out, struct rep_sink *sink);
+/*
+ * End it: if ok, send what is left and wait until it is sent; if not, drop
+ * what is queued.  The thread is joined (c is the caller's alone again);
+ * the first error, and in *sent the stream bytes sent.
+ */
+int out_finish(struct outbound *out, bool ok, uint64_t *sent);
+void out_free(struct outbound *out);
 
 /* How the stream's messages ended, as far as the applier read them. */
 struct in_result {
