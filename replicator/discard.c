@@ -26,7 +26,6 @@
  * had the versions before it.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,17 +34,6 @@
 #include <unistd.h>
 
 #include "replicator/replicator.h"
-
-void rep_errf(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
 
 /* Whether dir holds a replica store at all (no store: nothing held). */
 static bool has_store(const char *dir)

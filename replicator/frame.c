@@ -20,15 +20,19 @@
  * reader source->read until a piece is complete; the fd versions retry on
  * EINTR and short counts; the memory source (tests, fuzzers) can hand out
  * short counts on purpose.  Nothing here knows what a frame means.
+ *
+ * Also the library's one-line reasons: rep_errf, and rep_err_rc for an
+ * error code that left none.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "replicator/replicator.h"
+#include "replicator/rep_int.h"
 
 static int fd_write(void *arg, const void *buf, size_t len)
 {
@@ -323,4 +327,22 @@ int rep_get(struct rep_reader *r, struct rep_rec *out)
 					    VFS_PAGE;
 	}
 	return 0;
+}
+
+void rep_errf(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+void rep_err_rc(char *err, size_t errlen, int rc)
+{
+	if (rc && err && errlen && !err[0])
+		snprintf(err, errlen, "%s", rc == BT_ECORRUPT || rc == -EIO ?
+			 bt_last_error() : strerror(-rc));
 }

@@ -1,9 +1,12 @@
 /*
  * record.c — the records of a checkpoint stream, to and from their bytes.
  *
- * Each record is a fixed-width little-endian part, laid out below and
- * _Static_assert'ed, then one variable tail whose length the fixed part
- * states.  Decoding distrusts every byte, as ext4 distrusts its extents:
+ * Each record is a fixed-width little-endian part, then one variable tail
+ * whose length the fixed part states.  The fixed parts are described once,
+ * as tables of fields (wire offset and width, the field in struct rep_rec),
+ * which both directions walk; their sizes are _Static_assert'ed.  What is
+ * particular to a type (its tail, its limits, its value domains) is below
+ * the tables.  Decoding distrusts every byte, as ext4 distrusts its extents:
  * the payload length must be exactly fixed + tail, every count and length
  * within its limit, every value within its domain (file types, nanoseconds,
  * page ranges, names), and a failure names the record and the field.  The
@@ -12,6 +15,7 @@
  * holder it may write), which needs the replica.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -60,246 +64,238 @@ static bool type_ok(uint32_t t)
 	return false;
 }
 
-bool rep_name_ok(const char *name, size_t len)
+/* ---- the fixed parts, one table each ---- */
+
+/* A field: `ws` bytes at `wire` in the fixed part (4 or 8, little-endian,
+   or more: raw bytes), `ms` bytes at `mem` in struct rep_rec. */
+struct fld {
+	uint8_t wire, ws;
+	uint8_t ms;
+	uint16_t mem;
+};
+
+#define F(w, ws, m) { w, ws, sizeof(((struct rep_rec *)0)->u.m), \
+		      offsetof(struct rep_rec, u.m) }
+#define NF(a)	(sizeof(a) / sizeof((a)[0]))
+
+static const struct fld f_begin[] = {	/* + the tag's length at 80 */
+	F(0, 4, begin.version), F(4, 4, begin.flags),
+	F(8, 16, begin.store_id), F(24, 8, begin.ckpt), F(32, 8, begin.base),
+	F(40, 8, begin.parent), F(48, 8, begin.time_ns),
+	F(56, 8, begin.files), F(64, 8, begin.bytes),
+	F(72, 8, begin.next_ino),
+};
+static const struct fld f_dirent[] = {
+	F(0, 8, dirent.dir), F(8, 8, dirent.birth), F(16, 8, dirent.death),
+	F(24, 8, dirent.ino), F(32, 4, dirent.type), F(36, 4, dirent.namelen),
+};
+static const struct fld f_inode[] = {
+	F(0, 8, inode.rec.ino), F(8, 8, inode.rec.ver),
+	F(16, 4, inode.rec.flags), F(20, 4, inode.rec.type),
+	F(24, 8, inode.rec.data_ver), F(32, 8, inode.rec.size),
+	F(40, 4, inode.rec.attr.mode), F(44, 4, inode.rec.attr.uid),
+	F(48, 4, inode.rec.attr.gid), F(52, 4, inode.rec.attr.nlink),
+	F(56, 8, inode.rec.attr.rdev), F(64, 8, inode.rec.attr.atime_sec),
+	F(72, 8, inode.rec.attr.mtime_sec),
+	F(80, 8, inode.rec.attr.ctime_sec),
+	F(88, 4, inode.rec.attr.atime_nsec),
+	F(92, 4, inode.rec.attr.mtime_nsec),
+	F(96, 4, inode.rec.attr.ctime_nsec),
+	F(100, 4, inode.rec.attr.flags), F(104, 4, inode.rec.auxlen),
+};
+static const struct fld f_meta[] = {
+	F(0, 8, meta.ino), F(8, 8, meta.ver), F(16, 4, meta.m.mode),
+	F(20, 4, meta.m.uid), F(24, 4, meta.m.gid), F(28, 4, meta.m.nlink),
+	F(32, 4, meta.m.flags), F(36, 4, meta.targetlen),
+	F(40, 8, meta.m.rdev), F(48, 8, meta.m.size),
+	F(56, 8, meta.m.atime.tv_sec), F(64, 8, meta.m.mtime.tv_sec),
+	F(72, 8, meta.m.ctime.tv_sec), F(80, 4, meta.m.atime.tv_nsec),
+	F(84, 4, meta.m.mtime.tv_nsec), F(88, 4, meta.m.ctime.tv_nsec),
+};
+static const struct fld f_xattr[] = {
+	F(0, 8, xattr.ino), F(8, 8, xattr.ver), F(16, 4, xattr.namelen),
+	F(20, 4, xattr.valuelen),
+};
+static const struct fld f_extents[] = {
+	F(0, 8, ext.ino), F(8, 8, ext.ver), F(16, 4, ext.flags),
+	F(20, 4, ext.count),
+};
+static const struct fld f_data[] = {
+	F(0, 8, data.ino), F(8, 8, data.holder), F(16, 8, data.page),
+	F(24, 4, data.npages),
+};
+static const struct fld f_content[] = {
+	F(0, 8, content.ino), F(8, 8, content.holder),
+};
+static const struct fld f_base[] = {
+	F(0, 8, base.ino), F(8, 4, base.mode), F(12, 4, base.uid),
+	F(16, 4, base.gid), F(24, 8, base.rdev), F(32, 8, base.size),
+	F(40, 8, base.atime_sec), F(48, 8, base.mtime_sec),
+	F(56, 4, base.atime_nsec), F(60, 4, base.mtime_nsec),
+	F(64, 4, base.pathlen), F(68, 4, base.targetlen),
+};
+static const struct fld f_end[] = {
+	F(0, 8, end.frames), F(8, 8, end.bytes), F(16, 8, end.pages),
+	F(24, 8, end.base_bytes),
+};
+
+static const struct layout {
+	const char *name;
+	size_t fixed;			/* FX_* */
+	const struct fld *f;
+	size_t n;
+} layouts[REP_TYPE_MAX] = {
+#define L(t, nm, fx, a) [t] = { nm, fx, a, NF(a) }
+	L(REP_BEGIN, "BEGIN", FX_BEGIN, f_begin),
+	L(REP_DIRENT, "DIRENT", FX_DIRENT, f_dirent),
+	L(REP_INODE, "INODE", FX_INODE, f_inode),
+	L(REP_META, "META", FX_META, f_meta),
+	L(REP_XATTR, "XATTR", FX_XATTR, f_xattr),
+	L(REP_EXTENTS, "EXTENTS", FX_EXTENTS, f_extents),
+	L(REP_DATA, "DATA", FX_DATA, f_data),
+	L(REP_CONTENT, "CONTENT", FX_CONTENT, f_content),
+	L(REP_BASE, "BASE", FX_BASE, f_base),
+	L(REP_END, "END", FX_END, f_end),
+#undef L
+};
+
+/* Fields of r into fixed part f. */
+static void fields_put(const struct rep_rec *r, unsigned char *f)
 {
-	if (len == 0 || len > BT_NAME_MAX)
-		return false;
-	if ((len == 1 && name[0] == '.') ||
-	    (len == 2 && name[0] == '.' && name[1] == '.'))
-		return false;
-	return !memchr(name, '/', len) && !memchr(name, 0, len);
-}
+	const struct layout *l = &layouts[r->type];
 
-bool rep_path_ok(const char *path, size_t len)
-{
-	size_t i = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		const struct fld *x = &l->f[i];
+		const unsigned char *m = (const unsigned char *)r + x->mem;
+		uint64_t v = 0;
+		uint32_t v32;
 
-	if (len == 1 && path[0] == '.')
-		return true;
-	if (len == 0 || len > REP_PATH_MAX || memchr(path, 0, len))
-		return false;
-	while (i < len) {
-		const char *s = path + i, *e = memchr(s, '/', len - i);
-		size_t n = e ? (size_t)(e - s) : len - i;
-
-		if (!rep_name_ok(s, n))
-			return false;	/* "", ".", "..", absolute, "a//b" */
-		if (i == 0 && n == strlen(VFS_STORE_DIR) &&
-		    !memcmp(s, VFS_STORE_DIR, n))
-			return false;
-		i += n + 1;
-		if (e && i == len)
-			return false;	/* trailing slash */
+		if (x->ws > 8) {
+			memcpy(f + x->wire, m, x->ws);
+			continue;
+		}
+		if (x->ms == 8) {
+			memcpy(&v, m, 8);
+		} else {
+			memcpy(&v32, m, 4);
+			v = v32;
+		}
+		if (x->ws == 8)
+			le64_put(f + x->wire, v);
+		else
+			le32_put(f + x->wire, (uint32_t)v);
 	}
-	return true;
 }
+
+/* Fixed part f into the fields of r (r->type set). */
+static void fields_get(struct rep_rec *r, const unsigned char *f)
+{
+	const struct layout *l = &layouts[r->type];
+
+	for (size_t i = 0; i < l->n; i++) {
+		const struct fld *x = &l->f[i];
+		unsigned char *m = (unsigned char *)r + x->mem;
+		uint64_t v;
+		uint32_t v32;
+
+		if (x->ws > 8) {
+			memcpy(m, f + x->wire, x->ws);
+			continue;
+		}
+		v = x->ws == 8 ? le64_get(f + x->wire) : le32_get(f + x->wire);
+		if (x->ms == 8) {
+			memcpy(m, &v, 8);
+		} else {
+			v32 = (uint32_t)v;
+			memcpy(m, &v32, 4);
+		}
+	}
+}
+
+/* ---- encoding ---- */
 
 int rep_encode(const struct rep_rec *r, unsigned char *f, size_t *flen,
 	       const void **tail, size_t *tlen)
 {
+	size_t n;
+
 	memset(f, 0, REP_FIXED_MAX);
 	*tail = NULL;
 	*tlen = 0;
+	if (r->type <= 0 || r->type >= REP_TYPE_MAX)
+		return -EINVAL;
+	/* the limits, and the tail (a second one, XATTR's value or BASE's
+	   target, is rep_put's) */
 	switch (r->type) {
-	case REP_BEGIN: {
-		const struct rep_begin *b = &r->u.begin;
-		size_t n = strnlen(b->tag, sizeof(b->tag));
-
-		if (n > BT_TAG_MAX)
+	case REP_BEGIN:
+		if ((n = strnlen(r->u.begin.tag, sizeof(r->u.begin.tag))) >
+		    BT_TAG_MAX)
 			return -EINVAL;
-		le32_put(f, b->version);
-		le32_put(f + 4, b->flags);
-		memcpy(f + 8, b->store_id, 16);
-		le64_put(f + 24, b->ckpt);
-		le64_put(f + 32, b->base);
-		le64_put(f + 40, b->parent);
-		le64_put(f + 48, b->time_ns);
-		le64_put(f + 56, b->files);
-		le64_put(f + 64, b->bytes);
-		le64_put(f + 72, b->next_ino);
 		le32_put(f + 80, (uint32_t)n);
-		*flen = FX_BEGIN;
-		*tail = b->tag;
+		*tail = r->u.begin.tag;
 		*tlen = n;
-		return 0;
-	}
-	case REP_DIRENT: {
-		const struct rep_dirent *d = &r->u.dirent;
-
-		if (d->namelen > BT_NAME_MAX)
+		break;
+	case REP_DIRENT:
+		if (r->u.dirent.namelen > BT_NAME_MAX)
 			return -EINVAL;
-		le64_put(f, d->dir);
-		le64_put(f + 8, d->birth);
-		le64_put(f + 16, d->death);
-		le64_put(f + 24, d->ino);
-		le32_put(f + 32, d->type);
-		le32_put(f + 36, d->namelen);
-		*flen = FX_DIRENT;
-		*tail = d->name;
-		*tlen = d->namelen;
-		return 0;
-	}
-	case REP_INODE: {
-		const struct bt_inode *i = &r->u.inode.rec;
-		const struct bt_attr *a = &i->attr;
-
-		if (i->auxlen > BT_AUX_MAX)
+		*tail = r->u.dirent.name;
+		*tlen = r->u.dirent.namelen;
+		break;
+	case REP_INODE:
+		if (r->u.inode.rec.auxlen > BT_AUX_MAX)
 			return -EINVAL;
-		le64_put(f, i->ino);
-		le64_put(f + 8, i->ver);
-		le32_put(f + 16, i->flags);
-		le32_put(f + 20, i->type);
-		le64_put(f + 24, i->data_ver);
-		le64_put(f + 32, i->size);
-		le32_put(f + 40, a->mode);
-		le32_put(f + 44, a->uid);
-		le32_put(f + 48, a->gid);
-		le32_put(f + 52, a->nlink);
-		le64_put(f + 56, a->rdev);
-		le64_put(f + 64, (uint64_t)a->atime_sec);
-		le64_put(f + 72, (uint64_t)a->mtime_sec);
-		le64_put(f + 80, (uint64_t)a->ctime_sec);
-		le32_put(f + 88, a->atime_nsec);
-		le32_put(f + 92, a->mtime_nsec);
-		le32_put(f + 96, a->ctime_nsec);
-		le32_put(f + 100, a->flags);
-		le32_put(f + 104, (uint32_t)i->auxlen);
-		*flen = FX_INODE;
-		*tail = i->aux;
-		*tlen = i->auxlen;
-		return 0;
-	}
-	case REP_META: {
-		const struct rep_meta *m = &r->u.meta;
-
-		if (m->targetlen > REP_PATH_MAX)
+		*tail = r->u.inode.rec.aux;
+		*tlen = r->u.inode.rec.auxlen;
+		break;
+	case REP_META:
+		if (r->u.meta.targetlen > REP_PATH_MAX)
 			return -EINVAL;
-		le64_put(f, m->ino);
-		le64_put(f + 8, m->ver);
-		le32_put(f + 16, m->m.mode);
-		le32_put(f + 20, m->m.uid);
-		le32_put(f + 24, m->m.gid);
-		le32_put(f + 28, m->m.nlink);
-		le32_put(f + 32, m->m.flags);
-		le32_put(f + 36, m->targetlen);
-		le64_put(f + 40, m->m.rdev);
-		le64_put(f + 48, m->m.size);
-		le64_put(f + 56, (uint64_t)m->m.atime.tv_sec);
-		le64_put(f + 64, (uint64_t)m->m.mtime.tv_sec);
-		le64_put(f + 72, (uint64_t)m->m.ctime.tv_sec);
-		le32_put(f + 80, (uint32_t)m->m.atime.tv_nsec);
-		le32_put(f + 84, (uint32_t)m->m.mtime.tv_nsec);
-		le32_put(f + 88, (uint32_t)m->m.ctime.tv_nsec);
-		*flen = FX_META;
-		*tail = m->target;
-		*tlen = m->targetlen;
-		return 0;
-	}
+		*tail = r->u.meta.target;
+		*tlen = r->u.meta.targetlen;
+		break;
 	case REP_XATTR:
-	case REP_EXTENTS:
-	case REP_DATA:
-		/* tails of two parts or large: the caller's rep_put handles
-		   them through rep_encode's fixed part only */
-		if (r->type == REP_XATTR) {
-			const struct rep_xattr *x = &r->u.xattr;
-
-			if (x->namelen > BT_NAME_MAX ||
-			    x->valuelen > REP_XATTR_VALUE_MAX)
-				return -EINVAL;
-			le64_put(f, x->ino);
-			le64_put(f + 8, x->ver);
-			le32_put(f + 16, x->namelen);
-			le32_put(f + 20, x->valuelen);
-			*flen = FX_XATTR;
-			/* name and value are written as two tails by rep_put */
-			*tail = x->name;
-			*tlen = x->namelen;
-		} else if (r->type == REP_EXTENTS) {
-			const struct rep_extents *x = &r->u.ext;
-
-			if (x->count > REP_EXT_CHUNK)
-				return -EINVAL;
-			le64_put(f, x->ino);
-			le64_put(f + 8, x->ver);
-			le32_put(f + 16, x->flags);
-			le32_put(f + 20, x->count);
-			*flen = FX_EXTENTS;
-			*tail = x->raw;
-			*tlen = (size_t)x->count * 24;
-		} else {
-			const struct rep_data *d = &r->u.data;
-
-			if (d->npages == 0 || d->npages > REP_DATA_PAGES)
-				return -EINVAL;
-			le64_put(f, d->ino);
-			le64_put(f + 8, d->holder);
-			le64_put(f + 16, d->page);
-			le32_put(f + 24, d->npages);
-			*flen = FX_DATA;
-			*tail = d->bytes;
-			*tlen = (size_t)d->npages * VFS_PAGE;
-		}
-		return 0;
-	case REP_CONTENT:
-		le64_put(f, r->u.content.ino);
-		le64_put(f + 8, r->u.content.holder);
-		*flen = FX_CONTENT;
-		return 0;
-	case REP_BASE: {
-		const struct rep_base *b = &r->u.base;
-
-		if (b->pathlen > REP_PATH_MAX || b->targetlen > REP_PATH_MAX)
+		if (r->u.xattr.namelen > BT_NAME_MAX ||
+		    r->u.xattr.valuelen > REP_XATTR_VALUE_MAX)
 			return -EINVAL;
-		le64_put(f, b->ino);
-		le32_put(f + 8, b->mode);
-		le32_put(f + 12, b->uid);
-		le32_put(f + 16, b->gid);
-		le64_put(f + 24, b->rdev);
-		le64_put(f + 32, b->size);
-		le64_put(f + 40, (uint64_t)b->atime_sec);
-		le64_put(f + 48, (uint64_t)b->mtime_sec);
-		le32_put(f + 56, b->atime_nsec);
-		le32_put(f + 60, b->mtime_nsec);
-		le32_put(f + 64, b->pathlen);
-		le32_put(f + 68, b->targetlen);
-		*flen = FX_BASE;
-		*tail = b->path;	/* and the target: rep_put */
-		*tlen = b->pathlen;
-		return 0;
+		*tail = r->u.xattr.name;
+		*tlen = r->u.xattr.namelen;
+		break;
+	case REP_EXTENTS:
+		if (r->u.ext.count > REP_EXT_CHUNK)
+			return -EINVAL;
+		*tail = r->u.ext.raw;
+		*tlen = (size_t)r->u.ext.count * 24;
+		break;
+	case REP_DATA:
+		if (r->u.data.npages == 0 ||
+		    r->u.data.npages > REP_DATA_PAGES)
+			return -EINVAL;
+		*tail = r->u.data.bytes;
+		*tlen = (size_t)r->u.data.npages * VFS_PAGE;
+		break;
+	case REP_BASE:
+		if (r->u.base.pathlen > REP_PATH_MAX ||
+		    r->u.base.targetlen > REP_PATH_MAX)
+			return -EINVAL;
+		*tail = r->u.base.path;
+		*tlen = r->u.base.pathlen;
+		break;
 	}
-	case REP_END:
-		le64_put(f, r->u.end.frames);
-		le64_put(f + 8, r->u.end.bytes);
-		le64_put(f + 16, r->u.end.pages);
-		le64_put(f + 24, r->u.end.base_bytes);
-		*flen = FX_END;
-		return 0;
-	}
-	return -EINVAL;
+	fields_put(r, f);
+	*flen = layouts[r->type].fixed;
+	return 0;
 }
+
+/* ---- decoding ---- */
 
 #define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); \
 		      return -EBADMSG; } while (0)
-
-static const char *const names[REP_TYPE_MAX] = {
-	[REP_BEGIN] = "BEGIN", [REP_DIRENT] = "DIRENT", [REP_INODE] = "INODE",
-	[REP_META] = "META", [REP_XATTR] = "XATTR", [REP_EXTENTS] = "EXTENTS",
-	[REP_DATA] = "DATA", [REP_CONTENT] = "CONTENT", [REP_BASE] = "BASE",
-	[REP_END] = "END",
-};
 
 static bool nsec_ok(uint32_t ns) { return ns < 1000000000u; }
 
 int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	       char *err, size_t errlen)
 {
-	static const size_t fixed[REP_TYPE_MAX] = {
-		[REP_BEGIN] = FX_BEGIN, [REP_DIRENT] = FX_DIRENT,
-		[REP_INODE] = FX_INODE, [REP_META] = FX_META,
-		[REP_XATTR] = FX_XATTR, [REP_EXTENTS] = FX_EXTENTS,
-		[REP_DATA] = FX_DATA, [REP_CONTENT] = FX_CONTENT,
-		[REP_BASE] = FX_BASE, [REP_END] = FX_END,
-	};
 	const unsigned char *f = payload;
 	const char *t;
 	size_t tl;
@@ -307,28 +303,18 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	memset(r, 0, sizeof(*r));
 	if (type <= 0 || type >= REP_TYPE_MAX)
 		BAD("unknown record type %d", type);
-	if (len < fixed[type])
+	if (len < layouts[type].fixed)
 		BAD("%s record of %zu bytes, shorter than its %zu fixed bytes",
-		    names[type], len, fixed[type]);
+		    layouts[type].name, len, layouts[type].fixed);
 	r->type = type;
-	t = (const char *)f + fixed[type];
-	tl = len - fixed[type];
+	fields_get(r, f);
+	t = (const char *)f + layouts[type].fixed;
+	tl = len - layouts[type].fixed;
 	switch (type) {
 	case REP_BEGIN: {
 		struct rep_begin *b = &r->u.begin;
-		uint32_t n;
+		uint32_t n = le32_get(f + 80);
 
-		b->version = le32_get(f);
-		b->flags = le32_get(f + 4);
-		memcpy(b->store_id, f + 8, 16);
-		b->ckpt = le64_get(f + 24);
-		b->base = le64_get(f + 32);
-		b->parent = le64_get(f + 40);
-		b->time_ns = le64_get(f + 48);
-		b->files = le64_get(f + 56);
-		b->bytes = le64_get(f + 64);
-		b->next_ino = le64_get(f + 72);
-		n = le32_get(f + 80);
 		if (b->version != REP_VERSION)
 			BAD("stream format %u, this receiver reads format %d",
 			    b->version, REP_VERSION);
@@ -351,12 +337,6 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	case REP_DIRENT: {
 		struct rep_dirent *d = &r->u.dirent;
 
-		d->dir = le64_get(f);
-		d->birth = le64_get(f + 8);
-		d->death = le64_get(f + 16);
-		d->ino = le64_get(f + 24);
-		d->type = le32_get(f + 32);
-		d->namelen = le32_get(f + 36);
 		d->name = t;
 		if (d->namelen != tl)
 			BAD("DIRENT: name length %u, record holds %zu",
@@ -374,25 +354,6 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 		struct bt_inode *i = &r->u.inode.rec;
 		struct bt_attr *a = &i->attr;
 
-		i->ino = le64_get(f);
-		i->ver = le64_get(f + 8);
-		i->flags = le32_get(f + 16);
-		i->type = le32_get(f + 20);
-		i->data_ver = le64_get(f + 24);
-		i->size = le64_get(f + 32);
-		a->mode = le32_get(f + 40);
-		a->uid = le32_get(f + 44);
-		a->gid = le32_get(f + 48);
-		a->nlink = le32_get(f + 52);
-		a->rdev = le64_get(f + 56);
-		a->atime_sec = (int64_t)le64_get(f + 64);
-		a->mtime_sec = (int64_t)le64_get(f + 72);
-		a->ctime_sec = (int64_t)le64_get(f + 80);
-		a->atime_nsec = le32_get(f + 88);
-		a->mtime_nsec = le32_get(f + 92);
-		a->ctime_nsec = le32_get(f + 96);
-		a->flags = le32_get(f + 100);
-		i->auxlen = le32_get(f + 104);
 		i->aux = tl ? t : NULL;
 		if (i->auxlen != tl || tl > BT_AUX_MAX)
 			BAD("INODE %llu: aux length %zu, record holds %zu",
@@ -412,22 +373,6 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	case REP_META: {
 		struct rep_meta *m = &r->u.meta;
 
-		m->ino = le64_get(f);
-		m->ver = le64_get(f + 8);
-		m->m.mode = le32_get(f + 16);
-		m->m.uid = le32_get(f + 20);
-		m->m.gid = le32_get(f + 24);
-		m->m.nlink = le32_get(f + 28);
-		m->m.flags = le32_get(f + 32);
-		m->targetlen = le32_get(f + 36);
-		m->m.rdev = le64_get(f + 40);
-		m->m.size = le64_get(f + 48);
-		m->m.atime.tv_sec = (time_t)le64_get(f + 56);
-		m->m.mtime.tv_sec = (time_t)le64_get(f + 64);
-		m->m.ctime.tv_sec = (time_t)le64_get(f + 72);
-		m->m.atime.tv_nsec = le32_get(f + 80);
-		m->m.mtime.tv_nsec = le32_get(f + 84);
-		m->m.ctime.tv_nsec = le32_get(f + 88);
 		m->target = t;
 		if (m->targetlen != tl || tl > REP_PATH_MAX ||
 		    memchr(t, 0, tl))
@@ -447,10 +392,6 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	case REP_XATTR: {
 		struct rep_xattr *x = &r->u.xattr;
 
-		x->ino = le64_get(f);
-		x->ver = le64_get(f + 8);
-		x->namelen = le32_get(f + 16);
-		x->valuelen = le32_get(f + 20);
 		if (x->namelen == 0 || x->namelen > BT_NAME_MAX ||
 		    x->valuelen > REP_XATTR_VALUE_MAX ||
 		    (size_t)x->namelen + x->valuelen != tl)
@@ -470,10 +411,6 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 		struct rep_extents *x = &r->u.ext;
 		uint64_t end = 0;
 
-		x->ino = le64_get(f);
-		x->ver = le64_get(f + 8);
-		x->flags = le32_get(f + 16);
-		x->count = le32_get(f + 20);
 		x->raw = (const unsigned char *)t;
 		if (x->count > REP_EXT_CHUNK || (size_t)x->count * 24 != tl)
 			BAD("EXTENTS: count %u, record holds %zu bytes",
@@ -499,10 +436,6 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	case REP_DATA: {
 		struct rep_data *d = &r->u.data;
 
-		d->ino = le64_get(f);
-		d->holder = le64_get(f + 8);
-		d->page = le64_get(f + 16);
-		d->npages = le32_get(f + 24);
 		d->bytes = t;
 		if (d->npages == 0 || d->npages > REP_DATA_PAGES ||
 		    (size_t)d->npages * VFS_PAGE != tl)
@@ -515,8 +448,6 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 		return 0;
 	}
 	case REP_CONTENT:
-		r->u.content.ino = le64_get(f);
-		r->u.content.holder = le64_get(f + 8);
 		if (tl || !r->u.content.ino || !r->u.content.holder ||
 		    r->u.content.holder >= BT_ALIVE)
 			BAD("CONTENT: bad record");
@@ -524,23 +455,11 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	case REP_BASE: {
 		struct rep_base *b = &r->u.base;
 
-		b->ino = le64_get(f);
-		b->mode = le32_get(f + 8);
-		b->uid = le32_get(f + 12);
-		b->gid = le32_get(f + 16);
-		b->rdev = le64_get(f + 24);
-		b->size = le64_get(f + 32);
-		b->atime_sec = (int64_t)le64_get(f + 40);
-		b->mtime_sec = (int64_t)le64_get(f + 48);
-		b->atime_nsec = le32_get(f + 56);
-		b->mtime_nsec = le32_get(f + 60);
-		b->pathlen = le32_get(f + 64);
-		b->targetlen = le32_get(f + 68);
-		b->path = t;
-		b->target = t + b->pathlen;
 		if (b->pathlen > REP_PATH_MAX || b->targetlen > REP_PATH_MAX ||
 		    (size_t)b->pathlen + b->targetlen != tl)
 			BAD("BASE: bad path or target length");
+		b->path = t;
+		b->target = t + b->pathlen;
 		if (!rep_path_ok(b->path, b->pathlen))
 			BAD("BASE: unsafe path '%.*s'",
 			    (int)(b->pathlen > 64 ? 64 : b->pathlen), b->path);
@@ -557,10 +476,6 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 	case REP_END:
 		if (tl)
 			BAD("END: %zu bytes too many", tl);
-		r->u.end.frames = le64_get(f);
-		r->u.end.bytes = le64_get(f + 8);
-		r->u.end.pages = le64_get(f + 16);
-		r->u.end.base_bytes = le64_get(f + 24);
 		return 0;
 	}
 	BAD("unknown record type %d", type);

@@ -15,6 +15,15 @@
  * socket, stdin/stdout).  A TCP transport, a compressor (zstd.c) or a MAC
  * layer is another sink/source pair.  Below: libvfsstore (store.h), libvfsbtree.
  *
+ * FILES.  frame.c frames and the fd transport; record.c records to and
+ * from bytes; names.c the names and paths a stream may carry; stream.c the
+ * sender, pages.c its reads beside a running cleaner; the receiver is apply.c (rep_recv: opening the replica,
+ * deciding), apply_frame.c (each frame into the plan), apply_base.c
+ * (base-layer files), apply_stage.c (the staging directory, recovery after
+ * a crash) and apply_commit.c (the atomic commit), sharing apply_int.h;
+ * discard.c what a replica holds and discarding; zstd.c compression.
+ * rep_int.h is what the library's files share privately.
+ *
  * FRAMES.  Every frame is a 24-byte header (magic "VFSR", type, flags,
  * payload length, sequence number, XXH3-64 checksum) and a payload of at
  * most REP_FRAME_MAX bytes.  The checksum covers the header's first 16
@@ -285,7 +294,8 @@ int rep_get(struct rep_reader *r, struct rep_rec *out);
  * Write the stream of checkpoint `c` of store st to sink: incremental
  * from checkpoint `from`, which must be c's parent (a checkpoint between
  * them must be deleted and cleaned, so that c's epoch log covers it), or
- * full if from is 0.  st may be opened STORE_RDONLY beside a daemon.
+ * full if from is 0.  st may be opened STORE_RDONLY beside a daemon and
+ * its cleaner; -ESTALE if c is deleted or rolled back over meanwhile.
  * Totals in *stats (may be NULL).  err gets a one-line reason.
  */
 int rep_send(struct vstore *st, uint64_t c, uint64_t from,

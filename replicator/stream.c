@@ -7,11 +7,12 @@
  * sender only reads what is immutable once checkpoint C is durable: C's
  * records, maps and entries change only if C is rolled back over or
  * deleted (and merged), and C's content and metadata files are written in
- * epoch C only.  The one writer that touches older files is the cleaner:
- * consolidating moves pages of deleted versions into other content files
- * and then frees them; a stream of C read while the cleaner consolidates
- * a file C uses may read freed pages (see doc/design.md; the END totals
- * cannot catch that).  Send checkpoints that the cleaner is not merging.
+ * epoch C only.  What the cleaner may change is where C's bytes live:
+ * merges rename versions, consolidation moves pages of deleted versions
+ * into newer content files and deletes the old ones, deleting C punches
+ * its pages.  So pages and metadata files are read through pages.c, which
+ * checks every read against a fresh transaction and reads again where the
+ * bytes moved, or ends the stream (-ESTALE) if C itself went.
  *
  * Incremental (base P, which must be C's parent): C's epoch log, through
  * store_changes(), names everything a replica that holds P lacks: every
@@ -43,7 +44,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "replicator/replicator.h"
+#include "replicator/rep_int.h"
 
 struct snd {
 	struct vstore *st;
@@ -55,8 +56,7 @@ struct snd {
 	struct pairset seen;		/* full: inodes sent */
 	uint64_t *todo;			/* full: inodes to send */
 	size_t ntodo, captodo;
-	struct { uint64_t ino; char *path; } *links;	/* full: base links */
-	size_t nlinks, caplinks;
+	struct rep_links links;		/* full: base-layer hard links */
 	char *err;
 	size_t errlen;
 };
@@ -118,18 +118,22 @@ static int send_meta(struct snd *s, const struct bt_inode *rec)
 {
 	struct rep_rec r = { .type = REP_META };
 	char why[64] = "";
+	uint64_t ver;
 	int fd, rc;
 
-	fd = store_open_meta(s->st, rec->ino, rec->ver, O_RDONLY);
+	fd = rep_open_meta_stable(s->st, s->c, rec, &ver, s->err, s->errlen);
 	if (fd == -ENOENT && rec->attr.nlink == 0)
 		return 0;
 	if (fd < 0) {
-		SERR(s, "metadata file of inode %llu version %llu: %s",
-		     (unsigned long long)rec->ino,
-		     (unsigned long long)rec->ver, strerror(-fd));
+		if (fd != -ESTALE)
+			SERR(s, "metadata file of inode %llu version %llu: %s",
+			     (unsigned long long)rec->ino,
+			     (unsigned long long)rec->ver, strerror(-fd));
 		return fd;
 	}
-	rc = vm_read_fd(fd, rec->ino, rec->ver, &r.u.meta.m, why, sizeof(why));
+	/* the file names its own version (ver: where it is now); the
+	   record says the snapshot's */
+	rc = vm_read_fd(fd, rec->ino, ver, &r.u.meta.m, why, sizeof(why));
 	if (rc) {
 		SERR(s, "metadata file of inode %llu version %llu: %s",
 		     (unsigned long long)rec->ino,
@@ -218,27 +222,6 @@ struct pg_walk {
 	uint64_t fd_holder;
 };
 
-/* Read pages [page, page + n) of fd into buf, zeros past the end. */
-static int read_pages(int fd, uint64_t page, uint32_t n, unsigned char *buf)
-{
-	size_t want = (size_t)n * VFS_PAGE, got = 0;
-
-	while (got < want) {
-		ssize_t r = pread(fd, buf + got, want - got,
-				  (off_t)(page * VFS_PAGE + got));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			break;
-		got += (size_t)r;
-	}
-	memset(buf + got, 0, want - got);
-	return 0;
-}
-
 static int pg_ext(const struct bt_extent *e, void *arg)
 {
 	struct pg_walk *p = arg;
@@ -252,7 +235,8 @@ static int pg_ext(const struct bt_extent *e, void *arg)
 		if (p->fd >= 0)
 			close(p->fd);
 		p->fd = store_open_content(s->st, p->ino, e->holder, O_RDONLY);
-		if (p->fd < 0) {
+		/* gone: the cleaner moved its pages (rep_read_stable) */
+		if (p->fd < 0 && p->fd != -ENOENT) {
 			rc = p->fd;
 			SERR(s, "content file of inode %llu version %llu: %s",
 			     (unsigned long long)p->ino,
@@ -267,8 +251,16 @@ static int pg_ext(const struct bt_extent *e, void *arg)
 		uint32_t n = left > REP_DATA_PAGES ? REP_DATA_PAGES :
 			     (uint32_t)left;
 
-		if ((rc = read_pages(p->fd, pg, n, s->pages)))
+		if ((rc = rep_read_stable(s->st, s->c, p->ino, e->holder,
+					  p->fd, pg, n, s->pages, s->err,
+					  s->errlen))) {
+			if (!s->err[0])
+				SERR(s, "pages of inode %llu version %llu: %s",
+				     (unsigned long long)p->ino,
+				     (unsigned long long)e->holder,
+				     strerror(-rc));
 			return rc;
+		}
 		r.u.data.ino = p->ino;
 		r.u.data.holder = e->holder;
 		r.u.data.page = pg;
@@ -313,7 +305,7 @@ static int send_base_data(struct snd *s, int fd, uint64_t size)
 			     (uint32_t)(npages - pg);
 		uint32_t a = 0;
 
-		if ((rc = read_pages(fd, pg, n, s->pages)))
+		if ((rc = rep_read_pages(fd, pg, n, s->pages)))
 			return rc;
 		/* runs of non-zero pages; zero pages stay holes */
 		while (a < n) {
@@ -506,14 +498,7 @@ static int note_base_link(struct snd *s, const struct bt_dirent *d)
 		free(path);
 		return 0;
 	}
-	if ((rc = vfs_grow((void **)&s->links, &s->caplinks, s->nlinks + 1,
-			   sizeof(*s->links)))) {
-		free(path);
-		return rc;
-	}
-	s->links[s->nlinks].ino = d->ino;
-	s->links[s->nlinks++].path = path;
-	return 0;
+	return rep_links_add(&s->links, d->ino, path);
 }
 
 static int full_dirent(const struct bt_dirent *d, void *arg)
@@ -611,15 +596,15 @@ static int send_full(struct snd *s)
 		if ((rc = full_inode(s, ino)))
 			return rc;
 	}
-	for (size_t i = 0; i < s->nlinks; i++) {
+	for (size_t i = 0; i < s->links.n; i++) {
 		struct stat st;
 
 		/* a link only if both paths are still the same file */
-		if (fstatat(store_backing_fd(s->st), s->links[i].path, &st,
+		if (fstatat(store_backing_fd(s->st), s->links.v[i].path, &st,
 			    AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
 			continue;
-		if ((rc = send_base_link(s, s->links[i].path,
-					 s->links[i].ino, &st)))
+		if ((rc = send_base_link(s, s->links.v[i].path,
+					 s->links.v[i].ino, &st)))
 			return rc;
 	}
 	return 0;
@@ -800,16 +785,12 @@ int rep_send(struct vstore *st, uint64_t c, uint64_t from,
 		goto out;
 	rc = rep_put(&s.w, &end);
 out:
-	if (rc && !err[0])
-		snprintf(err, errlen, "%s", rc == BT_ECORRUPT || rc == -EIO ?
-			 bt_last_error() : strerror(-rc));
+	rep_err_rc(err, errlen, rc);
 	bt_txn_abort(s.txn);
 	if (stats)
 		*stats = s.w.st;
 	pset_free(&s.seen);
-	for (size_t i = 0; i < s.nlinks; i++)
-		free(s.links[i].path);
-	free(s.links);
+	rep_links_free(&s.links);
 	free(s.todo);
 	free(s.pages);
 	free(s.ext);

@@ -22,12 +22,16 @@
 # ship    shipping throughput of a full stream of one REPL_SHIP_MIB MiB
 #         file (random bytes), cold cache, against min(loopback TCP
 #         (bench/tcpbw), the store's cold read speed, `openssl speed -evp
-#         chacha20-poly1305` on one core).  Over versionfs-replicad with the
+#         chacha20-poly1305` on one core); with zstd also against zstd -3's
+#         own speed on the stream (`zstd -b3`, one core: the sender
+#         compresses in line).  Over versionfs-replicad with the
 #         authenticated transport (send --peer) when this build has it,
 #         and through a pipe (send | recv); the CSV's test name says which;
 #         zstd when send has it.  For reference, not a bound of the issue:
-#         writing and fsyncing the same bytes on the replica's disk, the
-#         sender alone (into /dev/null) and the receiver alone (from a
+#         writing and fsyncing the same bytes on the replica's disk, copying
+#         the content files cold into the replica's file system with an
+#         fsync (what shipping does minus the stream, on this one disk),
+#         the sender alone (into /dev/null) and the receiver alone (from a
 #         stream in /dev/shm).
 # daemon  with the daemon's replication thread (-o replicate=) to a
 #         versionfs-replicad on 127.0.0.1: fio 4 KiB random writes while a
@@ -189,7 +193,7 @@ repl_replicad_down() {
 
 # repl_throughput FS: shipping a full stream against its bounds.
 repl_throughput() {
-	local fs=$1 c t0 t1 tcp rd rd2 aead wr ship send_only mn bytes how r rep zflag
+	local fs=$1 c t0 t1 tcp rd rd2 aead wr ship send_only mn mnz zs cp_rate bytes how r rep zflag b
 	rm -rf "$FSMNT/vfs-src" "$FSMNT/replica" "$FSMNT/replicas"
 	mount_fuse versionfs "$FSMNT/vfs-src" "$fs-repl-ship" || return 1
 	dd if=/dev/urandom of="$FUSE_MNT/big" bs=1M count="$REPL_SHIP_MIB" status=none
@@ -213,6 +217,26 @@ repl_throughput() {
 		csv repl bound "$fs" ship 1 loopback_tcp "$tcp" MiB/s "$rep"
 		csv repl bound "$fs" ship 1 chacha20_poly1305 "$aead" MiB/s "$rep"
 		mn=$(printf '%s\n' "$rd" "$tcp" "$aead" | sort -g | head -n1)
+		# zstd -3 on the stream itself, one core (MB/s: 10^6 bytes)
+		zs=0 mnz=$mn
+		if command -v zstd >/dev/null; then
+			zs=$(zstd -b3 -i1 "$REPL_SHM/stream" 2>&1 | tr '\r' '\n' |
+				sed -n 's/.*(x[0-9.]*), *\([0-9.]*\) MB\/s.*/\1/p' | tail -n1 |
+				awk '{ printf "%.1f", $1 * 1000000 / 1048576 }')
+			[ -n "$zs" ] && csv repl bound "$fs" ship 1 zstd3_compress "$zs" MiB/s "$rep"
+			mnz=$(printf '%s\n' "$mn" "${zs:-0}" | awk '$1 > 0' | sort -g | head -n1)
+		fi
+		# what shipping does minus the stream, on this one disk: the
+		# content files read cold and written + fsynced into the
+		# replica's file system
+		drop_caches
+		t0=$(date +%s.%N)
+		find "$FSMNT/vfs-src/.versionfs/obj" -type f -name '*content*' -print0 |
+			xargs -0 cat | dd of="$FSMNT/ctest" bs=1M iflag=fullblock conv=fsync status=none
+		t1=$(date +%s.%N)
+		rm -f "$FSMNT/ctest"
+		cp_rate=$(repl_rate "$bytes" "$(echo "$t1 - $t0" | bc)")
+		csv repl reference "$fs" ship 1 copy_same_disk "$cp_rate" MiB/s "$rep"
 		# Not one of the issue's bounds, but the replica is on the same disk:
 		# writing the same bytes there and syncing them.
 		t0=$(date +%s.%N)
@@ -279,11 +303,14 @@ repl_throughput() {
 				done
 			fi
 			ship=$(repl_rate "$bytes" "$(echo "$t1 - $t0" | bc)")
-			r=$(awk -v a="$ship" -v b="$mn" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')
+			b=$mn
+			[ -n "$zflag" ] && b=$mnz
+			r=$(awk -v a="$ship" -v b="$b" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')
 			csv repl versionfs "$fs" "ship-$how" 1 throughput "$ship" MiB/s "$rep"
 			csv repl versionfs "$fs" "ship-$how" 1 ratio_to_bound "$r" x "$rep"
 			csv repl versionfs "$fs" "ship-$how" 1 ratio_to_replica_write "$(awk -v a="$ship" -v b="$wr" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')" x "$rep"
-			log "  repl ship r$rep ($how): $ship MiB/s = $r of min(store read $rd, loopback TCP $tcp, ChaCha20-Poly1305 $aead MiB/s); replica disk write+fsync $wr, send alone $send_only MiB/s"
+			csv repl versionfs "$fs" "ship-$how" 1 ratio_to_copy "$(awk -v a="$ship" -v b="$cp_rate" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')" x "$rep"
+			log "  repl ship r$rep ($how): $ship MiB/s = $r of min(store read $rd, loopback TCP $tcp, ChaCha20-Poly1305 $aead${zflag:+, zstd -3 $zs} MiB/s); same-disk copy $cp_rate, replica disk write+fsync $wr, send alone $send_only MiB/s"
 		done
 	done
 	rm -rf "$FSMNT/vfs-src" "$FSMNT/replica" "$FSMNT/replicas"

@@ -20,7 +20,8 @@
  * an acknowledged checkpoint is never sent twice, and an unacknowledged
  * one is sent again whole (the peer dropped its partial copy).
  *
- * The stream goes out in DATA messages of up to 1 MiB (the sink below),
+ * The stream goes out in DATA messages of up to 1 MiB, encrypted and sent
+ * by a thread of their own while the next pages are read (outbound.c),
  * throttled to opts->bwlimit bytes per second, checking opts->stop
  * between messages so that a stopping daemon is never held by a slow peer
  * for more than a message.
@@ -32,7 +33,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "replicator/peer/peer.h"
+#include "replicator/peer/peer_int.h"
 
 struct line_ck {
 	uint64_t id, parent;
@@ -110,72 +111,6 @@ out:
 	return rc;
 }
 
-/* ---- the DATA sink ---- */
-
-struct dsink {
-	struct rep_conn *c;
-	const struct rep_peer_opts *o;
-	unsigned char *buf;
-	size_t n;
-	uint64_t sent;
-	struct timespec t0;
-};
-
-static int dsink_flush(struct dsink *d)
-{
-	struct rep_wire w = { .type = RW_DATA };
-	int rc;
-
-	if (!d->n)
-		return 0;
-	if (d->o->stop && d->o->stop(d->o->arg))
-		return -ECANCELED;
-	w.data = d->buf;
-	w.len = d->n;
-	if ((rc = rep_wire_send(d->c, &w, NULL)))
-		return rc;
-	d->sent += d->n;
-	d->n = 0;
-	if (d->o->bwlimit) {
-		/* sleep until the bytes sent fit the rate */
-		struct timespec now = vfs_now();
-		double el = (double)(now.tv_sec - d->t0.tv_sec) +
-			    (now.tv_nsec - d->t0.tv_nsec) / 1e9;
-		double due = (double)d->sent / (double)d->o->bwlimit;
-
-		if (due > el) {
-			struct timespec ts;
-			double s = due - el;
-
-			ts.tv_sec = (time_t)s;
-			ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
-			nanosleep(&ts, NULL);
-		}
-	}
-	return 0;
-}
-
-static int dsink_write(void *arg, const void *buf, size_t len)
-{
-	struct dsink *d = arg;
-	const unsigned char *p = buf;
-	int rc;
-
-	while (len) {
-		size_t k = REP_DATA_MAX - d->n;
-
-		if (k > len)
-			k = len;
-		memcpy(d->buf + d->n, p, k);
-		d->n += k;
-		p += k;
-		len -= k;
-		if (d->n == REP_DATA_MAX && (rc = dsink_flush(d)))
-			return rc;
-	}
-	return 0;
-}
-
 /* Wait for the ACK of ckpt (or a REFUSE). */
 static int wait_ack(struct rep_conn *c, const struct rep_peer_opts *o,
 		    uint64_t ckpt, void **buf, size_t *cap, char *err,
@@ -219,28 +154,29 @@ static int ship(struct vstore *st, struct rep_conn *c,
 		size_t errlen)
 {
 	struct rep_wire w = { .type = RW_STREAM, .ckpt = ck, .base = from };
-	struct dsink d = { .c = c, .o = o };
-	struct rep_sink raw = { dsink_write, &d }, sink = raw;
+	struct outbound *ob = NULL;
+	struct rep_sink raw, sink;
 	struct rep_zsink *z = NULL;
-	int rc;
+	int rc, fin;
 
-	if (!(d.buf = malloc(REP_DATA_MAX)))
-		return -ENOMEM;
-	if (o->compress) {
-		if ((rc = rep_zsink_new(&raw, &z)))
-			goto out;
-		rep_zsink_sink(z, &sink);
-	}
-	d.t0 = vfs_now();
 	if ((rc = rep_wire_send(c, &w, NULL))) {
 		rep_errf(err, errlen, "sending to the peer: %s", strerror(-rc));
-		goto out;
+		return rc;
 	}
-	rc = rep_send(st, ck, from, &sink, NULL, err, errlen);
+	if ((rc = out_start(c, o, &ob, &raw)))
+		goto fail;
+	sink = raw;
+	if (o->compress && (rc = rep_zsink_new(&raw, &z)) == 0)
+		rep_zsink_sink(z, &sink);
+	if (!rc)
+		rc = rep_send(st, ck, from, &sink, NULL, err, errlen);
 	if (!rc && z)
 		rc = rep_zsink_finish(z);
+	/* the sending thread's error, if the stream's writer had none */
+	fin = out_finish(ob, rc == 0, bytes);
 	if (!rc)
-		rc = dsink_flush(&d);
+		rc = fin;
+fail:
 	if (rc) {
 		struct rep_wire a = { .type = RW_ABORT };
 
@@ -257,10 +193,9 @@ static int ship(struct vstore *st, struct rep_conn *c,
 		goto out;
 	}
 	rc = wait_ack(c, o, ck, buf, cap, err, errlen);
-	*bytes = d.sent;
 out:
 	rep_zsink_free(z);
-	free(d.buf);
+	out_free(ob);
 	return rc;
 }
 

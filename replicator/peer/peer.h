@@ -94,6 +94,10 @@ int rep_wire_decode(const void *p, size_t len, struct rep_wire *w,
 /* Encode and send w (DATA: w->data/len follow the header). */
 int rep_wire_send(struct rep_conn *c, const struct rep_wire *w,
 		  const uint64_t *held);
+/* Send a DATA message whose bytes are the cnt (<= REP_DATA_IOV) pieces,
+   1 to REP_DATA_MAX bytes in all, without copying them. */
+#define REP_DATA_IOV	4
+int rep_wire_send_data(struct rep_conn *c, const struct iovec *iov, int cnt);
 
 /* ---- options (opts.c) ------------------------------------------------- */
 

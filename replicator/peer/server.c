@@ -17,6 +17,9 @@
  * holders of the secret can do that, and the old one's partial stream is
  * dropped by rep_recv as after any failure.
  *
+ * The stream's DATA messages are received and decrypted by a thread of
+ * their own, ahead of rep_recv (inbound.c).
+ *
  * Acknowledgement: ACK C is sent only after rep_recv returned 0, which it
  * does only once C is durable on the replica; a stream of a checkpoint
  * held already (-EEXIST) is acknowledged too (a resend after a lost ACK).
@@ -32,7 +35,7 @@
 #include <syslog.h>
 #include <time.h>
 
-#include "replicator/peer/peer.h"
+#include "replicator/peer/peer_int.h"
 
 #define IDLE_MS		120000		/* between two messages of a session */
 #define HELLO_MS	30000
@@ -80,6 +83,7 @@ static int reg_acquire(const unsigned char id[16], int sock)
 			rc = -ENOMEM;
 		} else {
 			s = &reg[nreg++];
+			memset(s, 0, sizeof(*s));	/* realloc's: garbage */
 			memcpy(s->id, id, 16);
 		}
 	}
@@ -103,90 +107,6 @@ static void reg_release(const unsigned char id[16])
 	pthread_mutex_unlock(&reg_lock);
 }
 
-/* ---- the stream source: DATA messages until DONE ---- */
-
-#define ID_OFF	(REP_HDR_LEN + 8)	/* the store id in BEGIN's payload */
-
-struct dsrc {
-	struct rep_conn *c;
-	void **buf;
-	size_t *cap;
-	const unsigned char *p;		/* unread DATA bytes */
-	size_t left;
-	struct rep_source z;		/* the same, decompressed if zstd */
-	uint64_t pos;			/* stream bytes handed out */
-	const unsigned char *id;	/* the store HELLO named */
-	bool done, aborted, foreign;
-	int err;
-	char why[128];
-};
-
-static ssize_t dsrc_read(void *arg, void *out, size_t len)
-{
-	struct dsrc *d = arg;
-	struct rep_wire w;
-	size_t n;
-	int rc;
-
-	while (!d->left) {
-		if (d->done)
-			return 0;
-		rc = rep_conn_recv(d->c, d->buf, d->cap, &n, IDLE_MS);
-		if (rc)
-			return d->err = rc;
-		if ((rc = rep_wire_decode(*d->buf, n, &w, d->why,
-					  sizeof(d->why))))
-			return d->err = rc;
-		if (w.type == RW_DONE) {
-			d->done = true;
-			return 0;
-		}
-		if (w.type == RW_ABORT) {
-			d->aborted = true;
-			return d->err = -ECANCELED;
-		}
-		if (w.type != RW_DATA) {
-			snprintf(d->why, sizeof(d->why), "message type %u in "
-				 "a stream", w.type);
-			return d->err = -EPROTO;
-		}
-		d->p = w.data;
-		d->left = w.len;
-	}
-	n = len < d->left ? len : d->left;
-	memcpy(out, d->p, n);
-	d->p += n;
-	d->left -= n;
-	return (ssize_t)n;
-}
-
-/* The stream as rep_recv reads it (decompressed): BEGIN's store id must
-   be the one HELLO named. */
-static ssize_t idchk_read(void *arg, void *out, size_t len)
-{
-	struct dsrc *d = arg;
-	const unsigned char *b = out;
-	ssize_t n = d->z.read(d->z.arg, out, len);
-
-	if (n < 0 && !d->err)
-		d->err = (int)n;
-	for (ssize_t i = 0; i < n; i++) {
-		uint64_t at = d->pos + (uint64_t)i;
-
-		if (at >= ID_OFF + 16)
-			break;
-		if (at >= ID_OFF && b[i] != d->id[at - ID_OFF]) {
-			d->foreign = true;
-			snprintf(d->why, sizeof(d->why), "a stream of another "
-				 "store than the connection's");
-			return d->err = -EPROTO;
-		}
-	}
-	if (n > 0)
-		d->pos += (uint64_t)n;
-	return n;
-}
-
 /* ---- the session ---- */
 
 static void hex_id(const unsigned char id[16], char out[33])
@@ -208,48 +128,51 @@ static void refuse(struct rep_conn *c, const char *who, const char *store,
 }
 
 /* A STREAM: apply it, acknowledge it.  1: go on, 0: end the session. */
-static int serve_stream(struct rep_conn *c, const struct rep_wire *s,
-			const char *dir, const unsigned char id[16],
-			const char *who, const char *hex, void **buf,
-			size_t *cap)
+static int serve_stream(struct rep_conn *c, int sock,
+			const struct rep_wire *s, const char *dir,
+			const unsigned char id[16], const char *who,
+			const char *hex)
 {
-	struct dsrc d = { .c = c, .buf = buf, .cap = cap, .id = id };
-	struct rep_source raw = { dsrc_read, &d }, src = { idchk_read, &d };
 	struct rep_wire a = { .type = RW_ACK, .ckpt = s->ckpt };
 	struct rep_stats stats = { 0 };
-	struct rep_zsource *z = NULL;
-	char err[512] = "", why[640];
-	int rc;
+	const struct in_result *d;
+	struct inbound *in = NULL;
+	struct rep_source src;
+	char err[512] = "", why[704];	/* the number, d->why and err */
+	int rc, fin;
 
-	/* zstd or not: the stream's first bytes say (zstd.c) */
-	rc = rep_source_auto(&raw, &z, &d.z);
-	if (!rc) {
-		rc = rep_recv(dir, &src, &stats, err, sizeof(err));
-		rep_zsource_free(z);
-	} else if (!d.err) {
-		d.err = rc;
+	if ((rc = in_start(c, id, IDLE_MS, &in))) {
+		refuse(c, who, hex, rc, "no thread to receive the stream");
+		return 0;
 	}
-	if (d.aborted) {
+	rc = in_source(in, &src);
+	if (!rc)
+		rc = rep_recv(dir, &src, &stats, err, sizeof(err));
+	fin = in_finish(in, rc == 0 || rc == -EEXIST, sock);
+	d = in_result(in);
+	if (d->aborted) {
 		vfs_log(LOG_WARNING, "%s store %s: the primary abandoned "
 			"checkpoint %llu; nothing of it applied", who, hex,
 			(unsigned long long)s->ckpt);
+		in_free(in);
 		return 1;
 	}
-	if (d.err && d.err != -ECANCELED) {
+	if (d->err && d->err != -ECANCELED) {
 		snprintf(why, sizeof(why), "checkpoint %llu: %s%s%s",
-			 (unsigned long long)s->ckpt, d.why[0] ? d.why :
-			 strerror(-d.err), err[0] ? "; " : "", err);
-		if (d.err == -ECONNRESET || d.err == -EPIPE ||
-		    d.err == -ETIMEDOUT || d.err == -ENOTCONN) {
+			 (unsigned long long)s->ckpt, d->why[0] ? d->why :
+			 strerror(-d->err), err[0] ? "; " : "", err);
+		if (d->err == -ECONNRESET || d->err == -EPIPE ||
+		    d->err == -ETIMEDOUT || d->err == -ENOTCONN)
 			vfs_log(LOG_WARNING, "%s store %s: connection lost "
 				"in checkpoint %llu (%s); nothing of it applied",
 				who, hex, (unsigned long long)s->ckpt,
-				strerror(-d.err));
-			return 0;
-		}
-		refuse(c, who, hex, d.err, why);
+				strerror(-d->err));
+		else
+			refuse(c, who, hex, d->err, why);
+		in_free(in);
 		return 0;
 	}
+	in_free(in);
 	if (rc && rc != -EEXIST) {
 		snprintf(why, sizeof(why), "checkpoint %llu: %s",
 			 (unsigned long long)s->ckpt, err[0] ? err :
@@ -257,14 +180,16 @@ static int serve_stream(struct rep_conn *c, const struct rep_wire *s,
 		refuse(c, who, hex, rc, why);
 		return 0;
 	}
-	/* rep_recv stops at END: the DONE must follow */
-	if (!d.done) {
-		char one;
-
-		if (dsrc_read(&d, &one, 1) != 0) {
-			refuse(c, who, hex, EPROTO, "stream bytes after END");
-			return 0;
-		}
+	if (fin == -EPROTO) {
+		refuse(c, who, hex, EPROTO, "stream bytes after END");
+		return 0;
+	}
+	if (fin) {
+		vfs_log(LOG_WARNING, "%s store %s: checkpoint %llu applied, "
+			"but the connection failed before its DONE (%s); the "
+			"primary will find it held", who, hex,
+			(unsigned long long)s->ckpt, strerror(-fin));
+		return 0;
 	}
 	if (rep_wire_send(c, &a, NULL))
 		return 0;
@@ -339,8 +264,7 @@ int rep_peer_serve(struct rep_conn *c, int sock, const char *root,
 		if (w.type == RW_BYE)
 			break;
 		if (w.type == RW_STREAM) {
-			if (!serve_stream(c, &w, dir, id, who, hex, &buf,
-					  &cap))
+			if (!serve_stream(c, sock, &w, dir, id, who, hex))
 				break;
 			continue;
 		}

@@ -173,6 +173,25 @@ int rep_wire_decode(const void *p, size_t len, struct rep_wire *w,
 	return 0;
 }
 
+int rep_wire_send_data(struct rep_conn *c, const struct iovec *iov, int cnt)
+{
+	unsigned char head[HEAD] = { 0 };
+	struct iovec v[REP_DATA_IOV + 1];
+	size_t len = 0;
+
+	if (cnt < 1 || cnt > REP_DATA_IOV)
+		return -EINVAL;
+	for (int i = 0; i < cnt; i++)
+		len += iov[i].iov_len;
+	if (!len || len > REP_DATA_MAX)
+		return -EMSGSIZE;
+	/* one message: the head, then the bytes, encrypted where they are */
+	le32_put(head, RW_DATA);
+	v[0] = (struct iovec){ head, HEAD };
+	memcpy(v + 1, iov, (size_t)cnt * sizeof(*iov));
+	return rep_conn_sendv(c, v, cnt + 1);
+}
+
 int rep_wire_send(struct rep_conn *c, const struct rep_wire *w,
 		  const uint64_t *held)
 {
@@ -182,18 +201,9 @@ int rep_wire_send(struct rep_conn *c, const struct rep_wire *w,
 	int rc;
 
 	if (w->type == RW_DATA) {
-		if (!w->len || w->len > REP_DATA_MAX)
-			return -EMSGSIZE;
-		/* one message: the head, then the bytes */
-		buf = malloc(HEAD + w->len);
-		if (!buf)
-			return -ENOMEM;
-		memset(buf, 0, HEAD);
-		le32_put(buf, RW_DATA);
-		memcpy(buf + HEAD, w->data, w->len);
-		rc = rep_conn_send(c, buf, HEAD + w->len);
-		free(buf);
-		return rc;
+		struct iovec v = { (void *)w->data, w->len };
+
+		return rep_wire_send_data(c, &v, 1);
 	}
 	if (w->type == RW_HELD) {
 		buf = malloc(FX_HELD + 8 * (size_t)w->n);

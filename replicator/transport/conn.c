@@ -15,7 +15,6 @@
  */
 #include <errno.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +29,7 @@
 #include <openssl/kdf.h>
 #include <openssl/rand.h>
 
-#include "replicator/transport/transport.h"
+#include "replicator/transport/transport_int.h"
 
 #define RT_MAGIC	"VFSRT001"
 #define RT_NONCE	32
@@ -56,24 +55,13 @@ struct rep_conn {
 	EVP_CIPHER_CTX *tx, *rx;
 	unsigned char *wbuf;		/* frame being sent */
 	size_t wcap;
+	unsigned char *rbuf;		/* frame being received */
+	size_t rcap;
 	uint64_t sent, received;
-	bool broken;			/* an error ended the session */
+	/* an error ended the session in that direction; one flag each, as
+	   one thread may send while another receives */
+	bool tx_broken, rx_broken;
 };
-
-static int seterr(char *err, size_t len, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int seterr(char *err, size_t len, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && len) {
-		va_start(ap, fmt);
-		vsnprintf(err, len, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
 
 static int64_t now_ms(void)
 {
@@ -203,6 +191,7 @@ static void conn_free(struct rep_conn *c)
 	EVP_CIPHER_CTX_free(c->tx);
 	EVP_CIPHER_CTX_free(c->rx);
 	free(c->wbuf);
+	free(c->rbuf);
 	OPENSSL_cleanse(c, sizeof(*c));
 	free(c);
 }
@@ -225,44 +214,47 @@ static int handshake(struct rep_conn *c, bool server, const unsigned char *secre
 
 	memcpy(me.magic, RT_MAGIC, 8);
 	if (RAND_bytes(me.nonce, RT_NONCE) != 1)
-		return seterr(err, errlen, -EIO, "no random bytes for a nonce");
+		return rt_seterr(err, errlen, -EIO,
+				 "no random bytes for a nonce");
 	if ((rc = write_full(c->fd, &me, sizeof(me), deadline)) ||
 	    (rc = read_full(c->fd, &peer, sizeof(peer), deadline)))
-		return seterr(err, errlen, rc, "handshake: %s", strerror(-rc));
+		return rt_seterr(err, errlen, rc, "handshake: %s",
+				 strerror(-rc));
 	if (memcmp(peer.magic, RT_MAGIC, 8))
-		return seterr(err, errlen, -EPROTO,
-			      "the peer does not speak the versionfs transport");
+		return rt_seterr(err, errlen, -EPROTO, "the peer does not "
+				 "speak the versionfs transport");
 	if (peer.role != (server ? ROLE_CLIENT : ROLE_SERVER))
-		return seterr(err, errlen, -EPROTO,
-			      "the peer claims the same role");
+		return rt_seterr(err, errlen, -EPROTO,
+				 "the peer claims the same role");
 	nc = server ? peer.nonce : me.nonce;
 	ns = server ? me.nonce : peer.nonce;
 	if (!memcmp(nc, ns, RT_NONCE))
-		return seterr(err, errlen, -EPROTO, "the peer echoed our nonce");
+		return rt_seterr(err, errlen, -EPROTO,
+				 "the peer echoed our nonce");
 	if (!server) {
 		proof(secret, slen, "vfs-rt client", nc, ns, mine);
 		if ((rc = write_full(c->fd, mine, RT_MAC, deadline)) ||
 		    (rc = read_full(c->fd, theirs, RT_MAC, deadline)))
-			return seterr(err, errlen, rc == -ECONNRESET ? -EACCES
-				      : rc, "%s", rc == -ECONNRESET ?
-				      "the peer refused our secret" :
-				      strerror(-rc));
+			return rt_seterr(err, errlen, rc == -ECONNRESET ?
+					 -EACCES : rc, "%s", rc == -ECONNRESET ?
+					 "the peer refused our secret" :
+					 strerror(-rc));
 		proof(secret, slen, "vfs-rt server", nc, ns, want);
 		if (CRYPTO_memcmp(want, theirs, RT_MAC))
-			return seterr(err, errlen, -EACCES,
-				      "the peer does not know the secret");
+			return rt_seterr(err, errlen, -EACCES,
+					 "the peer does not know the secret");
 	} else {
 		if ((rc = read_full(c->fd, theirs, RT_MAC, deadline)))
-			return seterr(err, errlen, rc, "handshake: %s",
-				      strerror(-rc));
+			return rt_seterr(err, errlen, rc, "handshake: %s",
+					 strerror(-rc));
 		proof(secret, slen, "vfs-rt client", nc, ns, want);
 		if (CRYPTO_memcmp(want, theirs, RT_MAC))
-			return seterr(err, errlen, -EACCES,
-				      "the peer does not know the secret");
+			return rt_seterr(err, errlen, -EACCES,
+					 "the peer does not know the secret");
 		proof(secret, slen, "vfs-rt server", nc, ns, mine);
 		if ((rc = write_full(c->fd, mine, RT_MAC, deadline)))
-			return seterr(err, errlen, rc, "handshake: %s",
-				      strerror(-rc));
+			return rt_seterr(err, errlen, rc, "handshake: %s",
+					 strerror(-rc));
 	}
 	memcpy(salt, nc, RT_NONCE);
 	memcpy(salt + RT_NONCE, ns, RT_NONCE);
@@ -270,7 +262,8 @@ static int handshake(struct rep_conn *c, bool server, const unsigned char *secre
 		 server ? c->rx_key : c->tx_key) ||
 	    hkdf(secret, slen, salt, sizeof(salt), "vfs-rt s2c",
 		 server ? c->tx_key : c->rx_key))
-		return seterr(err, errlen, -EIO, "deriving the session keys");
+		return rt_seterr(err, errlen, -EIO,
+				 "deriving the session keys");
 	OPENSSL_cleanse(want, sizeof(want));
 	OPENSSL_cleanse(mine, sizeof(mine));
 	return 0;
@@ -287,18 +280,18 @@ int rep_conn_open(int fd, bool server, const unsigned char *secret,
 	*out = NULL;
 	if (!c) {
 		close(fd);
-		return seterr(err, errlen, -ENOMEM, "out of memory");
+		return rt_seterr(err, errlen, -ENOMEM, "out of memory");
 	}
 	c->fd = fd;
 	if (slen < REP_SECRET_MIN) {
-		rc = seterr(err, errlen, -EINVAL, "secret shorter than %d bytes",
-			    REP_SECRET_MIN);
+		rc = rt_seterr(err, errlen, -EINVAL,
+			       "secret shorter than %d bytes", REP_SECRET_MIN);
 		goto fail;
 	}
 	c->tx = EVP_CIPHER_CTX_new();
 	c->rx = EVP_CIPHER_CTX_new();
 	if (!c->tx || !c->rx) {
-		rc = seterr(err, errlen, -ENOMEM, "out of memory");
+		rc = rt_seterr(err, errlen, -ENOMEM, "out of memory");
 		goto fail;
 	}
 	if ((rc = handshake(c, server, secret, slen, deadline, err, errlen)))
@@ -319,37 +312,57 @@ static void seq_iv(uint64_t seq, unsigned char iv[12])
 		iv[4 + i] = (unsigned char)(seq >> (8 * i));
 }
 
-int rep_conn_send(struct rep_conn *c, const void *buf, size_t len)
+/* Grow *buf to at least need bytes (kept for the next message). */
+static int grow(unsigned char **buf, size_t *cap, size_t need)
+{
+	unsigned char *nb;
+
+	if (need <= *cap)
+		return 0;
+	if (!(nb = realloc(*buf, need)))
+		return -ENOMEM;
+	*buf = nb;
+	*cap = need;
+	return 0;
+}
+
+int rep_conn_sendv(struct rep_conn *c, const struct iovec *iov, int cnt)
 {
 	unsigned char iv[12], hdr[RT_HDR], tag[RT_TAG];
-	size_t need = len ? len : 1;
-	int outl = 0, fin = 0, rc;
+	size_t len = 0, off = 0;
+	int outl = 0, fin = 0, rc, ok;
 	struct iovec v[3];
 
-	if (c->broken)
+	if (c->tx_broken)
 		return -EPIPE;
-	if (len > REP_MSG_MAX)
-		return -EMSGSIZE;
-	if (need > c->wcap) {
-		unsigned char *nb = realloc(c->wbuf, need);
-
-		if (!nb)
-			return -ENOMEM;
-		c->wbuf = nb;
-		c->wcap = need;
+	for (int i = 0; i < cnt; i++) {
+		if (iov[i].iov_len > REP_MSG_MAX - len)
+			return -EMSGSIZE;
+		len += iov[i].iov_len;
 	}
+	if ((rc = grow(&c->wbuf, &c->wcap, len ? len : 1)))
+		return rc;
 	for (int i = 0; i < 4; i++)
 		hdr[i] = (unsigned char)(len >> (8 * i));
 	seq_iv(c->tx_seq, iv);
-	if (EVP_EncryptInit_ex(c->tx, EVP_chacha20_poly1305(), NULL, c->tx_key,
-			       iv) != 1 ||
-	    EVP_EncryptUpdate(c->tx, NULL, &outl, hdr, RT_HDR) != 1 ||
-	    (len && EVP_EncryptUpdate(c->tx, c->wbuf, &outl, buf,
-				      (int)len) != 1) ||
-	    EVP_EncryptFinal_ex(c->tx, c->wbuf + (len ? outl : 0), &fin) != 1 ||
+	/* the pieces are encrypted in turn into one frame: ChaCha20 is a
+	   stream cipher and Poly1305 sees one message either way */
+	ok = EVP_EncryptInit_ex(c->tx, EVP_chacha20_poly1305(), NULL,
+				c->tx_key, iv) == 1 &&
+	     EVP_EncryptUpdate(c->tx, NULL, &outl, hdr, RT_HDR) == 1;
+	for (int i = 0; ok && i < cnt; i++) {
+		if (!iov[i].iov_len)
+			continue;
+		ok = EVP_EncryptUpdate(c->tx, c->wbuf + off, &outl,
+				       iov[i].iov_base,
+				       (int)iov[i].iov_len) == 1 &&
+		     (size_t)outl == iov[i].iov_len;
+		off += (size_t)outl;
+	}
+	if (!ok || EVP_EncryptFinal_ex(c->tx, c->wbuf + off, &fin) != 1 ||
 	    EVP_CIPHER_CTX_ctrl(c->tx, EVP_CTRL_AEAD_GET_TAG, RT_TAG,
 				tag) != 1) {
-		c->broken = true;
+		c->tx_broken = true;
 		return -EIO;
 	}
 	c->tx_seq++;
@@ -357,23 +370,32 @@ int rep_conn_send(struct rep_conn *c, const void *buf, size_t len)
 	v[1] = (struct iovec){ c->wbuf, len };
 	v[2] = (struct iovec){ tag, RT_TAG };
 	if ((rc = write_iov(c->fd, v, 3, -1))) {
-		c->broken = true;
+		c->tx_broken = true;
 		return rc;
 	}
 	c->sent += RT_HDR + len + RT_TAG;
 	return 0;
 }
 
+int rep_conn_send(struct rep_conn *c, const void *buf, size_t len)
+{
+	struct iovec v = { (void *)buf, len };
+
+	if (len > REP_MSG_MAX)
+		return -EMSGSIZE;
+	return rep_conn_sendv(c, &v, 1);
+}
+
 int rep_conn_recv(struct rep_conn *c, void **buf, size_t *cap, size_t *len,
 		  int timeout_ms)
 {
 	int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
-	unsigned char hdr[RT_HDR], iv[12], *ct = NULL;
+	unsigned char hdr[RT_HDR], iv[12];
 	size_t n = 0;
 	int outl = 0, fin = 0, rc;
 
 	*len = 0;
-	if (c->broken)
+	if (c->rx_broken)
 		return -EPIPE;
 	if ((rc = read_full(c->fd, hdr, RT_HDR, deadline)))
 		goto fail;
@@ -383,13 +405,11 @@ int rep_conn_recv(struct rep_conn *c, void **buf, size_t *cap, size_t *len,
 		rc = -EMSGSIZE;
 		goto fail;
 	}
-	/* ciphertext and tag land in a buffer of our own: the caller's
-	   buffer only ever holds authenticated plaintext */
-	if (!(ct = malloc(n + RT_TAG))) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	if ((rc = read_full(c->fd, ct, n + RT_TAG, deadline)))
+	/* ciphertext and tag land in a buffer of our own (kept from one
+	   message to the next): the caller's buffer only ever holds
+	   authenticated plaintext */
+	if ((rc = grow(&c->rbuf, &c->rcap, n + RT_TAG)) ||
+	    (rc = read_full(c->fd, c->rbuf, n + RT_TAG, deadline)))
 		goto fail;
 	if (n + 1 > *cap) {
 		void *nb = realloc(*buf, n + 1);
@@ -405,23 +425,22 @@ int rep_conn_recv(struct rep_conn *c, void **buf, size_t *cap, size_t *len,
 	if (EVP_DecryptInit_ex(c->rx, EVP_chacha20_poly1305(), NULL, c->rx_key,
 			       iv) != 1 ||
 	    EVP_DecryptUpdate(c->rx, NULL, &outl, hdr, RT_HDR) != 1 ||
-	    (n && EVP_DecryptUpdate(c->rx, *buf, &outl, ct, (int)n) != 1) ||
+	    (n && EVP_DecryptUpdate(c->rx, *buf, &outl, c->rbuf,
+				    (int)n) != 1) ||
 	    EVP_CIPHER_CTX_ctrl(c->rx, EVP_CTRL_AEAD_SET_TAG, RT_TAG,
-				ct + n) != 1 ||
+				c->rbuf + n) != 1 ||
 	    EVP_DecryptFinal_ex(c->rx, (unsigned char *)*buf + (n ? outl : 0),
 				&fin) != 1) {
 		OPENSSL_cleanse(*buf, n);
 		rc = -EBADMSG;
 		goto fail;
 	}
-	free(ct);
 	c->rx_seq++;
 	c->received += RT_HDR + n + RT_TAG;
 	*len = n;
 	return 0;
 fail:
-	free(ct);
-	c->broken = true;
+	c->rx_broken = true;
 	return rc;
 }
 

@@ -5,7 +5,8 @@
  * (numeric ports only).  A dial tries every address the name resolves to,
  * each with a non-blocking connect bounded by the caller's timeout.  The
  * secret file is refused unless only its owner can read it: a secret the
- * whole machine can read authenticates nobody.
+ * whole machine can read authenticates nobody.  rt_seterr, the module's
+ * one-line reasons, lives here too.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,12 +24,9 @@
 
 #include <openssl/crypto.h>
 
-#include "replicator/transport/transport.h"
+#include "replicator/transport/transport_int.h"
 
-static int seterr(char *err, size_t len, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int seterr(char *err, size_t len, int rc, const char *fmt, ...)
+int rt_seterr(char *err, size_t len, int rc, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -84,12 +82,12 @@ static int resolve(const char *addr, bool passive, struct addrinfo **res,
 	int g;
 
 	if (split_addr(addr, host, sizeof(host), &port))
-		return seterr(err, errlen, -EINVAL,
-			      "%s: not HOST:PORT or [ADDR]:PORT", addr);
+		return rt_seterr(err, errlen, -EINVAL,
+				 "%s: not HOST:PORT or [ADDR]:PORT", addr);
 	g = getaddrinfo(host[0] ? host : NULL, port, &hints, res);
 	if (g)
-		return seterr(err, errlen, -EHOSTUNREACH, "%s: %s", addr,
-			      gai_strerror(g));
+		return rt_seterr(err, errlen, -EHOSTUNREACH, "%s: %s", addr,
+				 gai_strerror(g));
 	return 0;
 }
 
@@ -117,8 +115,8 @@ int rep_listen(const char *addr, char *err, size_t errlen)
 	}
 	freeaddrinfo(res);
 	if (fd < 0)
-		return seterr(err, errlen, rc, "listen on %s: %s", addr,
-			      strerror(-rc));
+		return rt_seterr(err, errlen, rc, "listen on %s: %s", addr,
+				 strerror(-rc));
 	return fd;
 }
 
@@ -172,8 +170,8 @@ int rep_dial(const char *addr, int timeout_ms, char *err, size_t errlen)
 			break;
 	freeaddrinfo(res);
 	if (fd < 0)
-		return seterr(err, errlen, fd, "connect to %s: %s", addr,
-			      strerror(-fd));
+		return rt_seterr(err, errlen, fd, "connect to %s: %s", addr,
+				 strerror(-fd));
 	return fd;
 }
 
@@ -189,28 +187,29 @@ int rep_secret_load(const char *path, uid_t owner, unsigned char **secret,
 	*len = 0;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
-		return seterr(err, errlen, -errno, "secret %s: %s", path,
-			      strerror(errno));
+		return rt_seterr(err, errlen, -errno, "secret %s: %s", path,
+				 strerror(errno));
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
 		close(fd);
-		return seterr(err, errlen, -EINVAL,
-			      "secret %s: not a regular file", path);
+		return rt_seterr(err, errlen, -EINVAL,
+				 "secret %s: not a regular file", path);
 	}
 	if (owner != REP_SECRET_ANY_OWNER && st.st_uid != owner) {
 		close(fd);
-		return seterr(err, errlen, -EACCES, "secret %s: owned by uid %u,"
-			      " not by uid %u who asked", path,
-			      (unsigned)st.st_uid, (unsigned)owner);
+		return rt_seterr(err, errlen, -EACCES, "secret %s: owned by "
+				 "uid %u, not by uid %u who asked", path,
+				 (unsigned)st.st_uid, (unsigned)owner);
 	}
 	if ((st.st_mode & 077) || (owner == REP_SECRET_ANY_OWNER &&
 				   st.st_uid != geteuid() && st.st_uid != 0)) {
 		close(fd);
-		return seterr(err, errlen, -EACCES, "secret %s: readable by "
-			      "others or not yours (chmod 600 %s)", path, path);
+		return rt_seterr(err, errlen, -EACCES, "secret %s: readable "
+				 "by others or not yours (chmod 600 %s)", path,
+				 path);
 	}
 	if (!(buf = malloc(REP_SECRET_MAX + 1))) {
 		close(fd);
-		return seterr(err, errlen, -ENOMEM, "out of memory");
+		return rt_seterr(err, errlen, -ENOMEM, "out of memory");
 	}
 	n = read(fd, buf, REP_SECRET_MAX + 1);
 	close(fd);
@@ -218,9 +217,10 @@ int rep_secret_load(const char *path, uid_t owner, unsigned char **secret,
 		n--;
 	if (n < REP_SECRET_MIN || n > REP_SECRET_MAX) {
 		rep_secret_free(buf, REP_SECRET_MAX + 1);
-		return seterr(err, errlen, -EINVAL, "secret %s: %s", path,
-			      n < 0 ? strerror(errno) : n < REP_SECRET_MIN ?
-			      "shorter than 16 bytes" : "longer than 4096 bytes");
+		return rt_seterr(err, errlen, -EINVAL, "secret %s: %s", path,
+				 n < 0 ? strerror(errno) : n < REP_SECRET_MIN ?
+				 "shorter than 16 bytes" :
+				 "longer than 4096 bytes");
 	}
 	*secret = buf;
 	*len = (size_t)n;

@@ -46,6 +46,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #define REP_MSG_MAX	(16u << 20)	/* largest payload of one message */
 #define REP_SECRET_MIN	16		/* bytes */
@@ -84,6 +85,9 @@ int rep_conn_open(int fd, bool server, const unsigned char *secret,
 		  char *err, size_t errlen);
 /* Send one message of len <= REP_MSG_MAX bytes. */
 int rep_conn_send(struct rep_conn *c, const void *buf, size_t len);
+/* Send one message made of cnt pieces (at most REP_MSG_MAX bytes in all),
+   encrypted straight from them: nothing is copied first. */
+int rep_conn_sendv(struct rep_conn *c, const struct iovec *iov, int cnt);
 /*
  * Receive one message into *buf (malloc'ed, or reused if *cap is large
  * enough; *cap its size) and set *len.  A timeout_ms < 0 waits forever.

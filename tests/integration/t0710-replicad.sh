@@ -18,6 +18,8 @@
 # down for two checkpoints then back, kill -9 of the primary daemon while
 # it ships then a remount (with zstd), a rollback and --stop; zstd
 # streams (--compress, repl_compress=zstd), also through versionfs-recv.
+# The daemon is mounted with issue 15's option names (secret=, bwlimit=,
+# compress=, wait=peer) and with the repl_* ones; bad values are refused.
 # Bad input: a wrong secret (refused,
 # logged), a secret file readable by others (refused by both sides).
 # Nothing acknowledged is lost, no partial checkpoint is visible, both
@@ -74,13 +76,15 @@ PORT=$((20000 + $$ % 20000))
 
 # start_repd DIR PORT [SECRET]: a receiver in the peer's namespace
 start_repd() {
-	local i
+	local i n0
+	# the log is appended to: wait for this receiver's own line
+	n0=$(cat "$T/repd.$2.log" 2>/dev/null | grep -c listening)
 	"${QX[@]}" "$REPD" -f --listen "$ADDR:$2" --dir "$1" \
 		--secret-file "${3:-$T/secret}" >> "$T/repd.$2.log" 2>&1 &
 	REPD_PID=$!
 	_repd_pids+=("$REPD_PID")
 	for i in $(seq 50); do
-		grep -q listening "$T/repd.$2.log" && return 0
+		[ "$(grep -c listening "$T/repd.$2.log")" -gt "$n0" ] && return 0
 		kill -0 "$REPD_PID" 2>/dev/null || return 1
 		sleep 0.1
 	done
@@ -286,8 +290,22 @@ B=$prim/b2 M=$prim/m2 P=$peer/replicas2 PORT=$((PORT + 2))
 start_repd "$P" "$PORT"
 REPL="replicate=$ADDR:$PORT,repl_secret=$T/secret"
 
+# the options as issue 15 spells them (repl_* later); bad ones refused
+# before anything is mounted
+mkdir -p "$B" "$M"
+for bad in "secret=$T/secret" "replicate=$ADDR:$PORT,secret=$T/secret,wait=soon" \
+	   "replicate=$ADDR:$PORT,secret=$T/secret,bwlimit=fast" \
+	   "replicate=$ADDR:$PORT,secret=$T/secret,compress=lz4" \
+	   "replicate=$ADDR:$PORT,wait=peer"; do
+	out=$("$VFS0" -o "$bad" "$B" "$M" 2>&1) && fail "-o $bad was taken"
+	mountpoint -q "$M" && fail "-o $bad mounted"
+	echo "$out" | grep -q "^versionfs: " || fail "-o $bad: $out"
+done
 # wait=peer: the checkpoint returns once the peer has it durably
-vfs_mount "$B" "$M" -o "$REPL,repl_wait=peer"
+vfs_mount "$B" "$M" -o "replicate=$ADDR:$PORT,secret=$T/secret,bwlimit=1G,compress=none,wait=peer"
+s=$(ctl --json replicate "$M")
+case $s in *'"wait_peer":true'*'"bwlimit":1073741824,"compress":false'*) ;;
+*) fail "secret=, bwlimit=, compress=, wait=peer not in force: $s" ;; esac
 mkdir "$M/d0" "$M/d1" "$M/d2"
 for i in 1 2 3; do
 	work 20
@@ -334,6 +352,7 @@ vfs_kill9 "$M"
 grep -q "checkpoint $c applied" "$T/repd.$PORT.log" &&
 	fail "the checkpoint shipped too fast for this test"
 vfs_mount "$B" "$M" -o "$REPL,repl_compress=zstd"
+ctl --json replicate "$M" | grep -q '"compress":true' || fail "repl_compress=zstd"
 synced
 grep -q "checkpoint $c applied" "$T/repd.$PORT.log" ||
 	fail "checkpoint $c was not shipped after the remount"

@@ -56,17 +56,23 @@ struct opts {
 	char *cs_chunking;		/* fsch (default) or cdc */
 };
 
-enum { KEY_HELP, KEY_VERSION, KEY_MAX_READ, KEY_CHUNKSTORE, KEY_CS_WAIT };
+enum { KEY_HELP, KEY_VERSION, KEY_MAX_READ, KEY_CHUNKSTORE, KEY_CS_WAIT,
+       KEY_WAIT };
 
 static const struct fuse_opt vfs_optspec[] = {
 	{ "owner=%s", offsetof(struct opts, owner), 0 },
 	{ "timeout=%lf", offsetof(struct opts, timeout), 0 },
-	/* replication: one option each, as fuse_opt splits -o at commas */
+	/* replication: one option each, as fuse_opt splits -o at commas;
+	   issue 15's spelling (replicate=H:P,secret=F,bwlimit=R,
+	   compress=zstd,wait=peer) and the repl_ one */
 	{ "replicate=%s", offsetof(struct opts, replicate), 0 },
 	{ "repl_secret=%s", offsetof(struct opts, repl_secret), 0 },
+	{ "secret=%s", offsetof(struct opts, repl_secret), 0 },
 	{ "repl_bwlimit=%s", offsetof(struct opts, repl_bwlimit), 0 },
+	{ "bwlimit=%s", offsetof(struct opts, repl_bwlimit), 0 },
 	{ "repl_wait=%s", offsetof(struct opts, repl_wait), 0 },
 	{ "repl_compress=%s", offsetof(struct opts, repl_compress), 0 },
+	{ "compress=%s", offsetof(struct opts, repl_compress), 0 },
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -74,7 +80,7 @@ static const struct fuse_opt vfs_optspec[] = {
 	FUSE_OPT_KEY("max_read=", KEY_MAX_READ),
 	FUSE_OPT_KEY("chunkstore=", KEY_CHUNKSTORE),
 	FUSE_OPT_KEY("chunkstore_wait=", KEY_CS_WAIT),
-	FUSE_OPT_KEY("wait=", KEY_CS_WAIT),
+	FUSE_OPT_KEY("wait=", KEY_WAIT),
 	{ "chunkstore_rate=%lf", offsetof(struct opts, cs_rate), 0 },
 	{ "chunkstore_retry=%u", offsetof(struct opts, cs_retry), 0 },
 	{ "chunkstore_chunking=%s", offsetof(struct opts, cs_chunking), 0 },
@@ -104,6 +110,17 @@ static int spec_more(struct opts *o, const char *arg)
 	return 0;
 }
 
+static int set_str(char **to, const char *s)
+{
+	char *c = strdup(s);
+
+	if (!c)
+		return -1;
+	free(*to);
+	*to = c;
+	return 0;
+}
+
 static int opt_proc(void *data, const char *arg, int key,
 		    struct fuse_args *out)
 {
@@ -121,6 +138,24 @@ static int opt_proc(void *data, const char *arg, int key,
 		arg = strchr(arg, '=') + 1;
 		o->cs_wait = !strcmp(arg, "remote") ? 1 :
 			     !strcmp(arg, "local") ? 0 : -1;
+		return 0;
+	case KEY_WAIT:
+		/* wait=peer: the replication's (repl_wait=peer);
+		   wait=remote: the chunk store's; wait=local: both local */
+		arg += strlen("wait=");
+		if (!strcmp(arg, "peer"))
+			return set_str(&o->repl_wait, arg);
+		if (!strcmp(arg, "remote")) {
+			o->cs_wait = 1;
+		} else if (!strcmp(arg, "local")) {
+			o->cs_wait = 0;
+			free(o->repl_wait);
+			o->repl_wait = NULL;
+		} else {
+			fprintf(stderr, "versionfs: wait=%s: peer (replication), "
+				"remote (chunk store) or local\n", arg);
+			return -1;
+		}
 		return 0;
 	case FUSE_OPT_KEY_NONOPT:
 		if (!o->backing) {
@@ -162,11 +197,13 @@ static void usage(void)
 "    -o timeout=SECONDS     kernel attribute and entry cache timeout\n"
 "                           (default 3600; rollback invalidates anyway)\n"
 "    -o replicate=HOST:PORT ship every checkpoint to versionfs-replicad(8)\n"
-"    -o repl_secret=FILE    its shared secret (mode 600); required with it\n"
-"    -o repl_bwlimit=RATE   at most RATE bytes/s (K, M, G suffixes)\n"
-"    -o repl_wait=peer      checkpoint returns once the peer has it\n"
-"                           (default repl_wait=local)\n"
-"    -o repl_compress=zstd  zstd-compress what is shipped\n"
+"    -o secret=FILE         its shared secret (mode 600); required with it\n"
+"    -o bwlimit=RATE        at most RATE bytes/s (K, M, G suffixes)\n"
+"    -o wait=peer           checkpoint returns once the peer has it\n"
+"                           (default wait=local)\n"
+"    -o compress=zstd       zstd-compress what is shipped\n"
+"                           (also spelled repl_secret=, repl_bwlimit=,\n"
+"                           repl_wait=peer|local, repl_compress=)\n"
 "    -o chunkstore=SPEC     push every checkpoint to this chunk store in\n"
 "                           the background (commas in SPEC: \\, or as is)\n"
 "    -o chunkstore_wait=remote|local\n"
@@ -349,7 +386,8 @@ static int check_repl_opts(struct opts *o, struct vfs *v)
 	if (!o->replicate) {
 		if (o->repl_secret || o->repl_bwlimit || o->repl_wait ||
 		    o->repl_compress) {
-			fprintf(stderr, "versionfs: repl_* options need "
+			fprintf(stderr, "versionfs: secret=, bwlimit=, "
+				"compress= and wait=peer (or repl_*) need "
 				"-o replicate=HOST:PORT\n");
 			return -1;
 		}
@@ -357,18 +395,18 @@ static int check_repl_opts(struct opts *o, struct vfs *v)
 	}
 	if (!strchr(o->replicate, ':') || !o->repl_secret) {
 		fprintf(stderr, "versionfs: -o replicate=HOST:PORT needs "
-			"-o repl_secret=FILE\n");
+			"-o secret=FILE\n");
 		return -1;
 	}
 	if (o->repl_bwlimit && rep_parse_rate(o->repl_bwlimit,
 					      &v->repl_bwlimit)) {
-		fprintf(stderr, "versionfs: repl_bwlimit=%s: a rate in bytes "
+		fprintf(stderr, "versionfs: bwlimit=%s: a rate in bytes "
 			"per second expected (e.g. 100M)\n", o->repl_bwlimit);
 		return -1;
 	}
-	if (opt_choice("repl_wait", o->repl_wait, "peer", "local",
+	if (opt_choice("wait", o->repl_wait, "peer", "local",
 		       &v->repl_wait) ||
-	    opt_choice("repl_compress", o->repl_compress, "zstd", "none",
+	    opt_choice("compress", o->repl_compress, "zstd", "none",
 		       &v->repl_zstd))
 		return -1;
 	/* the secret file's checks now, on the terminal */
