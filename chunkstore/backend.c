@@ -18,8 +18,10 @@
  * write path: the bytes go to DIR/tmp/<name>.<pid>.<seq> and their
  * writeback is started at once (sync_file_range, so the disk works while
  * the push computes the next pack), and the object is remembered; flush
- * then fsyncs every remembered temporary, renames each to its name (only
- * now does the object exist), and fsyncs each kind directory once.  An
+ * then makes every remembered temporary durable (an fsync each, or one
+ * syncfs of the benefactor's file system for many), renames each to its
+ * name (only now does the object exist), and fsyncs each kind directory
+ * once.  An
  * object is still whole or absent after a crash; what changes is that a
  * push pays one barrier per benefactor for all its packs instead of two
  * per fragment (doc/design.md, "Pushes without a wait per fragment").
@@ -245,20 +247,38 @@ static int dir_put_deferred(struct cs_backend *cb, const char *name,
  * kind directory that got a name durable.  If a temporary cannot be made
  * durable none is renamed (the objects stay absent); a rename that fails
  * leaves that object absent and the others in place.  The first error.
+ *
+ * From SYNCFS_MIN temporaries on, one syncfs(2) of the benefactor's file
+ * system makes them durable instead of an fsync each: on a journalling
+ * file system every fsync is a journal commit of its own, and a push's
+ * packs are tens of files per benefactor (measured: 55 fsyncs of 4 MiB
+ * fragments on each of six benefactors of one ext4 cost a push three
+ * times what `cp` + `sync` of the same bytes took).  syncfs also writes
+ * what others left dirty on that file system, a cost a benefactor lent to
+ * us may carry; since Linux 5.8 it reports writeback errors of the file
+ * system since the benefactor was opened, which is what the fsyncs told.
  */
+#define SYNCFS_MIN	4
+
 static int dir_flush(struct cs_backend *cb)
 {
 	struct dir_backend *d = (struct dir_backend *)cb;
 	bool touched[sizeof(kinds) / sizeof(*kinds)] = { false };
 	int rc = 0, r2;
 
-	for (size_t i = 0; i < d->npend && !rc; i++) {
-		int fd = openat(d->fd, d->pend[i].tmp, O_RDONLY | O_CLOEXEC);
-
-		if (fd < 0 || fsync(fd))
+	if (d->npend >= SYNCFS_MIN) {
+		if (syncfs(d->fd))
 			rc = -errno;
-		if (fd >= 0)
-			close(fd);
+	} else {
+		for (size_t i = 0; i < d->npend && !rc; i++) {
+			int fd = openat(d->fd, d->pend[i].tmp,
+					O_RDONLY | O_CLOEXEC);
+
+			if (fd < 0 || fsync(fd))
+				rc = -errno;
+			if (fd >= 0)
+				close(fd);
+		}
 	}
 	if (d->npend)
 		cs_crash_point("flush-synced");
