@@ -376,18 +376,26 @@ static const struct cs_backend_ops rados_ops = {
 	.put_excl = rb_put_excl, .close = rb_close,
 };
 
-/* One monitor command, JSON in, JSON out (*out: rados_buffer_free). */
+/* One monitor command, JSON in, JSON out: *out malloc'ed and
+   NUL-terminated (librados' reply buffer is not). */
 static int mon_json(struct rados_backend *r, const char *cmd, char **out)
 {
-	char *outs = NULL;
+	char *outs = NULL, *buf = NULL;
 	size_t ol = 0, osl = 0;
-	int rc = rados_mon_command(r->cluster, &cmd, 1, "", 0, out, &ol, &outs,
-				   &osl);
+	int rc = rados_mon_command(r->cluster, &cmd, 1, "", 0, &buf, &ol,
+				   &outs, &osl);
 
+	*out = NULL;
 	if (outs)
 		rados_buffer_free(outs);
-	if (!rc && !*out)
-		rc = -EIO;
+	if (!rc && !(*out = malloc(ol + 1)))
+		rc = -ENOMEM;
+	if (!rc) {
+		memcpy(*out, buf ? buf : "", buf ? ol : 0);
+		(*out)[buf ? ol : 0] = '\0';
+	}
+	if (buf)
+		rados_buffer_free(buf);
 	return rc;
 }
 
@@ -442,13 +450,12 @@ int cs_rados_pool_info(struct cs_backend *cb, char *out, size_t len)
 	size = json_long(js, "size");
 	min_size = json_long(js, "min_size");
 	json_str(js, "erasure_code_profile", prof, sizeof(prof));
-	rados_buffer_free(js);
+	free(js);
 	js = NULL;
 	snprintf(cmd, sizeof(cmd), "{\"prefix\": \"osd pool get-quota\", "
 		 "\"pool\": \"%s\", \"format\": \"json\"}", r->pool);
 	quota = mon_json(r, cmd, &js) ? -1 : json_long(js, "quota_max_bytes");
-	if (js)
-		rados_buffer_free(js);
+	free(js);
 	js = NULL;
 	if (prof[0] && !strpbrk(prof, "\"\\")) {
 		snprintf(cmd, sizeof(cmd), "{\"prefix\": \"osd erasure-code-"
@@ -458,7 +465,7 @@ int cs_rados_pool_info(struct cs_backend *cb, char *out, size_t len)
 			k = json_long(js, "k");
 			m = json_long(js, "m");
 			json_str(js, "plugin", plugin, sizeof(plugin));
-			rados_buffer_free(js);
+			free(js);
 		}
 	}
 	if (prof[0] && k > 0 && m >= 0)

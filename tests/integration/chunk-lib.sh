@@ -99,4 +99,4 @@ ceph_start() {
 	"$MC" start 3 >"$T/mc.log" 2>&1 || fail "minicluster: $(tail -n 5 "$T/mc.log")"
 }
 R() { timeout -k 5 60 rados -c "$CEPH_CONF" "$@"; }	# rados, bounded
-cph() { timeout -k 5 30 ceph -c "$CEPH_CONF" "$@"; }	# ceph, bounded
+cph() { "$MC" ceph "$@"; }	# ceph, bounded, retried while the mon is busy

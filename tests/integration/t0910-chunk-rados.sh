@@ -64,7 +64,8 @@ for i in $(seq 180); do
 	cph health 2>/dev/null | grep -q HEALTH_OK && { ok=1; break; }
 	sleep 1
 done
-[ -n "$ok" ] || fail "no HEALTH_OK 180 s after osd.1 came back: $(cph health detail 2>&1 | head -5)"
+[ -n "$ok" ] || fail "no HEALTH_OK 180 s after osd.1 came back: $(cph health detail 2>&1 | head -5)
+$(tail -n 15 "$VFS_CEPH_DIR/log/osd.1.log" "$VFS_CEPH_DIR/log/osd-start.log" 2>&1)"
 "$CHUNK" check rados:vfs-ec --read-data >"$T/chk" 2>&1 || fail "check --read-data after recovery: $(cat "$T/chk")"
 rm -rf "$T/r"
 "$RESTORE" rados:vfs-ec --checkpoint "$id2" --plain "$T/r" >/dev/null ||
