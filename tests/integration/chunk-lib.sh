@@ -98,5 +98,18 @@ ceph_start() {
 	trap '"$MC" stop >/dev/null 2>&1; _cleanup' EXIT
 	"$MC" start 3 >"$T/mc.log" 2>&1 || fail "minicluster: $(tail -n 5 "$T/mc.log")"
 }
+# ceph_maps_current: every OSD holds the cluster's newest osdmap.  A
+# placement group sees a pool's new full flag only with that map: a write
+# racing it still goes through, so tests of full pools wait for this.
+ceph_maps_current() {
+	local e n m
+	e=$(cph osd dump -f json 2>/dev/null | sed -n 's/^{"epoch":\([0-9]*\),.*/\1/p')
+	[ -n "$e" ] || return 1
+	for n in 0 1 2; do
+		m=$(timeout 10 ceph --admin-daemon "$VFS_CEPH_DIR/run/osd.$n.asok" status 2>/dev/null |
+			sed -n 's/.*"newest_map": \([0-9]*\).*/\1/p')
+		[ -n "$m" ] && [ "$m" -ge "$e" ] || return 1
+	done
+}
 R() { timeout -k 5 60 rados -c "$CEPH_CONF" "$@"; }	# rados, bounded
 cph() { "$MC" ceph "$@"; }	# ceph, bounded, retried while the mon is busy

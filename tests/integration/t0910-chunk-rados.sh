@@ -5,10 +5,11 @@
 # byte; a second push of a checkpoint is a no-op and an unchanged
 # checkpoint stores no new chunk (dedup); kill -9 of one OSD in the middle
 # of a push to the EC pool (k=2 m=1, min_size 2): the push goes on, the
-# OSD comes back, the cluster recovers and check --read-data passes; a
-# full pool (quota) fails the push at once (FULL_TRY, "Disk quota
-# exceeded"), loses nothing acknowledged and takes pushes again once
-# lifted; an unreachable cluster gives a clear error within the client
+# OSD comes back, the cluster recovers and check --read-data passes on
+# both pools; a full pool (quota) and full OSDs (full ratio) fail the push
+# at once (FULL_TRY: "Disk quota exceeded", "No space left on device"),
+# lose nothing acknowledged and take pushes again once there is room; an
+# unreachable cluster gives a clear error within the client
 # timeout instead of hanging, and the daemon's pusher (-o chunkstore=)
 # keeps a checkpoint taken meanwhile local and pushes it once the cluster
 # is back.  Round trips, prune/gc, check, repair, stats, the lock and
@@ -66,7 +67,10 @@ for i in $(seq 180); do
 done
 [ -n "$ok" ] || fail "no HEALTH_OK 180 s after osd.1 came back: $(cph health detail 2>&1 | head -5)
 $(tail -n 15 "$VFS_CEPH_DIR/log/osd.1.log" "$VFS_CEPH_DIR/log/osd-start.log" 2>&1)"
-"$CHUNK" check rados:vfs-ec --read-data >"$T/chk" 2>&1 || fail "check --read-data after recovery: $(cat "$T/chk")"
+for pool in vfs-ec vfs-rep; do
+	"$CHUNK" check rados:$pool --read-data >"$T/chk" 2>&1 ||
+		fail "$pool: check --read-data after recovery: $(cat "$T/chk")"
+done
 rm -rf "$T/r"
 "$RESTORE" rados:vfs-ec --checkpoint "$id2" --plain "$T/r" >/dev/null ||
 	fail "restore after osd.1 came back"
@@ -85,8 +89,8 @@ restored() {
 }
 pool_full() { cph osd pool ls detail 2>/dev/null | grep "'vfs-rep'" | grep -q full; }
 cph osd pool set-quota vfs-rep max_bytes 1 >/dev/null || fail "set-quota"
-for i in $(seq 90); do pool_full && break; sleep 1; done
-pool_full || fail "vfs-rep was not flagged full within 90 s"
+for i in $(seq 90); do pool_full && ceph_maps_current && break; sleep 1; done
+pool_full && ceph_maps_current || fail "vfs-rep was not flagged full within 90 s"
 head -c 3000000 /dev/urandom >"$m/big3"
 id3=$(ctl checkpoint "$m") || fail checkpoint
 start=$(date +%s)
@@ -107,6 +111,33 @@ pool_full && fail "vfs-rep still full 90 s after its quota was lifted"
 	fail "push once the quota is lifted: $(cat "$T/p6")"
 restored vfs-rep "$id3" "quota lifted"
 note "quota lifted: $id3 pushed and restored"
+# full OSDs (the full ratios lowered below what they hold): every pool is
+# flagged full; a push fails at once with ENOSPC, and works once there is
+# room again
+pools_full() { cph osd pool ls detail 2>/dev/null | grep "'vfs-ec'" | grep -q full; }
+# every OSD full (no more flag changes to come) and holding the newest map
+osds_settled() { cph health 2>/dev/null | grep -q "3 full osd(s)" && ceph_maps_current; }
+cph osd set-nearfull-ratio 0.001 >/dev/null && cph osd set-backfillfull-ratio 0.002 >/dev/null &&
+	cph osd set-full-ratio 0.003 >/dev/null || fail "lowering the full ratios"
+for i in $(seq 90); do pools_full && osds_settled && break; sleep 1; done
+pools_full && osds_settled || fail "vfs-ec not flagged full 90 s after the OSDs were: $(cph health 2>&1)"
+echo full >"$m/osdfull"
+id5=$(ctl checkpoint "$m") || fail checkpoint
+start=$(date +%s)
+if VFS_RADOS_TIMEOUT=120 timeout 150 "$CHUNK" push "$b" --to rados:vfs-ec --checkpoint "$id5" >"$T/p7" 2>&1; then
+	fail "push with the OSDs full succeeded: $(cat "$T/p7"; cph health detail)"
+fi
+secs=$(( $(date +%s) - start ))
+grep -q "rados:vfs-ec.*No space left on device" "$T/p7" || fail "unclear error for full OSDs: $(cat "$T/p7")"
+[ "$secs" -lt 60 ] || fail "the push to full OSDs waited ${secs}s (for the client timeout?)"
+note "full OSDs: '$(head -n1 "$T/p7")' after ${secs}s"
+cph osd set-full-ratio 0.95 >/dev/null && cph osd set-backfillfull-ratio 0.90 >/dev/null &&
+	cph osd set-nearfull-ratio 0.85 >/dev/null || fail "restoring the full ratios"
+for i in $(seq 90); do pools_full || break; sleep 1; done
+pools_full && fail "vfs-ec still full 90 s after the ratios were restored"
+"$CHUNK" push "$b" --to rados:vfs-ec --checkpoint "$id5" >"$T/p8" 2>&1 ||
+	fail "push once the OSDs have room: $(cat "$T/p8")"
+restored vfs-ec "$id5" "OSDs with room again"
 vfs_umount "$m"
 
 # the daemon's pusher with the cluster gone: checkpoints return, stay

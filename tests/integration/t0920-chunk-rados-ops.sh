@@ -252,8 +252,8 @@ for pool in vfs-rep vfs-ec; do
 	if [ $pool = vfs-rep ]; then	# prune and gc must free a full pool
 		pool_full() { cph osd pool ls detail 2>/dev/null | grep "'$pool'" | grep -q full; }
 		cph osd pool set-quota $pool max_bytes 1 >/dev/null || fail "set-quota"
-		for i in $(seq 90); do pool_full && break; sleep 1; done
-		pool_full || fail "$pool was not flagged full within 90 s"
+		for i in $(seq 90); do pool_full && ceph_maps_current && break; sleep 1; done
+		pool_full && ceph_maps_current || fail "$pool was not flagged full within 90 s"
 		note "$pool: full (quota reached) for prune and gc"
 	fi
 	"$CHUNK" prune "$GS" --keep-last 1 >"$T/prune" 2>&1 || fail "$pool: prune: $(cat "$T/prune")"
