@@ -14,16 +14,16 @@
  *
  * WRITES are asynchronous (rados_aio_write_op_operate) with at most
  * VFS_RADOS_INFLIGHT (default 16, up to CS_RADOS_INFLIGHT_MAX) in
- * flight, so a push keeps many OSDs busy; put()
- * copies the bytes and returns once the write is queued, and flush()
- * waits for every write to complete.  Ceph completes a write once every
- * replica (or every shard) that is up has it on stable storage (Pacific's
- * "complete" is the commit; there is no earlier ack): the pessimistic
- * mode's guarantee.  The first error of a queued write is returned by the
- * next put() or flush() (never eaten by a read): the caller flushes
- * before it writes anything that refers to the objects (an index, a
- * manifest), so nothing refers to an object Ceph does not hold.  A full
- * object write is atomic in RADOS: an object is whole or absent.
+ * flight, so a push keeps many OSDs busy; put() copies the bytes and
+ * returns once the write is queued, and flush() waits for every write to
+ * complete.  Ceph completes a write once every replica (or every shard)
+ * that is up has it on stable storage (Pacific's "complete" is the
+ * commit; there is no earlier ack): the pessimistic mode's guarantee.
+ * The first error of a queued write is returned by every put() until
+ * flush() returns and clears it; reads leave it alone.  The caller
+ * flushes before it writes anything that refers to the objects (an
+ * index, a manifest), so nothing refers to an object Ceph does not hold.
+ * A full object write is atomic in RADOS: an object is whole or absent.
  *
  * EXCLUSIVE CREATE.  put_excl (the writer lock) is one write op: create
  * with LIBRADOS_CREATE_EXCLUSIVE, then write_full; -EEXIST when the
@@ -215,12 +215,15 @@ static int rb_put(struct cs_backend *cb, const char *name, const void *buf,
 	unsigned slot;
 	int rc;
 
+	/* a failed queued write fails every put until flush() reports
+	   it: a caller that ignores a put (the lock's renewal) must not
+	   make the error vanish before the flush that precedes an index */
 	if (r->first_err)
-		return rb_flush(cb);
+		return r->first_err;
 	if (r->n == r->depth)
 		reap_one(r);
 	if (r->first_err)
-		return rb_flush(cb);
+		return r->first_err;
 	slot = (r->head + r->n) % r->depth;
 	memset(&r->q[slot], 0, sizeof(r->q[slot]));
 	if (!(r->q[slot].buf = malloc(len ? len : 1)) ||

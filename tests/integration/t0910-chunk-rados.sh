@@ -76,10 +76,9 @@ rm -rf "$T/r"
 	fail "restore after osd.1 came back"
 diff -r --no-dereference "$m/.checkpoints/$id2" "$T/r" || fail "restore of $id2 differs"
 note "osd.1 killed mid-push: push went on; recovered in ${i}s; check --read-data clean, restore identical"
-# a full pool (its quota reached): a clear error at once, not after the
-# client timeout (raised to 120 s for this push: an answer within 60 s
-# cannot be the timeout); the checkpoint is not in the chunk store and
-# nothing acknowledged before is lost; pushes work again once there is room
+# a full pool (its quota reached): a clear error at once; the checkpoint
+# is not in the chunk store and nothing acknowledged before is lost;
+# pushes work again once there is room
 # restored POOL C WHAT: restore checkpoint C from POOL, identical to its view
 restored() {
 	rm -rf "$T/r"
@@ -87,22 +86,31 @@ restored() {
 		fail "$3: restore of $2 from $1"
 	diff -r --no-dereference "$m/.checkpoints/$2" "$T/r" || fail "$3: $2 differs"
 }
-pool_full() { cph osd pool ls detail 2>/dev/null | grep "'vfs-rep'" | grep -q full; }
+# full POOL: the pool is flagged full
+full() { cph osd pool ls detail 2>/dev/null | grep "'$1'" | grep -q full; }
+pool_full() { full vfs-rep; }
+# refused POOL C ERROR WHAT: a push of C to POOL fails at once (not after
+# the client timeout, raised to 120 s: an answer within 60 s cannot be
+# the timeout) with ERROR naming the pool; the checkpoint is not listed
+refused() {
+	local start secs
+	start=$(date +%s)
+	if VFS_RADOS_TIMEOUT=120 timeout 150 "$CHUNK" push "$b" --to "rados:$1" --checkpoint "$2" >"$T/pf" 2>&1; then
+		fail "$4: the push succeeded: $(cat "$T/pf"; cph health detail)"
+	fi
+	secs=$(( $(date +%s) - start ))
+	grep -q "rados:$1.*$3" "$T/pf" || fail "$4: unclear error: $(cat "$T/pf")"
+	[ "$secs" -lt 60 ] || fail "$4: the push waited ${secs}s (for the client timeout?)"
+	"$CHUNK" list "rados:$1" | awk -v c="$2" '$2 == c { f = 1 } END { exit f }' ||
+		fail "$4: checkpoint $2 listed although its push failed"
+	note "$4: '$(head -n1 "$T/pf")' after ${secs}s"
+}
 cph osd pool set-quota vfs-rep max_bytes 1 >/dev/null || fail "set-quota"
 for i in $(seq 90); do pool_full && ceph_maps_current && break; sleep 1; done
 pool_full && ceph_maps_current || fail "vfs-rep was not flagged full within 90 s"
 head -c 3000000 /dev/urandom >"$m/big3"
 id3=$(ctl checkpoint "$m") || fail checkpoint
-start=$(date +%s)
-if VFS_RADOS_TIMEOUT=120 timeout 150 "$CHUNK" push "$b" --to rados:vfs-rep --checkpoint "$id3" >"$T/p5" 2>&1; then
-	fail "push to a full pool succeeded: $(cat "$T/p5")"
-fi
-secs=$(( $(date +%s) - start ))
-grep -q "rados:vfs-rep.*Disk quota exceeded" "$T/p5" || fail "unclear error for a full pool: $(cat "$T/p5")"
-[ "$secs" -lt 60 ] || fail "the push to a full pool waited ${secs}s (for the client timeout?)"
-note "full pool: '$(head -n1 "$T/p5")' after ${secs}s"
-"$CHUNK" list rados:vfs-rep | awk -v c="$id3" '$2 == c { f = 1 } END { exit f }' ||
-	fail "checkpoint $id3 listed although its push failed"
+refused vfs-rep "$id3" "Disk quota exceeded" "full pool"
 restored vfs-rep "$id" "full pool"
 cph osd pool set-quota vfs-rep max_bytes 0 >/dev/null || fail "clear the quota"
 for i in $(seq 90); do pool_full || break; sleep 1; done
@@ -114,7 +122,7 @@ note "quota lifted: $id3 pushed and restored"
 # full OSDs (the full ratios lowered below what they hold): every pool is
 # flagged full; a push fails at once with ENOSPC, and works once there is
 # room again
-pools_full() { cph osd pool ls detail 2>/dev/null | grep "'vfs-ec'" | grep -q full; }
+pools_full() { full vfs-ec; }
 # every OSD full (no more flag changes to come) and holding the newest map
 osds_settled() { cph health 2>/dev/null | grep -q "3 full osd(s)" && ceph_maps_current; }
 cph osd set-nearfull-ratio 0.001 >/dev/null && cph osd set-backfillfull-ratio 0.002 >/dev/null &&
@@ -123,14 +131,7 @@ for i in $(seq 90); do pools_full && osds_settled && break; sleep 1; done
 pools_full && osds_settled || fail "vfs-ec not flagged full 90 s after the OSDs were: $(cph health 2>&1)"
 echo full >"$m/osdfull"
 id5=$(ctl checkpoint "$m") || fail checkpoint
-start=$(date +%s)
-if VFS_RADOS_TIMEOUT=120 timeout 150 "$CHUNK" push "$b" --to rados:vfs-ec --checkpoint "$id5" >"$T/p7" 2>&1; then
-	fail "push with the OSDs full succeeded: $(cat "$T/p7"; cph health detail)"
-fi
-secs=$(( $(date +%s) - start ))
-grep -q "rados:vfs-ec.*No space left on device" "$T/p7" || fail "unclear error for full OSDs: $(cat "$T/p7")"
-[ "$secs" -lt 60 ] || fail "the push to full OSDs waited ${secs}s (for the client timeout?)"
-note "full OSDs: '$(head -n1 "$T/p7")' after ${secs}s"
+refused vfs-ec "$id5" "No space left on device" "full OSDs"
 cph osd set-full-ratio 0.95 >/dev/null && cph osd set-backfillfull-ratio 0.90 >/dev/null &&
 	cph osd set-nearfull-ratio 0.85 >/dev/null || fail "restoring the full ratios"
 for i in $(seq 90); do pools_full || break; sleep 1; done
