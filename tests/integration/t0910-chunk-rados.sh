@@ -12,7 +12,7 @@
 # unreachable cluster gives a clear error within the client
 # timeout instead of hanging, and the daemon's pusher (-o chunkstore=)
 # keeps a checkpoint taken meanwhile local and pushes it once the cluster
-# is back.  Round trips, prune/gc, check, repair, stats, the lock and
+# is back, past a lock naming its own pid that it failed to delete.  Round trips, prune/gc, check, repair, stats, the lock and
 # killed pushes on both pools are t0920's.  Skipped without Ceph's
 # packages.
 # timeout: 900
@@ -144,6 +144,19 @@ vfs_umount "$m"
 # the daemon's pusher with the cluster gone: checkpoints return, stay
 # local, and are pushed once the cluster is back
 vfs_mount "$b" "$m" -o chunkstore=rados:vfs-rep,chunkstore_retry=2
+listed() {	# listed POOL C: checkpoint C is in the chunk store
+	"$CHUNK" list "rados:$1" 2>/dev/null | awk -v c="$2" '$2 == c { f = 1 } END { exit !f }'
+}
+for i in $(seq 120); do listed vfs-rep "$id5" && break; sleep 1; done
+listed vfs-rep "$id5" || fail "the daemon did not push $id5 (its newest) at mount"
+# a lock the daemon failed to delete (its backend marked down by a write
+# that timed out while the cluster restarts, or a create applied after
+# its timeout): its own pid, a token of no session; it must not lock the
+# daemon out for the lease
+dpid=$(vfs_pid "$m")
+printf 'versionfs-chunk lock 1\nhost %s\npid %d\nwhat push\nsince %d\nexpires %d\ntoken 1234\n' \
+	"$(hostname)" "$dpid" "$(date +%s)" $(( $(date +%s) + 300 )) >"$T/lock"
+R -p vfs-rep put lock/writer "$T/lock" || fail "planting the daemon's lost lock"
 # the cluster gone: an error, not a hang
 "$MC" stop
 start=$(date +%s)
@@ -160,11 +173,8 @@ id4=$(timeout 60 "$VFSCTL" checkpoint "$m") || fail "checkpoint with the cluster
 secs=$(( $(date +%s) - start ))
 [ "$secs" -le 5 ] || fail "an optimistic checkpoint waited ${secs}s for a stopped cluster"
 "$MC" start 3 >"$T/mc2.log" 2>&1 || fail "minicluster restart: $(tail -n 5 "$T/mc2.log")"
-for i in $(seq 180); do
-	"$CHUNK" list rados:vfs-rep 2>/dev/null | awk -v c="$id4" '$2 == c { f = 1 } END { exit !f }' && break
-	sleep 1
-done
-restored vfs-rep "$id4" "pushed by the daemon after the cluster came back"
-note "checkpoint $id4, taken with the cluster stopped, pushed by the daemon once it was back"
+for i in $(seq 180); do listed vfs-rep "$id4" && break; sleep 1; done
+restored vfs-rep "$id4" "pushed by the daemon after the cluster came back (past a lock of its own pid)"
+note "checkpoint $id4, taken with the cluster stopped, pushed by the daemon once it was back, past a lock it had lost"
 vfs_umount "$m"
 echo ok
