@@ -211,6 +211,13 @@ int cs_dir_open(const char *path, bool init, struct cs_backend **out);
    Redundancy is the pool's.  -ENOTSUP where librados was not built in. */
 int cs_rados_open(const char *spec, struct cs_backend **out, char *why,
 		  size_t whylen);
+/* What the pool of a rados: backend does for redundancy, from its
+   monitors ("erasure k=2 m=1 (jerasure), min_size 2 (x1.500)"), for
+   stats.  -EINVAL for another backend; declared only where
+   VFS_HAVE_RADOS (rados.c is built). */
+#ifdef VFS_HAVE_RADOS
+int cs_rados_pool_info(struct cs_backend *b, char *out, size_t len);
+#endif
 
 /* ---- the repository (repo.c) ------------------------------------------------- */
 

@@ -25,7 +25,13 @@
  * lock is stale, and is broken by the next writer, when its lease has
  * expired (clocks of the nodes must agree to well under the lease), or at
  * once when it names this host and a pid that no longer exists (a kill -9
- * on this node).  `versionfs-chunk unlock` removes it by hand.  Breaking
+ * on this node), or this very process with a token no session of it holds
+ * (a lock it could not delete: cs_unlock skips a benefactor marked down,
+ * and a create that timed out may still have been applied — without this
+ * a long-lived process such as the daemon's pusher locked itself out
+ * for a whole lease; t0910 met it with the cluster restarting).  The
+ * tokens held by this process's sessions are in `held` below.
+ * `versionfs-chunk unlock` removes a lock by hand.  Breaking
  * re-reads the body just before deleting it, so a lock renewed meanwhile
  * survives; two writers breaking the same stale lock at the same moment
  * may both delete, but then each needs a majority of fresh creates, which
@@ -36,6 +42,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +62,53 @@ struct holder {
 	long pid;
 	uint64_t since, expires;
 };
+
+/* The tokens this process's sessions hold (any thread); `lost` once one
+   could not be recorded: then no lock of ours is called stale. */
+static struct {
+	pthread_mutex_t mu;
+	char (*tok)[40];
+	size_t n, cap;
+	bool lost;
+} held = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static void held_add(const char *token)
+{
+	pthread_mutex_lock(&held.mu);
+	if (vfs_grow_cs((void **)&held.tok, &held.cap, held.n + 1,
+			sizeof(*held.tok)))
+		held.lost = true;
+	else
+		snprintf(held.tok[held.n++], sizeof(*held.tok), "%s", token);
+	pthread_mutex_unlock(&held.mu);
+}
+
+static void held_del(const char *token)
+{
+	pthread_mutex_lock(&held.mu);
+	for (size_t i = 0; i < held.n; i++)
+		if (!strcmp(held.tok[i], token)) {
+			memcpy(held.tok[i], held.tok[--held.n],
+			       sizeof(*held.tok));
+			break;
+		}
+	pthread_mutex_unlock(&held.mu);
+}
+
+/* Whether no session of this process holds `token`. */
+static bool held_not(const char *token)
+{
+	bool no = true;
+
+	pthread_mutex_lock(&held.mu);
+	if (held.lost)
+		no = false;
+	for (size_t i = 0; no && i < held.n; i++)
+		if (!strcmp(held.tok[i], token))
+			no = false;
+	pthread_mutex_unlock(&held.mu);
+	return no;
+}
 
 static uint64_t now_s(void)
 {
@@ -123,8 +177,11 @@ static bool stale(const struct holder *h)
 	if (h->expires < now_s())
 		return true;
 	my_host(host, sizeof(host));
-	return !strcmp(host, h->host) && h->pid > 0 &&
-	       kill((pid_t)h->pid, 0) && errno == ESRCH;
+	if (strcmp(host, h->host) || h->pid <= 0)
+		return false;
+	if (h->pid == (long)getpid())
+		return held_not(h->token);
+	return kill((pid_t)h->pid, 0) && errno == ESRCH;
 }
 
 static void describe(const struct holder *h, const char *label, char *out,
@@ -284,6 +341,7 @@ int cs_lock(struct cs_repo *r, const char *what, char *why, size_t whylen)
 	if (rc == 1) {
 		/* what another writer did before us is not in our cache */
 		cs_index_forget(r);
+		held_add(r->lock_token);
 		r->locked = true;
 		r->lock_renew = now_s() + CS_LOCK_LEASE / 5;
 		rc = 0;
@@ -323,6 +381,8 @@ void cs_unlock(struct cs_repo *r)
 			r->b[i]->ops->del(r->b[i], LOCK_NAME);
 		r->lock_on[i] = false;
 	}
+	if (r->locked)
+		held_del(r->lock_token);
 	r->locked = false;
 }
 

@@ -29,19 +29,7 @@ chunk_setup 64M 192M
 vfs_mount "$B" "$M"
 
 note "four checkpoints: create, change a page, chmod/xattr/rename, delete"
-mkdir -p "$M/d/e"
-head -c 1500000 /dev/urandom >"$M/d/big"
-seq 1 100000 >"$M/text"
-echo hello >"$M/small"
-: >"$M/empty"
-truncate -s 4M "$M/sparse"
-printf 'middle' | dd of="$M/sparse" bs=1 seek=2000000 conv=notrunc status=none
-ln -s small "$M/link"
-ln "$M/small" "$M/d/e/hard"
-mkfifo "$M/d/fifo"
-setfattr -n user.color -v blue "$M/small"
-chown 1234:5678 "$M/d/big"
-touch -d '2001-02-03 04:05:06.789' "$M/empty"
+every_kind "$M"
 c1=$(ctl checkpoint "$M") || fail "checkpoint 1"
 dd if=/dev/urandom of="$M/d/big" bs=4096 count=1 seek=100 conv=notrunc status=none
 c2=$(ctl checkpoint "$M") || fail "checkpoint 2"

@@ -9,15 +9,13 @@
 # are not installed (scripts/install-deps installs them).
 # timeout: 420
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/chunk-lib.sh"
 need_root
 MC=$(cd "$(dirname "$0")/../../scripts" && pwd)/ceph-minicluster
-for t in ceph-mon ceph-osd ceph-mgr rados; do
-	command -v $t >/dev/null || skip "$t not installed (Ceph's packages)"
-done
+ceph_need
 export VFS_CEPH_DIR=$T/ceph VFS_CEPH_PORT=$((41000 + $$ % 1000))
 export CEPH_CONF=$VFS_CEPH_DIR/ceph.conf
 trap '"$MC" stop >/dev/null 2>&1; _cleanup' EXIT
-R() { timeout -k 5 60 rados "$@"; }
 
 # a sleeping process that is not ours must survive stop
 sleep 600 & other=$!

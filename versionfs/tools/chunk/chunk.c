@@ -42,6 +42,14 @@ void warnings(struct cs_repo *r)
 	}
 }
 
+/* The label of a rados: store ("rados:POOL"), NULL for dir:. */
+const char *rados_store(struct cs_repo *r)
+{
+	struct cs_backend *b = cs_repo_benef(r, 0);
+
+	return b && !strncmp(b->label, "rados:", 6) ? b->label : NULL;
+}
+
 int fail(struct cs_repo *r, int rc, const char *why)
 {
 	if (r)
@@ -67,7 +75,8 @@ void usage(FILE *f)
 "       versionfs-chunk unlock SPEC\n"
 "T: seconds, or a number with s, m, h or d\n"
 "SPEC: dir:/b1,/b2,...[?replicas=R | ?parity | ?rs=M+K]\n"
-"      rados:POOL[@CONF][,user=NAME][,namespace=NS]  (the pool's redundancy)\n");
+"      rados:POOL[@CONF][,user=NAME][,namespace=NS]  (the pool's redundancy;\n"
+"      CEPH_CONF, VFS_RADOS_TIMEOUT=S, VFS_RADOS_INFLIGHT=N: versionfs-chunk(8))\n");
 }
 
 static int do_init(int argc, char **argv)
@@ -335,10 +344,24 @@ static int do_stats(int argc, char **argv)
 	       (double)m.logical / (double)s.chunk_bytes : 0.0);
 	printf("compression_ratio %.3f\n", s.pack_bytes ?
 	       (double)s.chunk_bytes / (double)s.pack_bytes : 0.0);
-	printf("redundancy %s %u+%u (x%.3f)\n",
-	       red->scheme == CS_REPLICA ? "replicas" :
-	       red->scheme == CS_XOR ? "parity" : "rs", red->m, red->k,
-	       (double)(red->m + red->k) / red->m);
+	if (rados_store(r)) {
+		/* the pool's, not ours: ask its monitors what it is */
+		char info[256] = "unknown";
+		int irc = -ENOTSUP;
+
+#ifdef VFS_HAVE_RADOS
+		irc = cs_rados_pool_info(cs_repo_benef(r, 0), info,
+					 sizeof(info));
+#endif
+		printf("redundancy pool %s %s%s%s\n", rados_store(r),
+		       irc ? "(the monitors did not say: " : "",
+		       irc ? strerror(-irc) : info, irc ? ")" : "");
+	} else {
+		printf("redundancy %s %u+%u (x%.3f)\n",
+		       red->scheme == CS_REPLICA ? "replicas" :
+		       red->scheme == CS_XOR ? "parity" : "rs", red->m,
+		       red->k, (double)(red->m + red->k) / red->m);
+	}
 	for (unsigned i = 0; i < cs_repo_nbenef(r); i++) {
 		struct cs_benef_stats bs;
 

@@ -214,6 +214,12 @@ int do_repair(int argc, char **argv)
 	}
 	if (open_w(argv[optind], wait, &r))
 		return 1;
+	if (rados_store(r))
+		printf("%s: redundancy and repair are Ceph's (the pool's "
+		       "replication or erasure coding; see ceph health detail "
+		       "and ceph pg repair): nothing is rebuilt here, every "
+		       "object is only read and checked, and a damaged one is "
+		       "reported LOST\n", rados_store(r));
 	rc = cs_repair(r, &res, say_line, NULL, why, sizeof(why));
 	warnings(r);
 	if (rc) {

@@ -16,6 +16,8 @@ void warnings(struct cs_repo *r);
 /* Print the warnings and "versionfs-chunk: CMD: why"; returns 1. */
 int fail(struct cs_repo *r, int rc, const char *why);
 void usage(FILE *f);
+/* The label of a rados: store ("rados:POOL"), NULL for a dir: one. */
+const char *rados_store(struct cs_repo *r);
 /* "90", "90s", "15m", "12h", "7d" -> seconds: 0, or -1 after a message. */
 int parse_secs(const char *s, uint64_t *out);
 
