@@ -401,8 +401,7 @@ static void repo_flush(struct cs_repo *r)
 		if (!rc)
 			continue;
 		snprintf(why, sizeof(why), "%s: making writes durable: %s",
-			 b->label, rc == -ENOSPC ? "full, or unreachable "
-			 "(timed out)" : strerror(-rc));
+			 b->label, strerror(-rc));
 		note_err(r, -EIO, why);
 		r->put_lost_unknown = true;
 		cs_mark_down(r, b, rc, "writing");
