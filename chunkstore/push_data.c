@@ -108,27 +108,6 @@ const struct pfile *cs_push_prev_find(struct push *p, uint64_t vino)
 
 /* ---- reading a file version ---- */
 
-
-static int full_pread(int fd, void *buf, size_t len, uint64_t off)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = pread(fd, (char *)buf + got, len - got,
-				  (off_t)(off + got));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	memset((char *)buf + got, 0, len - got);	/* past EOF: zeros */
-	return 0;
-}
-
 /* Bytes [off, off + len) of the version into buf. */
 static int read_range(struct reader *rd, unsigned char *buf, uint64_t off,
 		      size_t len)
@@ -144,7 +123,7 @@ static int read_range(struct reader *rd, unsigned char *buf, uint64_t off,
 			memset(buf, 0, len);
 			return 0;
 		}
-		return full_pread(rd->base_fd, buf, len, off);
+		return store_pread_zeros(rd->base_fd, buf, len, off);
 	}
 	while (first < last) {
 		if ((rc = bt_ext_runs(rd->p->txn, rd->ino, rd->ver, first,
@@ -185,7 +164,7 @@ static int read_range(struct reader *rd, unsigned char *buf, uint64_t off,
 				}
 				fd = rd->fd;
 			}
-			if ((rc = full_pread(fd, buf + (a - off), b - a, a)))
+			if ((rc = store_pread_zeros(fd, buf + (a - off), b - a, a)))
 				return rc;
 		}
 		first = runs[n - 1].page + runs[n - 1].count;

@@ -42,22 +42,8 @@
 
 int rep_read_pages(int fd, uint64_t page, uint32_t n, unsigned char *buf)
 {
-	size_t want = (size_t)n * VFS_PAGE, got = 0;
-
-	while (got < want) {
-		ssize_t r = pread(fd, buf + got, want - got,
-				  (off_t)(page * VFS_PAGE + got));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			break;
-		got += (size_t)r;
-	}
-	memset(buf + got, 0, want - got);
-	return 0;
+	return store_pread_zeros(fd, buf, (size_t)n * VFS_PAGE,
+				 page * VFS_PAGE);
 }
 
 /*

@@ -54,12 +54,31 @@ int store_zero_bytes(int fd, uint64_t a, uint64_t b)
 	return 0;
 }
 
+int store_pread_zeros(int fd, void *buf, size_t len, uint64_t off)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(fd, (char *)buf + got, len - got,
+				  (off_t)(off + got));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	memset((char *)buf + got, 0, len - got);
+	return 0;
+}
+
 int store_read_page(const struct vstore *st, uint64_t ino, uint64_t holder,
 		    const char *base_path, uint64_t page, void *buf)
 {
 	char path[4200];
-	size_t got = 0;
-	int fd, rc = 0;
+	int fd, rc;
 
 	if (holder == 0 && !base_path) {
 		memset(buf, 0, VFS_PAGE);
@@ -73,22 +92,7 @@ int store_read_page(const struct vstore *st, uint64_t ino, uint64_t holder,
 	} else if ((fd = store_open_content(st, ino, holder, O_RDONLY)) < 0) {
 		return fd;
 	}
-	while (got < VFS_PAGE) {
-		ssize_t n = pread(fd, (char *)buf + got, VFS_PAGE - got,
-				  (off_t)(page * VFS_PAGE + got));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = -errno;
-			break;
-		}
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	if (!rc && got < VFS_PAGE)
-		memset((char *)buf + got, 0, VFS_PAGE - got);
+	rc = store_pread_zeros(fd, buf, VFS_PAGE, page * VFS_PAGE);
 	close(fd);
 	return rc;
 }

@@ -163,6 +163,12 @@ int store_zero_bytes(int fd, uint64_t a, uint64_t b);
  */
 int store_read_page(const struct vstore *st, uint64_t ino, uint64_t holder,
 		    const char *base_path, uint64_t page, void *buf);
+/*
+ * Read len bytes of fd at off into buf, as many preads as it takes; bytes
+ * past the end of the file read as zeros (a content file is sparse and
+ * may end before its extent map does).  0 or -errno.
+ */
+int store_pread_zeros(int fd, void *buf, size_t len, uint64_t off);
 
 /* ---- metadata files (meta.c) --------------------------------------------- */
 
