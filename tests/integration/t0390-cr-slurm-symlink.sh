@@ -57,8 +57,10 @@ slurmd 1 "$PROLOG"
 expect_rc 1 "belongs to uid $NOBODY, not root" "user-owned parent"
 [ ! -e "$root/scratch/nobody/job-1" ] || fail "the prolog created a directory under a user-owned parent"
 # the swap: the job directory is, in turn, missing, a directory of the
-# user, a symbolic link to root's file, one to root's directory
-as_nobody bash -c '
+# user, a symbolic link to root's file, one to root's directory (setpriv
+# run directly, not through as_nobody: $! must be the swapper itself, or
+# kill leaves it looping for ever)
+setpriv --reuid="$NOBODY" --regid="$NOGROUP" --clear-groups -- bash -c '
 	d=$1/scratch/nobody
 	while :; do
 		for j in 2 3 4 5; do
@@ -78,6 +80,7 @@ done
 kill -9 "$_swapper"
 wait "$_swapper" 2>/dev/null
 _swapper=""
+! pgrep -f "swap $root\$" >/dev/null || fail "the swapper survived its kill"
 owners | diff "$T/owners.before" - >"$T/diff" ||
 	fail "a file outside the job directory changed owner or mode: $(cat "$T/diff")"
 no_vfs_mount "during the swap"
