@@ -313,6 +313,16 @@ struct cs_blob {
  */
 int cs_pack_parse(const void *pack, size_t len, struct cs_blob **blobs,
 		  size_t *n, char *why, size_t whylen);
+/*
+ * A pack's id (its name is "pack/" and the id in hex): version 2, the
+ * SHA-256 of its header (entries and trailer), which names every chunk by
+ * its SHA-256; version 1, the SHA-256 of all its bytes.  cs_pack_verify
+ * checks bytes against an id: 0, or CS_ECORRUPT with why.
+ */
+void cs_pack_id(const void *pack, size_t len, unsigned char id[CS_ID_LEN]);
+int cs_pack_verify(const void *pack, size_t len,
+		   const unsigned char id[CS_ID_LEN], char *why,
+		   size_t whylen);
 /* Decode blob b of a pack into out (b->ulen bytes), checking its id. */
 int cs_blob_read(const void *pack, size_t len, const struct cs_blob *b,
 		 void *out, char *why, size_t whylen);

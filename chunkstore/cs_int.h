@@ -130,11 +130,6 @@ void cs_warn(struct cs_repo *r, const char *fmt, ...)
 void cs_mark_down(struct cs_repo *r, struct cs_backend *b, int err,
 		  const char *what);
 
-/* cs_frag_encode with the object's SHA-256 given (NULL: computed). */
-int cs_frag_encode_sum(const struct cs_redund *r, const char *name,
-		       const void *obj, size_t len,
-		       const unsigned char *sum, unsigned char **frags,
-		       size_t *fraglen);
 /* A fragment as its header and a payload of *paylen bytes, which points
    into the object where it can (own: what cs_frag_views_free frees). */
 struct cs_fragv {
@@ -143,8 +138,7 @@ struct cs_fragv {
 	unsigned char *own;
 };
 int cs_frag_views(const struct cs_redund *r, const char *name, const void *obj,
-		  size_t len, const unsigned char *sum, struct cs_fragv *v,
-		  size_t *paylen);
+		  size_t len, struct cs_fragv *v, size_t *paylen);
 void cs_frag_views_free(struct cs_fragv *v, unsigned n);
 
 /* ---- writing objects (put.c) ---- */
@@ -180,7 +174,8 @@ void cs_pack_name(char *buf, size_t len, const unsigned char id[CS_ID_LEN]);
 
 /* ---- packs and the chunk index (pack.c, index.c) ---- */
 
-#define CS_PACK_VERSION	1		/* of packs and index objects */
+#define CS_PACK_VERSION	2		/* of packs written (1 is read) */
+#define CS_INDEX_VERSION 1		/* of index objects */
 #define CS_ENTRY_LEN	56		/* a blob's entry in either */
 #define CS_OPEN_PACK	UINT32_MAX	/* index entry: in the open pack */
 void cs_entry_put(unsigned char *e, const struct cs_blob *b);

@@ -15,17 +15,24 @@
  * Shards are ceil(len / m) bytes; the object is zero-padded to m shards.
  *
  * Every fragment starts with a 96-byte header (little-endian):
- *   0  magic "VFSCFRAG"          8  u32 version (1)
+ *   0  magic "VFSCFRAG"          8  u32 version (2; 1 is read)
  *   12 u8 scheme, m, k, index    16 u64 object length
- *   24 u64 payload length        32 SHA-256 of the whole object
+ *   24 u64 payload length        32 the whole object's sum (below)
  *   64 16 bytes of SHA-256 of the object's name (a fragment is of the
  *      object it is found under, not a stray copy)
  *   80 u64 reserved (0)          88 u64 checksum
- * checksum = XXH64(header[0..88), seed = XXH64(payload, seed 0)): a flipped
- * bit anywhere in a fragment is caught before its bytes are used, and the
- * fragment is treated as lost.  The object's SHA-256 is checked again after
- * a rebuild, so that fragments of two different writes of one name (which
+ * checksum = XXH3-64(header[0..88), seed = XXH3-64(payload)) (version 1:
+ * XXH64 for both, half as fast): a flipped bit anywhere in a fragment is
+ * caught before its bytes are used, and the fragment is treated as lost.  The object's sum is checked again after a
+ * rebuild, so that fragments of two different writes of one name (which
  * append-only names never have) could not be mixed unnoticed.
+ *
+ * The object's sum is, in version 2, its XXH3-128 (canonical, big-endian)
+ * then 16 zero bytes; in version 1 (still read) it was its SHA-256.  It
+ * guards against accidents, not an adversary: the layer above names its
+ * objects by SHA-256 and checks that name (packs, index objects,
+ * manifests), so a SHA-256 here was a second pass of the slowest hash over
+ * every byte written and a third over every byte read.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -39,7 +46,7 @@
 #include "chunkstore/cs_int.h"
 
 #define FRAG_MAGIC	"VFSCFRAG"
-#define FRAG_VERSION	1
+#define FRAG_VERSION	2		/* 1: objsum is a SHA-256 (read) */
 
 struct frag_hdr {
 	char magic[8];
@@ -47,7 +54,7 @@ struct frag_hdr {
 	uint8_t scheme, m, k, idx;
 	uint64_t objlen;
 	uint64_t paylen;
-	unsigned char objsum[CS_ID_LEN];
+	unsigned char objsum[CS_ID_LEN];	/* v2: XXH3-128, then zeros */
 	unsigned char namesum[16];
 	uint64_t reserved;
 	uint64_t checksum;
@@ -66,13 +73,43 @@ static int geom_ok(const struct cs_redund *r)
 	return 0;
 }
 
-static uint64_t frag_sum(const unsigned char *f, size_t paylen)
+/* A version `ver` fragment's payload sum, and its checksum. */
+static uint64_t pay_sum(unsigned ver, const void *p, size_t n)
 {
-	return XXH64(f, offsetof(struct frag_hdr, checksum),
-		     XXH64(f + CS_FRAG_HDR, paylen, 0));
+	return ver == 1 ? XXH64(p, n, 0) : XXH3_64bits(p, n);
 }
 
-/* Header h of fragment idx; paysum is XXH64 of its payload. */
+static uint64_t hdr_sum(unsigned ver, const unsigned char *h, uint64_t paysum)
+{
+	size_t n = offsetof(struct frag_hdr, checksum);
+
+	return ver == 1 ? XXH64(h, n, paysum) :
+			  XXH3_64bits_withSeed(h, n, paysum);
+}
+
+static uint64_t frag_sum(const unsigned char *f, size_t paylen)
+{
+	unsigned ver = le32_get(f + 8);
+
+	return hdr_sum(ver, f, pay_sum(ver, f + CS_FRAG_HDR, paylen));
+}
+
+/* The object's sum of a version `ver` fragment header. */
+static void obj_sum(unsigned ver, const void *obj, size_t len,
+		    unsigned char out[CS_ID_LEN])
+{
+	XXH128_canonical_t c;
+
+	if (ver == 1) {
+		cs_sha256(obj, len, out);
+		return;
+	}
+	XXH128_canonicalFromHash(&c, XXH3_128bits(obj, len));
+	memset(out, 0, CS_ID_LEN);
+	memcpy(out, c.digest, sizeof(c.digest));
+}
+
+/* Header h of fragment idx; paysum is pay_sum of its payload. */
 static void put_hdr(unsigned char *h, const struct cs_redund *r, unsigned idx,
 		    uint64_t objlen, uint64_t paylen,
 		    const unsigned char objsum[CS_ID_LEN],
@@ -89,7 +126,7 @@ static void put_hdr(unsigned char *h, const struct cs_redund *r, unsigned idx,
 	le64_put(h + 24, paylen);
 	memcpy(h + 32, objsum, CS_ID_LEN);
 	memcpy(h + 64, namesum, 16);
-	le64_put(h + 88, XXH64(h, offsetof(struct frag_hdr, checksum), paysum));
+	le64_put(h + 88, hdr_sum(FRAG_VERSION, h, paysum));
 }
 
 /* dst ^= src, eight bytes at a time (the compiler vectorises it). */
@@ -126,14 +163,13 @@ void cs_frag_views_free(struct cs_fragv *v, unsigned n)
 
 /*
  * The fragments as views: a payload is the object itself (replicas: one
- * XXH64 for all), a slice of it (a data shard wholly inside), or a
+ * payload sum for all), a slice of it (a data shard wholly inside), or a
  * buffer of its own (a data shard the zero padding reaches, parity).
  * Writing views costs no copy of the object; cs_frag_encode makes
  * contiguous fragments from them.
  */
 int cs_frag_views(const struct cs_redund *r, const char *name, const void *obj,
-		  size_t len, const unsigned char *sum, struct cs_fragv *v,
-		  size_t *paylen)
+		  size_t len, struct cs_fragv *v, size_t *paylen)
 {
 	const unsigned char *o = obj;
 	unsigned n = r->m + r->k, i;
@@ -150,13 +186,10 @@ int cs_frag_views(const struct cs_redund *r, const char *name, const void *obj,
 	shard = r->scheme == CS_REPLICA ? len : (len + r->m - 1) / r->m;
 	if (shard == 0 && r->scheme != CS_REPLICA)
 		shard = 1;
-	if (sum)		/* a pack's: its name is its SHA-256 */
-		memcpy(objsum, sum, CS_ID_LEN);
-	else
-		cs_sha256(obj, len, objsum);
+	obj_sum(FRAG_VERSION, obj, len, objsum);
 	cs_sha256(name, strlen(name), namesum);
 	if (r->scheme == CS_REPLICA) {
-		paysum = XXH64(o, len, 0);
+		paysum = pay_sum(FRAG_VERSION, o, len);
 		for (i = 0; i < n; i++) {
 			v[i].pay = o;
 			put_hdr(v[i].hdr, r, i, len, shard, objsum, namesum,
@@ -193,7 +226,7 @@ int cs_frag_views(const struct cs_redund *r, const char *name, const void *obj,
 	for (i = 0; i < n; i++) {
 		v[i].pay = data[i];
 		put_hdr(v[i].hdr, r, i, len, shard, objsum, namesum,
-			XXH64(data[i], shard, 0));
+			pay_sum(FRAG_VERSION, data[i], shard));
 	}
 	*paylen = shard;
 	rc = 0;
@@ -209,20 +242,12 @@ int cs_frag_encode(const struct cs_redund *r, const char *name,
 		   const void *obj, size_t len, unsigned char **frags,
 		   size_t *fraglen)
 {
-	return cs_frag_encode_sum(r, name, obj, len, NULL, frags, fraglen);
-}
-
-int cs_frag_encode_sum(const struct cs_redund *r, const char *name,
-		       const void *obj, size_t len,
-		       const unsigned char *sum, unsigned char **frags,
-		       size_t *fraglen)
-{
 	struct cs_fragv v[CS_MAX_FRAGS];
 	unsigned n = r->m + r->k, i;
 	size_t pl;
 	int rc;
 
-	if ((rc = cs_frag_views(r, name, obj, len, sum, v, &pl)))
+	if ((rc = cs_frag_views(r, name, obj, len, v, &pl)))
 		return rc;
 	for (i = 0; i < n; i++) {
 		if (!(frags[i] = malloc(CS_FRAG_HDR + pl))) {
@@ -252,7 +277,7 @@ int cs_frag_check(const char *name, const unsigned char *f, size_t len,
 			       "than its header", len);
 	if (memcmp(f, FRAG_MAGIC, 8))
 		return cs_fail(why, whylen, "bad fragment magic");
-	if (le32_get(f + 8) != FRAG_VERSION)
+	if (le32_get(f + 8) != FRAG_VERSION && le32_get(f + 8) != 1)
 		return cs_fail(why, whylen, "fragment version %u unknown",
 			       le32_get(f + 8));
 	g.scheme = f[12];
@@ -314,7 +339,8 @@ int cs_frag_decode(const char *name, unsigned char *const *frags,
 			objlen = le64_get(hdr0 + 16);
 			plen = le64_get(hdr0 + 24);
 		} else if (gi.scheme != g.scheme || gi.m != g.m ||
-			   gi.k != g.k || memcmp(frags[i] + 16, hdr0 + 16, 48)) {
+			   gi.k != g.k || memcmp(frags[i] + 8, hdr0 + 8, 4) ||
+			   memcmp(frags[i] + 16, hdr0 + 16, 48)) {
 			nbad++;
 			snprintf(fwhy, sizeof(fwhy), "fragments of two "
 				 "different writes");
@@ -386,9 +412,9 @@ int cs_frag_decode(const char *name, unsigned char *const *frags,
 			if (out + (size_t)i * plen != shard[i])
 				memcpy(out + (size_t)i * plen, shard[i], plen);
 	}
-	cs_sha256(out, objlen, sum);
+	obj_sum(le32_get(hdr0 + 8), out, objlen, sum);
 	if (memcmp(sum, hdr0 + 32, CS_ID_LEN)) {
-		rc = cs_fail(why, whylen, "rebuilt object fails its SHA-256");
+		rc = cs_fail(why, whylen, "rebuilt object fails its sum");
 		goto fail;
 	}
 	*obj = out;

@@ -155,7 +155,7 @@ static int index_parse(struct cs_repo *r, const unsigned char *p, size_t len,
 
 	if (len < INDEX_HDR + CS_ID_LEN || memcmp(p, INDEX_MAGIC, 8))
 		return cs_fail(why, whylen, "bad index magic or size");
-	if (le32_get(p + 8) != CS_PACK_VERSION)
+	if (le32_get(p + 8) != CS_INDEX_VERSION)
 		return cs_fail(why, whylen, "index version %u unknown",
 			       le32_get(p + 8));
 	cs_sha256(p, len - CS_ID_LEN, sum);
@@ -280,16 +280,12 @@ int cs_index_load(struct cs_repo *r, char *why, size_t whylen)
 				good, g.m + g.k);
 		rc = cs_obj_get(r, names[i], &buf, &len, owhy, sizeof(owhy));
 		if (!rc) {
-			cs_sha256(buf, len, id);
-			if (cs_id_parse(names[i] + 5, id) == 0) {
-				unsigned char sum[CS_ID_LEN];
-
-				cs_sha256(buf, len, sum);
-				if (memcmp(sum, id, CS_ID_LEN))
-					rc = cs_fail(owhy, sizeof(owhy), "pack "
-						     "content does not match its "
-						     "name");
-			}
+			/* a name that is not an id: the content's id */
+			if (cs_id_parse(names[i] + 5, id))
+				cs_pack_id(buf, len, id);
+			else
+				rc = cs_pack_verify(buf, len, id, owhy,
+						    sizeof(owhy));
 			if (!rc)
 				rc = cs_pack_parse(buf, len, &blobs, &nb, owhy,
 						   sizeof(owhy));
@@ -340,7 +336,7 @@ int cs_index_write(struct cs_repo *r, char *name, char *why, size_t whylen)
 
 	memset(hdr, 0, sizeof(hdr));
 	memcpy(hdr, INDEX_MAGIC, 8);
-	le32_put(hdr + 8, CS_PACK_VERSION);
+	le32_put(hdr + 8, CS_INDEX_VERSION);
 	le32_put(hdr + 12, r->pending_packs);
 	if ((rc = cs_buf_add(&ix, hdr, sizeof(hdr))) ||
 	    (rc = cs_buf_add(&ix, r->pending.p, r->pending.len)))

@@ -112,12 +112,11 @@ static int frag_put(struct cs_backend *b, const char *name,
 }
 
 /*
- * Encode object `name` and write its fragments (sum: its SHA-256 when the
- * caller has it).  Deferred where the backend can; not durable yet.
+ * Encode object `name` and write its fragments.  Deferred where the
+ * backend can; not durable yet.
  */
 static int obj_write(struct cs_repo *r, const char *name, const void *buf,
-		     size_t len, const unsigned char *sum, char *why,
-		     size_t whylen)
+		     size_t len, char *why, size_t whylen)
 {
 	unsigned n = r->red.m + r->red.k, order[CS_MAX_FRAGS], no = 0, done = 0;
 	uint64_t space[CS_MAX_FRAGS] = { 0 };
@@ -126,7 +125,7 @@ static int obj_write(struct cs_repo *r, const char *name, const void *buf,
 	size_t pl;
 	int rc;
 
-	if ((rc = cs_frag_views(&r->red, name, buf, len, sum, v, &pl)))
+	if ((rc = cs_frag_views(&r->red, name, buf, len, v, &pl)))
 		return cs_err(rc, why, whylen, "%s: encoding: %s", name,
 			      strerror(-rc));
 	/* the benefactors that answer, most free space first */
@@ -192,11 +191,10 @@ static void pack_job(struct cs_repo *r, struct pq_job *j)
 {
 	char name[80];
 
-	cs_sha256(j->buf, j->len, j->id);
+	cs_pack_id(j->buf, j->len, j->id);	/* pack_write made it: sane */
 	cs_pack_name(name, sizeof(name), j->id);
 	j->why[0] = '\0';
-	j->rc = obj_write(r, name, j->buf, j->len, j->id, j->why,
-			  sizeof(j->why));
+	j->rc = obj_write(r, name, j->buf, j->len, j->why, sizeof(j->why));
 }
 
 static void *writer(void *arg)
@@ -484,7 +482,7 @@ int cs_obj_put(struct cs_repo *r, const char *name, const void *buf,
 	if ((rc = take_err(r, why, whylen)))
 		return rc;
 	cs_lock_renew(r);
-	if ((rc = obj_write(r, name, buf, len, NULL, why, whylen))) {
+	if ((rc = obj_write(r, name, buf, len, why, whylen))) {
 		cs_put_settle(r);	/* what was written stays */
 		take_err(r, NULL, 0);
 		return rc;

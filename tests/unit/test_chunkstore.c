@@ -9,7 +9,11 @@
  * past k; packs, the chunk index and dedup through a repository over
  * temporary benefactor directories, with the index objects removed (rebuilt
  * from the packs) and benefactors gone; manifests round trip; truncated and
- * garbage packs, fragments and manifests refused with a reason; FsCH push
+ * garbage packs, fragments and manifests refused with a reason; pack
+ * names (version 2: the header's SHA-256, a damaged blob caught when read,
+ * a damaged header by the name; version 1: all bytes) and version 1
+ * fragments still rebuilt (a version 1 store is in
+ * tests/integration/t0830-chunk-compat.sh); FsCH push
  * of a store built through the index API (opened read-only, no lock):
  * one page changed reads and stores one 64 KiB chunk, nothing changed
  * reads nothing, and the plain restore is byte-identical.  gc: marking
@@ -35,6 +39,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <xxhash.h>
 
 #include "chunkstore/chunkstore.h"
 #include "versionfs/store/store.h"
@@ -322,6 +328,55 @@ START_TEST(frag_bad)
 }
 END_TEST
 
+/* A version 1 fragment (objsum the SHA-256 of the object) still rebuilds,
+   and one of another version does not mix with it. */
+START_TEST(frag_v1)
+{
+	struct cs_redund r = { CS_RS, 2, 1 };
+	unsigned char *frags[3], obj[5000];
+	size_t fl, lens[3];
+	char why[CS_WHY_LEN];
+	void *out;
+	size_t len;
+
+	fill(obj, sizeof(obj), 7);
+	ck_assert_int_eq(cs_frag_encode(&r, "pack/v", obj, sizeof(obj), frags,
+					&fl), 0);
+	for (int i = 0; i < 3; i++) {
+		unsigned char *h = frags[i];
+
+		le32_put(h + 8, 1);
+		cs_sha256(obj, sizeof(obj), h + 32);
+		le64_put(h + 88, XXH64(h, 88, XXH64(h + 96, fl - 96, 0)));
+		lens[i] = fl;
+	}
+	ck_assert_int_eq(cs_frag_decode("pack/v", frags, lens, 3, &out, &len,
+					why, sizeof(why)), 0);
+	ck_assert_uint_eq(len, sizeof(obj));
+	ck_assert(!memcmp(out, obj, len));
+	free(out);
+	/* rebuilt from a data and the parity shard: the SHA-256 checked */
+	free(frags[0]);
+	frags[0] = NULL;
+	ck_assert_int_eq(cs_frag_decode("pack/v", frags, lens, 3, &out, &len,
+					why, sizeof(why)), 0);
+	ck_assert(!memcmp(out, obj, len));
+	free(out);
+	/* a wrong SHA-256 in every header: the rebuild is refused */
+	for (int i = 1; i < 3; i++) {
+		unsigned char *h = frags[i];
+
+		h[40] ^= 1;
+		le64_put(h + 88, XXH64(h, 88, XXH64(h + 96, fl - 96, 0)));
+	}
+	ck_assert_int_ne(cs_frag_decode("pack/v", frags, lens, 3, &out, &len,
+					why, sizeof(why)), 0);
+	ck_assert_ptr_nonnull(strstr(why, "sum"));
+	for (int i = 1; i < 3; i++)
+		free(frags[i]);
+}
+END_TEST
+
 /* ---- repository, packs, index ---- */
 
 static char tdir[64];
@@ -434,6 +489,104 @@ START_TEST(pack_roundtrip)
 	}
 	free(data);
 	free(out);
+}
+END_TEST
+
+/* The pack in the first fragment file under b1/pack/ (replicas: the
+   payload is the pack), with its name's id. */
+static unsigned char *first_pack(unsigned char id[CS_ID_LEN], size_t *len)
+{
+	char cmd[256], name[128];
+	unsigned char *f;
+	FILE *p;
+	long n;
+
+	snprintf(cmd, sizeof(cmd), "ls %s/b1/pack | head -n 1", tdir);
+	ck_assert_ptr_nonnull(p = popen(cmd, "r"));
+	ck_assert_int_eq(fscanf(p, "%127s", name), 1);
+	pclose(p);
+	ck_assert_int_eq(cs_id_parse(name, id), 0);
+	snprintf(cmd, sizeof(cmd), "%s/b1/pack/%s", tdir, name);
+	ck_assert_ptr_nonnull(p = fopen(cmd, "rb"));
+	fseek(p, 0, SEEK_END);
+	n = ftell(p);
+	rewind(p);
+	ck_assert_int_gt(n, 96);
+	ck_assert_ptr_nonnull(f = malloc((size_t)n));
+	ck_assert_int_eq(fread(f, 1, (size_t)n, p), (size_t)n);
+	fclose(p);
+	*len = (size_t)n - 96;
+	memmove(f, f + 96, *len);
+	return f;
+}
+
+/* Pack names: version 2 is the SHA-256 of the header, a damaged blob is
+   caught by its chunk id, a damaged header by the name; version 1 (all
+   bytes) still verifies. */
+START_TEST(pack_names)
+{
+	unsigned char *data = malloc(4 * 100000), id[4][CS_ID_LEN];
+	unsigned char pid[CS_ID_LEN], sum[CS_ID_LEN], *pk, *out;
+	char spec[512], why[CS_WHY_LEN];
+	struct cs_repo *r;
+	struct cs_blob *b;
+	size_t len, n, hoff;
+
+	mk_benef();
+	spec_of(spec, sizeof(spec), "?replicas=2");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	for (int i = 0; i < 4; i++) {
+		fill(data + i * 100000, 100000, (uint64_t)i + 50);
+		cs_sha256(data + i * 100000, 100000, id[i]);
+		ck_assert_int_eq(cs_chunk_put(r, id[i], data + i * 100000,
+					      100000, why, sizeof(why)), 0);
+	}
+	ck_assert_int_eq(cs_chunk_flush(r, why, sizeof(why)), 0);
+	cs_repo_close(r);
+	pk = first_pack(pid, &len);
+	hoff = le64_get(pk + len - 32 + 16);
+	ck_assert_uint_eq(le32_get(pk + len - 32 + 8), 2);
+	cs_sha256(pk + hoff, len - hoff, sum);
+	ck_assert(!memcmp(sum, pid, CS_ID_LEN));
+	cs_pack_id(pk, len, sum);
+	ck_assert(!memcmp(sum, pid, CS_ID_LEN));
+	ck_assert_int_eq(cs_pack_verify(pk, len, pid, why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_pack_parse(pk, len, &b, &n, why, sizeof(why)), 0);
+	ck_assert_uint_eq(n, 4);
+	out = malloc(100000);
+	/* a byte of blob 2 flipped: the name holds, reading it does not */
+	pk[b[2].off + 10] ^= 0x40;
+	ck_assert_int_eq(cs_pack_verify(pk, len, pid, why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_blob_read(pk, len, &b[1], out, why, sizeof(why)),
+			 0);
+	ck_assert_int_eq(cs_blob_read(pk, len, &b[2], out, why, sizeof(why)),
+			 CS_ECORRUPT);
+	ck_assert_ptr_nonnull(strstr(why, "does not match its id"));
+	pk[b[2].off + 10] ^= 0x40;
+	/* a byte of an entry flipped: the name fails */
+	pk[hoff + 3] ^= 1;
+	ck_assert_int_eq(cs_pack_verify(pk, len, pid, why, sizeof(why)),
+			 CS_ECORRUPT);
+	ck_assert_ptr_nonnull(strstr(why, "does not match its name"));
+	pk[hoff + 3] ^= 1;
+	/* as version 1: named by all its bytes, still parsed */
+	le32_put(pk + len - 32 + 8, 1);
+	le64_put(pk + len - 8, XXH64(pk + hoff, len - hoff - 8, 0));
+	cs_sha256(pk, len, sum);
+	ck_assert_int_eq(cs_pack_verify(pk, len, sum, why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_pack_verify(pk, len, pid, why, sizeof(why)),
+			 CS_ECORRUPT);
+	free(b);
+	ck_assert_int_eq(cs_pack_parse(pk, len, &b, &n, why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_blob_read(pk, len, &b[3], out, why, sizeof(why)),
+			 0);
+	ck_assert(!memcmp(out, data + 3 * 100000, 100000));
+	free(b);
+	free(out);
+	free(pk);
+	free(data);
+	rm_benef();
 }
 END_TEST
 
@@ -1048,10 +1201,12 @@ static Suite *chunk_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, frag_schemes);
 	tcase_add_test(tc, frag_bad);
+	tcase_add_test(tc, frag_v1);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("repository");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, pack_roundtrip);
+	tcase_add_test(tc, pack_names);
 	tcase_add_test(tc, repo_spec);
 	tcase_add_test(tc, pack_garbage);
 	tcase_add_test(tc, deferred_writes);

@@ -384,6 +384,27 @@ struct chk {
 	unsigned bad, degraded;
 };
 
+/* Pack `pack` read, checked against its name and parsed. */
+static int pack_load(struct cs_repo *r, const char *pack, void **buf,
+		     size_t *len, struct cs_blob **blobs, size_t *n, char *why,
+		     size_t whylen)
+{
+	unsigned char id[CS_ID_LEN];
+	int rc;
+
+	if ((rc = cs_obj_get(r, pack, buf, len, why, whylen)))
+		return rc;
+	if (cs_id_parse(pack + 5, id)) {
+		snprintf(why, whylen, "a pack name that is not an id");
+		rc = -EINVAL;
+	} else if (!(rc = cs_pack_verify(*buf, *len, id, why, whylen))) {
+		rc = cs_pack_parse(*buf, *len, blobs, n, why, whylen);
+	}
+	if (rc)
+		free(*buf);
+	return rc;
+}
+
 static int check_pack(const char *pack, size_t nblobs, void *arg)
 {
 	struct chk *c = arg;
@@ -412,9 +433,8 @@ static int check_pack(const char *pack, size_t nblobs, void *arg)
 		size_t len, n;
 		unsigned char *out = NULL;
 
-		if (cs_obj_get(c->r, pack, &buf, &len, why, sizeof(why)) ||
-		    (cs_pack_parse(buf, len, &blobs, &n, why, sizeof(why)) &&
-		     (free(buf), 1))) {
+		if (pack_load(c->r, pack, &buf, &len, &blobs, &n, why,
+			      sizeof(why))) {
 			fprintf(stderr, "versionfs-chunk: check: %s: %s\n",
 				pack, why);
 			c->bad++;
