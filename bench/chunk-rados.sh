@@ -9,8 +9,9 @@
 # namespace (so it writes every pack) that is emptied afterwards.
 #
 # To tell where a gap to `rados bench` is, it also measures:
-#   - the push with 1, 4, 16 and 32 writes in flight (VFS_RADOS_INFLIGHT):
-#     flat above a few means the backend's queue is not the limit;
+#   - the push with 1, 4, 16 and 32 writes in flight (VFS_RADOS_INFLIGHT;
+#     BENCH_RADOS_DEPTHS lists others, 16 first): flat above a few means
+#     the backend's queue is not the limit;
 #   - the producer's ceiling: the same push to a dir: benefactor on tmpfs
 #     (chunking, SHA-256, zstd, packing; no network, no disk), and the
 #     restore's from there (reading, checking, decompressing, writing);
@@ -147,7 +148,7 @@ for pool in vfs-rep vfs-ec; do
 	w=$(row "rados-bench-$pool" 4MiBx16 write MiB/s "${ws[@]}")
 	rd=$(row "rados-bench-$pool" 4MiBx16 seq MiB/s "${rs[@]}")
 	log "$pool: rados bench write $w (${ws[*]}), seq $rd (${rs[*]}) MiB/s"
-	for depth in 16 1 4 32; do
+	for depth in ${BENCH_RADOS_DEPTHS:-16 1 4 32}; do
 		pw=() pcpu=() pg=() fixed=() rt=() rcpu=()
 		for r in $(seq "$REPS"); do
 			ns=b$depth.$r spec="rados:$pool,namespace=b$depth.$r"

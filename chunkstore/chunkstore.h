@@ -155,6 +155,10 @@ struct cs_backend;
 struct cs_backend_ops {
 	int (*put)(struct cs_backend *b, const char *name, const void *buf,
 		   size_t len);
+	/* Optional (NULL: the pieces are copied into one buffer for put):
+	   put from pieces, a fragment's header and its payload. */
+	int (*putv)(struct cs_backend *b, const char *name,
+		    const struct iovec *iov, int iovcnt);
 	int (*get)(struct cs_backend *b, const char *name, void **buf,
 		   size_t *len);
 	int (*exists)(struct cs_backend *b, const char *name);	/* 1/0 */

@@ -91,7 +91,7 @@ static bool refers(const char *name)
 }
 
 /* One fragment to b: header and payload as they are where b takes
-   pieces (put_deferred), else copied into one buffer for put. */
+   pieces (put_deferred, putv), else copied into one buffer for put. */
 static int frag_put(struct cs_backend *b, const char *name,
 		    const struct cs_fragv *f, size_t pl)
 {
@@ -102,6 +102,8 @@ static int frag_put(struct cs_backend *b, const char *name,
 
 	if (b->ops->put_deferred)
 		return b->ops->put_deferred(b, name, iov, 2);
+	if (b->ops->putv)
+		return b->ops->putv(b, name, iov, 2);
 	if (!(one = malloc(CS_FRAG_HDR + pl)))
 		return -ENOMEM;
 	memcpy(one, f->hdr, CS_FRAG_HDR);

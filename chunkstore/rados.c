@@ -14,8 +14,9 @@
  *
  * WRITES are asynchronous (rados_aio_write_op_operate) with at most
  * VFS_RADOS_INFLIGHT (default 16, up to CS_RADOS_INFLIGHT_MAX) in
- * flight, so a push keeps many OSDs busy; put() copies the bytes and
- * returns once the write is queued, and flush() waits for every write to
+ * flight, so a push keeps many OSDs busy; put() and putv() copy the bytes
+ * into the queue slot's buffer (kept from one write to the next) and
+ * return once the write is queued, and flush() waits for every write to
  * complete.  Ceph completes a write once every replica (or every shard)
  * that is up has it on stable storage (Pacific's "complete" is the
  * commit; there is no earlier ack): the pessimistic mode's guarantee.
@@ -77,8 +78,8 @@ struct rados_backend {
 	struct {
 		rados_completion_t c;
 		rados_write_op_t op;
-		void *buf;
-		size_t len;
+		void *buf;		/* kept for the slot's next write */
+		size_t len, cap;
 		char *name;		/* set when -EEXIST means stored */
 	} q[CS_RADOS_INFLIGHT_MAX];	/* queued writes, oldest at head */
 	unsigned head, n, depth;	/* n of at most depth queued */
@@ -181,9 +182,8 @@ static void reap_one(struct rados_backend *r)
 	rados_release_write_op(r->q[i].op);
 	if (rc == -EEXIST && r->q[i].name)
 		rc = already(r, r->q[i].name, r->q[i].buf, r->q[i].len);
-	free(r->q[i].buf);
 	free(r->q[i].name);
-	r->q[i].buf = r->q[i].name = NULL;
+	r->q[i].name = NULL;
 	if (rc < 0 && !r->first_err)
 		r->first_err = rc;
 	r->head = (r->head + 1) % r->depth;
@@ -208,11 +208,12 @@ static int rb_flush(struct cs_backend *cb)
 	return rc;
 }
 
-static int rb_put(struct cs_backend *cb, const char *name, const void *buf,
-		  size_t len)
+static int rb_putv(struct cs_backend *cb, const char *name,
+		   const struct iovec *iov, int iovcnt)
 {
 	struct rados_backend *r = (struct rados_backend *)cb;
 	unsigned slot;
+	size_t len = 0;
 	int rc;
 
 	/* a failed queued write fails every put until flush() reports
@@ -225,14 +226,33 @@ static int rb_put(struct cs_backend *cb, const char *name, const void *buf,
 	if (r->first_err)
 		return r->first_err;
 	slot = (r->head + r->n) % r->depth;
-	memset(&r->q[slot], 0, sizeof(r->q[slot]));
-	if (!(r->q[slot].buf = malloc(len ? len : 1)) ||
-	    (content_named(name) && !(r->q[slot].name = strdup(name))) ||
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	/* the slot's buffer is reused: a pack-sized malloc per write
+	   cost page faults on every push */
+	if (r->q[slot].cap < len) {
+		void *nb = malloc(len);
+
+		if (!nb)
+			return -ENOMEM;
+		free(r->q[slot].buf);
+		r->q[slot].buf = nb;
+		r->q[slot].cap = len;
+	}
+	r->q[slot].c = NULL;
+	r->q[slot].op = NULL;
+	r->q[slot].name = NULL;
+	if ((content_named(name) && !(r->q[slot].name = strdup(name))) ||
 	    !(r->q[slot].op = rados_create_write_op())) {
 		rc = -ENOMEM;
 		goto fail;
 	}
-	memcpy(r->q[slot].buf, buf, len);
+	len = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		memcpy((char *)r->q[slot].buf + len, iov[i].iov_base,
+		       iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
 	r->q[slot].len = len;
 	if (r->q[slot].name)
 		rados_write_op_create(r->q[slot].op, LIBRADOS_CREATE_EXCLUSIVE,
@@ -251,10 +271,18 @@ static int rb_put(struct cs_backend *cb, const char *name, const void *buf,
 fail:
 	if (r->q[slot].op)
 		rados_release_write_op(r->q[slot].op);
-	free(r->q[slot].buf);
 	free(r->q[slot].name);
-	memset(&r->q[slot], 0, sizeof(r->q[slot]));
+	r->q[slot].op = NULL;
+	r->q[slot].name = NULL;
 	return rc;
+}
+
+static int rb_put(struct cs_backend *cb, const char *name, const void *buf,
+		  size_t len)
+{
+	struct iovec iov = { (void *)buf, len };
+
+	return rb_putv(cb, name, &iov, 1);
 }
 
 static int rb_put_excl(struct cs_backend *cb, const char *name,
@@ -368,13 +396,15 @@ static void rb_close(struct cs_backend *cb)
 	}
 	if (r->connected || r->cluster)
 		rados_shutdown(r->cluster);
+	for (unsigned i = 0; i < CS_RADOS_INFLIGHT_MAX; i++)
+		free(r->q[i].buf);
 	free(r->pool);
 	free(r->b.label);
 	free(r);
 }
 
 static const struct cs_backend_ops rados_ops = {
-	.put = rb_put, .get = rb_get, .exists = rb_exists, .list = rb_list,
+	.put = rb_put, .putv = rb_putv, .get = rb_get, .exists = rb_exists, .list = rb_list,
 	.del = rb_del, .space = rb_space, .flush = rb_flush,
 	.put_excl = rb_put_excl, .close = rb_close,
 };
