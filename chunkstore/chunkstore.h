@@ -161,6 +161,10 @@ struct cs_backend_ops {
 		    const struct iovec *iov, int iovcnt);
 	int (*get)(struct cs_backend *b, const char *name, void **buf,
 		   size_t *len);
+	/* Optional (NULL: nothing): start reading `name` for a get() soon
+	   (a hint: never an error, at most CS_READAHEAD kept, the oldest
+	   dropped); a put or del of the name in between forgets it. */
+	void (*prefetch)(struct cs_backend *b, const char *name);
 	int (*exists)(struct cs_backend *b, const char *name);	/* 1/0 */
 	int (*list)(struct cs_backend *b, const char *kind,
 		    int (*cb)(const char *name, void *arg), void *arg);
@@ -299,6 +303,7 @@ int cs_lock_describe(struct cs_repo *r, char *out, size_t len);
 /* ---- packs and the chunk index (pack.c, index.c) --------------------------- */
 
 #define CS_PACK_TARGET	(4u << 20)	/* a pack is closed past this */
+#define CS_READAHEAD	8		/* packs a restore reads ahead */
 
 /* One blob of a pack: where chunk `id` is and how it is stored. */
 struct cs_blob {
@@ -360,6 +365,8 @@ struct cs_stats {
 	uint64_t logical_bytes;		/* sum over manifests of file sizes */
 	/* of this session's cs_chunk_put: */
 	uint64_t put_chunks, put_new, put_bytes, put_new_bytes;
+	uint64_t put_probe_plain;	/* new ones stored plain: their
+					   sample did not compress */
 	uint64_t packs_written;
 };
 void cs_repo_stats(struct cs_repo *r, struct cs_stats *s);
@@ -539,6 +546,16 @@ struct cs_push_result {
 int cs_push(struct cs_repo *r, struct vstore *st, uint64_t ckpt,
 	    const struct cs_push_opts *o, struct cs_push_result *res,
 	    char *why, size_t whylen);
+
+/*
+ * Read ahead for a reader that will cs_chunk_get the chunks of manifest
+ * buf[0..len) in its order (skipping some is fine): each pack read then
+ * starts the reads of the next CS_READAHEAD packs the manifest wants,
+ * where the backend can (rados:).  A hint: 0, or -ENOMEM/CS_ECORRUPT with
+ * no plan set.  cs_restore_plan(r, NULL, 0) ends it; so does closing.
+ * cs_restore_plain sets its own.
+ */
+int cs_restore_plan(struct cs_repo *r, const void *buf, size_t len);
 
 /*
  * Restore the checkpoint of manifest `name` as a plain tree into

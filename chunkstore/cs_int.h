@@ -107,6 +107,9 @@ struct cs_repo {
 	unsigned char *cache;
 	size_t cache_len;
 	bool cached;
+	/* the packs a restore will read, in order (cs_pack_plan) */
+	uint32_t *plan;
+	size_t plan_n, plan_at, plan_next;
 	struct cs_buf pending;			/* index sections of packs
 						   written since the last
 						   index object */
@@ -137,6 +140,11 @@ struct cs_fragv {
 	const unsigned char *pay;
 	unsigned char *own;
 };
+/* cs_frag_decode of fragments that all passed cs_frag_check (checked):
+   their checksums are not computed a second time. */
+int cs_frag_decode_ex(const char *name, unsigned char *const *frags,
+		      const size_t *lens, unsigned n, bool checked, void **obj,
+		      size_t *len, char *why, size_t whylen);
 int cs_frag_views(const struct cs_redund *r, const char *name, const void *obj,
 		  size_t len, struct cs_fragv *v, size_t *paylen);
 void cs_frag_views_free(struct cs_fragv *v, unsigned n);
@@ -198,6 +206,15 @@ void cs_pack_unslot(struct cs_repo *r);
 int cs_pending_add(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
 		   uint64_t plen, const struct cs_blob *blobs, size_t n);
 int cs_index_write(struct cs_repo *r, char *name, char *why, size_t whylen);
+/*
+ * The packs (numbers) the coming cs_chunk_get calls will read, in order:
+ * each pack fetch then starts reading the next CS_READAHEAD of them
+ * (cs_obj_prefetch).  plan (malloc'ed) becomes the repository's; NULL
+ * ends the plan.  A get outside the plan is served as without one.
+ */
+void cs_pack_plan(struct cs_repo *r, uint32_t *plan, size_t n);
+/* Start reading object `name` for a cs_obj_get soon (a hint). */
+void cs_obj_prefetch(struct cs_repo *r, const char *name);
 void cs_repo_index_free(struct cs_repo *r);
 void cs_index_forget(struct cs_repo *r);
 /* A barrier failed, losing what it cannot name: the index is reloaded

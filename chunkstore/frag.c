@@ -308,9 +308,11 @@ int cs_frag_check(const char *name, const unsigned char *f, size_t len,
 	return 0;
 }
 
-int cs_frag_decode(const char *name, unsigned char *const *frags,
-		   const size_t *lens, unsigned n, void **obj, size_t *len,
-		   char *why, size_t whylen)
+/* cs_frag_decode; `checked`: every fragment given passed cs_frag_check
+   (cs_obj_get's, which checks each as it reads it): not hashed again. */
+int cs_frag_decode_ex(const char *name, unsigned char *const *frags,
+		      const size_t *lens, unsigned n, bool checked, void **obj,
+		      size_t *len, char *why, size_t whylen)
 {
 	unsigned char *shard[CS_MAX_FRAGS] = { 0 }, *hdr0 = NULL;
 	unsigned char *a = NULL, *b = NULL, *d = NULL, *c = NULL, *tbls = NULL;
@@ -328,8 +330,13 @@ int cs_frag_decode(const char *name, unsigned char *const *frags,
 	for (i = 0; i < n && i < CS_MAX_FRAGS; i++) {
 		if (!frags[i])
 			continue;
-		if (cs_frag_check(name, frags[i], lens[i], &idx, &gi, fwhy,
-				  sizeof(fwhy))) {
+		if (checked) {
+			idx = frags[i][15];
+			gi.scheme = frags[i][12];
+			gi.m = frags[i][13];
+			gi.k = frags[i][14];
+		} else if (cs_frag_check(name, frags[i], lens[i], &idx, &gi,
+					 fwhy, sizeof(fwhy))) {
 			nbad++;
 			continue;
 		}
@@ -429,4 +436,12 @@ fail:
 	free(d);
 	free(tbls);
 	return rc;
+}
+
+int cs_frag_decode(const char *name, unsigned char *const *frags,
+		   const size_t *lens, unsigned n, void **obj, size_t *len,
+		   char *why, size_t whylen)
+{
+	return cs_frag_decode_ex(name, frags, lens, n, false, obj, len, why,
+				 whylen);
 }

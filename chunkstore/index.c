@@ -496,6 +496,7 @@ void cs_index_forget(struct cs_repo *r)
 	r->pending.len = 0;
 	r->cached = false;
 	r->loaded = false;
+	cs_pack_plan(r, NULL, 0);	/* its pack numbers are gone */
 }
 
 void cs_index_forget_all(struct cs_repo *r)

@@ -7,7 +7,15 @@
  * length, plain length, flags) and a 32-byte trailer (magic "VFSCPACK",
  * version, count, where the entries start, XXH64 of entries and trailer).
  * A blob is the chunk compressed with zstd (level 3), or the plain bytes
- * when zstd does not make it smaller.  A pack is named "pack/<hex>" by
+ * when zstd does not make it smaller -- or when a sample of the chunk
+ * does not compress (the early abort of ZFS 2.2 and btrfs' heuristic):
+ * PROBE_SLICES slices spread over a chunk of at least PROBE_MIN bytes,
+ * compressed at level 1, must save 1/32 of their size for zstd to run
+ * over the chunk.  On incompressible data (media, compressed outputs,
+ * encrypted files) zstd costs a push a tenth of its CPU for nothing; the
+ * probe costs a sixteenth of that.  It can miss redundancy that lies
+ * only between distant parts of a chunk: such a chunk is stored plain.
+ * A pack is named "pack/<hex>" by
  * the SHA-256 of its header (entries and trailer): the header names each
  * chunk by the SHA-256 of its plain bytes and says where its blob lies,
  * the blobs tile everything before it, and every blob read is checked
@@ -36,6 +44,9 @@
 #define TRAILER_LEN	32
 #define BLOB_MAX	(16u << 20)	/* no chunk is larger */
 #define ZSTD_LEVEL	3
+#define PROBE_MIN	(32u << 10)	/* smaller chunks are just compressed */
+#define PROBE_SLICES	8
+#define PROBE_SLICE	512
 
 _Static_assert(CS_ENTRY_LEN == CS_ID_LEN + 8 + 4 * 4, "pack entry");
 
@@ -269,6 +280,24 @@ int cs_pack_done(struct cs_repo *r, uint32_t no,
 	return cs_pending_add(r, id, len, blobs, n);
 }
 
+/* Whether zstd is worth running over the chunk: its sample compresses. */
+static bool worth_compressing(struct cs_repo *r, const unsigned char *data,
+			      size_t len)
+{
+	unsigned char sample[PROBE_SLICES * PROBE_SLICE];
+	unsigned char out[ZSTD_COMPRESSBOUND(PROBE_SLICES * PROBE_SLICE)];
+	size_t step, c;
+
+	if (len < PROBE_MIN)
+		return true;
+	step = (len - PROBE_SLICE) / (PROBE_SLICES - 1);
+	for (unsigned i = 0; i < PROBE_SLICES; i++)
+		memcpy(sample + i * PROBE_SLICE, data + i * step, PROBE_SLICE);
+	c = ZSTD_compressCCtx(r->zc, out, sizeof(out), sample, sizeof(sample),
+			      1);
+	return ZSTD_isError(c) || c < sizeof(sample) - sizeof(sample) / 32;
+}
+
 int cs_chunk_put(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
 		 const void *data, size_t len, char *why, size_t whylen)
 {
@@ -300,8 +329,13 @@ int cs_chunk_put(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
 		r->oblobs = nv;
 		r->ob_cap = nc;
 	}
-	c = ZSTD_compressCCtx(r->zc, r->open.p + r->open.len, bound, data,
-			      len, ZSTD_LEVEL);
+	if (worth_compressing(r, data, len)) {
+		c = ZSTD_compressCCtx(r->zc, r->open.p + r->open.len, bound,
+				      data, len, ZSTD_LEVEL);
+	} else {
+		c = len;
+		r->st.put_probe_plain++;
+	}
 	memcpy(b.id, id, CS_ID_LEN);
 	b.off = r->open.len;
 	b.ulen = (uint32_t)len;
@@ -344,6 +378,43 @@ int cs_chunk_flush(struct cs_repo *r, char *why, size_t whylen)
 	return cs_index_write(r, name, why, whylen);
 }
 
+void cs_pack_plan(struct cs_repo *r, uint32_t *plan, size_t n)
+{
+	free(r->plan);
+	r->plan = plan;
+	r->plan_n = plan ? n : 0;
+	r->plan_at = r->plan_next = 0;
+}
+
+/* Pack `no` is being read: start reading the plan's next few. */
+static void plan_ahead(struct cs_repo *r, uint32_t no)
+{
+	char name[80];
+	size_t i = r->plan_at;
+
+	/* the plan lists runs of one pack: no is at plan_at or just after
+	   (a restore that skips nothing), a little further on (a reader
+	   that skips chunks it has, such as versionfs-restore's backing
+	   mode), else it is not the plan's and reads nothing ahead */
+	while (i < r->plan_n && i <= r->plan_at + CS_READAHEAD &&
+	       r->plan[i] != no)
+		i++;
+	if (i >= r->plan_n || r->plan[i] != no)
+		return;
+	r->plan_at = i;
+	if (r->plan_next <= i)
+		r->plan_next = i + 1;
+	for (; r->plan_next < r->plan_n &&
+	       r->plan_next <= i + CS_READAHEAD; r->plan_next++) {
+		uint32_t p = r->plan[r->plan_next];
+
+		if (p < r->npacks) {
+			cs_pack_name(name, sizeof(name), r->packs[p]);
+			cs_obj_prefetch(r, name);
+		}
+	}
+}
+
 static int pack_fetch(struct cs_repo *r, uint32_t no, char *why,
 		      size_t whylen)
 {
@@ -355,6 +426,8 @@ static int pack_fetch(struct cs_repo *r, uint32_t no, char *why,
 	cs_put_settle(r);		/* every slot named, written */
 	if (r->cached && !memcmp(r->cache_id, r->packs[no], CS_ID_LEN))
 		return 0;
+	if (r->plan)
+		plan_ahead(r, no);
 	cs_pack_name(name, sizeof(name), r->packs[no]);
 	if ((rc = cs_obj_get(r, name, &buf, &len, why, whylen)))
 		return rc;
@@ -421,6 +494,7 @@ void cs_repo_index_free(struct cs_repo *r)
 	free(r->open.p);
 	free(r->oblobs);
 	free(r->cache);
+	free(r->plan);
 	free(r->pending.p);
 	ZSTD_freeCCtx(r->zc);
 	ZSTD_freeDCtx(r->zd);

@@ -52,7 +52,14 @@
  * such an operation fails with -ETIMEDOUT.
  *
  * READS are one round trip each (rados_read into a buffer sized for a
- * pack, grown when the object is larger), not a stat then a read.
+ * pack, grown when the object is larger), not a stat then a read.  A
+ * restore reads packs one after the other, so it says which it will want
+ * next (prefetch(): rados_aio_read into a buffer of its own, at most
+ * CS_RADOS_READAHEAD started and not yet taken); get() then waits for
+ * the read started, not a round trip, and a write or delete of the name
+ * forgets it.  Without that, a restore from the replicated pool ran at a
+ * fifth of `rados bench seq` (one 4 MiB read, then decoding it, then the
+ * next read).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -68,6 +75,8 @@
 #define CS_RADOS_INFLIGHT	16	/* writes in flight, by default */
 #define CS_RADOS_INFLIGHT_MAX	64
 #define CS_RADOS_STAT_S		5	/* cache of the cluster's free space */
+#define CS_RADOS_READAHEAD	(CS_READAHEAD + 1) /* reads started ahead: the
+					   window and the one being taken */
 
 struct rados_backend {
 	struct cs_backend b;
@@ -83,6 +92,13 @@ struct rados_backend {
 		char *name;		/* set when -EEXIST means stored */
 	} q[CS_RADOS_INFLIGHT_MAX];	/* queued writes, oldest at head */
 	unsigned head, n, depth;	/* n of at most depth queued */
+	struct {
+		char *name;		/* NULL: free */
+		rados_completion_t c;
+		char *buf;
+		size_t cap;
+	} ra[CS_RADOS_READAHEAD];	/* reads started ahead, a ring */
+	unsigned ra_next;		/* the slot to use (or evict) next */
 	int first_err;			/* of a queued write, sticky */
 	time_t stat_at;			/* when avail was asked (0: never) */
 	uint64_t avail;
@@ -102,19 +118,26 @@ static int op_flags(const char *name)
 	       LIBRADOS_OPERATION_FULL_TRY;
 }
 
-/* The whole object: one read sized for a pack, more if it is larger. */
-static int read_all(struct rados_backend *r, const char *name, void **buf,
-		    size_t *len)
+/* A buffer sized for one read of the whole object: a pack's, or 64 KiB. */
+static size_t read_cap(const char *name)
 {
-	size_t cap = !strncmp(name, "pack/", 5) ?
-		     CS_PACK_TARGET + CS_FRAG_HDR + (512u << 10) : 64u << 10;
-	size_t got = 0;
-	char *p = NULL, *np;
+	return !strncmp(name, "pack/", 5) ?
+	       CS_PACK_TARGET + CS_FRAG_HDR + (512u << 10) : 64u << 10;
+}
+
+/* The rest of the object from offset got on, p (cap bytes, NULL if 0)
+   holding what came before: *buf and *len the whole. */
+static int read_rest(struct rados_backend *r, const char *name, char *p,
+		     size_t got, size_t cap, void **buf, size_t *len)
+{
+	char *np;
 	int rc;
 
 	*buf = NULL;
 	*len = 0;
-	for (;;) {
+	while (!p || got == cap) {
+		if (p)
+			cap *= 2;
 		if (!(np = realloc(p, cap))) {
 			free(p);
 			return -ENOMEM;
@@ -126,9 +149,6 @@ static int read_all(struct rados_backend *r, const char *name, void **buf,
 			return rc;
 		}
 		got += (size_t)rc;
-		if (got < cap)
-			break;
-		cap *= 2;
 	}
 	/* a pack-sized buffer for a small object: give the rest back */
 	if (got + (64u << 10) < cap && (np = realloc(p, got ? got : 1)))
@@ -136,6 +156,13 @@ static int read_all(struct rados_backend *r, const char *name, void **buf,
 	*buf = p;
 	*len = got;
 	return 0;
+}
+
+/* The whole object: one read sized for a pack, more if it is larger. */
+static int read_all(struct rados_backend *r, const char *name, void **buf,
+		    size_t *len)
+{
+	return read_rest(r, name, NULL, 0, read_cap(name), buf, len);
 }
 
 /* Replace object `name` with buf, synchronously. */
@@ -168,6 +195,40 @@ static int already(struct rados_backend *r, const char *name,
 	     write_full(r, name, buf, len);
 	free(cur);
 	return rc;
+}
+
+/* Wait for read-ahead slot i, then free it; the bytes read or -errno. */
+static int ra_end(struct rados_backend *r, unsigned i, bool keep_buf)
+{
+	int rc;
+
+	rados_aio_wait_for_complete(r->ra[i].c);
+	rc = rados_aio_get_return_value(r->ra[i].c);
+	rados_aio_release(r->ra[i].c);
+	free(r->ra[i].name);
+	r->ra[i].name = NULL;
+	if (!keep_buf)
+		free(r->ra[i].buf);
+	r->ra[i].buf = NULL;
+	return rc;
+}
+
+/* The read-ahead slot holding name, or -1. */
+static int ra_find(struct rados_backend *r, const char *name)
+{
+	for (unsigned i = 0; i < CS_RADOS_READAHEAD; i++)
+		if (r->ra[i].name && !strcmp(r->ra[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+/* A write or delete of name: what was read ahead of it is stale. */
+static void ra_forget(struct rados_backend *r, const char *name)
+{
+	int i = ra_find(r, name);
+
+	if (i >= 0)
+		ra_end(r, (unsigned)i, false);
 }
 
 /* Wait for the oldest queued write; record its error. */
@@ -221,6 +282,7 @@ static int rb_putv(struct cs_backend *cb, const char *name,
 	   make the error vanish before the flush that precedes an index */
 	if (r->first_err)
 		return r->first_err;
+	ra_forget(r, name);
 	if (r->n == r->depth)
 		reap_one(r);
 	if (r->first_err)
@@ -294,6 +356,7 @@ static int rb_put_excl(struct cs_backend *cb, const char *name,
 
 	if (!op)
 		return -ENOMEM;
+	ra_forget(r, name);
 	rados_write_op_create(op, LIBRADOS_CREATE_EXCLUSIVE, NULL);
 	rados_write_op_write_full(op, buf, len);
 	rc = rados_write_op_operate(op, r->io, name, NULL, op_flags(name));
@@ -305,9 +368,52 @@ static int rb_get(struct cs_backend *cb, const char *name, void **buf,
 		  size_t *len)
 {
 	struct rados_backend *r = (struct rados_backend *)cb;
+	char *p;
+	size_t cap;
+
+	int i, rc;
 
 	drain(r);			/* read what we wrote */
-	return read_all(r, name, buf, len);
+	if ((i = ra_find(r, name)) < 0)
+		return read_all(r, name, buf, len);
+	p = r->ra[i].buf;
+	cap = r->ra[i].cap;
+	if ((rc = ra_end(r, (unsigned)i, true)) < 0) {
+		free(p);
+		return rc;
+	}
+	return read_rest(r, name, p, (size_t)rc, cap, buf, len);
+}
+
+/* Start reading name into a slot of its own, evicting the oldest. */
+static void rb_prefetch(struct cs_backend *cb, const char *name)
+{
+	struct rados_backend *r = (struct rados_backend *)cb;
+	unsigned i = r->ra_next;
+
+	drain(r);			/* read what we wrote */
+	if (ra_find(r, name) >= 0)
+		return;
+	if (r->ra[i].name)
+		ra_end(r, i, false);
+	r->ra[i].cap = read_cap(name);
+	if (!(r->ra[i].buf = malloc(r->ra[i].cap)) ||
+	    !(r->ra[i].name = strdup(name)))
+		goto fail;
+	if (rados_aio_create_completion2(NULL, NULL, &r->ra[i].c))
+		goto fail;
+	if (rados_aio_read(r->io, name, r->ra[i].c, r->ra[i].buf,
+			   r->ra[i].cap, 0)) {
+		rados_aio_release(r->ra[i].c);
+		goto fail;
+	}
+	r->ra_next = (i + 1) % CS_RADOS_READAHEAD;
+	return;
+fail:				/* a hint: get() reads it itself */
+	free(r->ra[i].buf);
+	free(r->ra[i].name);
+	r->ra[i].buf = NULL;
+	r->ra[i].name = NULL;
 }
 
 static int rb_exists(struct cs_backend *cb, const char *name)
@@ -350,6 +456,7 @@ static int rb_del(struct cs_backend *cb, const char *name)
 	int rc;
 
 	drain(r);
+	ra_forget(r, name);
 	if (!(op = rados_create_write_op()))
 		return -ENOMEM;
 	rados_write_op_remove(op);
@@ -392,6 +499,9 @@ static void rb_close(struct cs_backend *cb)
 		return;
 	if (r->have_io) {
 		rb_flush(cb);
+		for (unsigned i = 0; i < CS_RADOS_READAHEAD; i++)
+			if (r->ra[i].name)
+				ra_end(r, i, false);
 		rados_ioctx_destroy(r->io);
 	}
 	if (r->connected || r->cluster)
@@ -404,8 +514,9 @@ static void rb_close(struct cs_backend *cb)
 }
 
 static const struct cs_backend_ops rados_ops = {
-	.put = rb_put, .putv = rb_putv, .get = rb_get, .exists = rb_exists, .list = rb_list,
-	.del = rb_del, .space = rb_space, .flush = rb_flush,
+	.put = rb_put, .putv = rb_putv, .get = rb_get, .prefetch = rb_prefetch,
+	.exists = rb_exists, .list = rb_list, .del = rb_del, .space = rb_space,
+	.flush = rb_flush,
 	.put_excl = rb_put_excl, .close = rb_close,
 };
 

@@ -368,14 +368,30 @@ int cs_obj_get(struct cs_repo *r, const char *name, void **buf, size_t *len,
 			    "benefactor that answers", name);
 		goto out;
 	}
-	rc = cs_frag_decode(name, frags, lens, CS_MAX_FRAGS, buf, len, fwhy,
-			    sizeof(fwhy));
+	rc = cs_frag_decode_ex(name, frags, lens, CS_MAX_FRAGS, true, buf, len,
+			       fwhy, sizeof(fwhy));
 	if (rc)
 		cs_err(rc, why, whylen, "%s: %s", name, fwhy);
 out:
 	for (unsigned i = 0; i < CS_MAX_FRAGS; i++)
 		free(frags[i]);
 	return rc;
+}
+
+void cs_obj_prefetch(struct cs_repo *r, const char *name)
+{
+	unsigned asked = 0;
+
+	/* the benefactors cs_obj_get would read first, if all answer */
+	for (unsigned i = 0; i < r->nb && asked < r->red.m; i++) {
+		struct cs_backend *b = r->b[i];
+
+		if (b->down)
+			continue;
+		if (b->ops->prefetch)
+			b->ops->prefetch(b, name);
+		asked++;
+	}
 }
 
 int cs_obj_exists(struct cs_repo *r, const char *name)

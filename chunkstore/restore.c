@@ -9,7 +9,11 @@
  * checkpoint's.  A regular file is written chunk by chunk (each checked
  * against its id when read); a chunk of zeros is not written, so sparse
  * files stay sparse.  A second entry of a vino is a hard link to the
- * first.
+ * first.  The first pass over the manifest (which counts the bytes for
+ * the progress) also lists the packs in the order the chunks will want
+ * them, so that each pack read starts the reads of the next few
+ * (cs_pack_plan): on rados: the restore then waits for one read in
+ * CS_READAHEAD, not for every one.
  *
  * versionfs-restore without --plain (a backing directory that versionfs
  * mounts with C as a checkpoint) is the tool's backing.c: it turns
@@ -51,13 +55,69 @@ struct rest {
 	size_t whylen;
 };
 
-static int count_one(const struct cs_file *f, void *arg)
-{
-	struct rest *s = arg;
+/* The packs a manifest's chunks are in, in order, runs of one pack as one. */
+struct plan {
+	struct cs_repo *r;
+	uint32_t *v;
+	size_t n, cap;
+	int err;
+	uint64_t total;			/* bytes of regular files */
+};
 
-	if (S_ISREG(f->mode))
-		s->total += f->size;
+static int plan_one(const struct cs_file *f, void *arg)
+{
+	struct plan *p = arg;
+
+	if (!S_ISREG(f->mode))
+		return 0;
+	p->total += f->size;
+	for (size_t i = 0; i < f->nrefs && !p->err; i++) {
+		uint32_t no;
+
+		if (cs_chunk_pack(p->r, f->refs[i].id, &no) ||
+		    (p->n && p->v[p->n - 1] == no))
+			continue;
+		if ((p->err = vfs_grow_cs((void **)&p->v, &p->cap, p->n + 1,
+					  sizeof(*p->v))))
+			break;		/* only the read-ahead is lost */
+		p->v[p->n++] = no;
+	}
 	return 0;
+}
+
+/* Parse manifest buf, set the plan; the total bytes of its files. */
+static int plan_set(struct cs_repo *r, const void *buf, size_t len,
+		    uint64_t *total, char *why, size_t whylen)
+{
+	struct plan p = { .r = r };
+	struct cs_mhead h;
+	int rc;
+
+	cs_pack_plan(r, NULL, 0);
+	if ((rc = cs_index_load(r, why, whylen)) ||
+	    (rc = cs_manifest_parse(buf, len, &h, plan_one, &p, why, whylen))) {
+		free(p.v);
+		return rc;
+	}
+	if (p.err) {
+		free(p.v);
+		p.v = NULL;
+	}
+	cs_pack_plan(r, p.v, p.n);
+	if (total)
+		*total = p.total;
+	return p.err;
+}
+
+int cs_restore_plan(struct cs_repo *r, const void *buf, size_t len)
+{
+	char why[CS_WHY_LEN];
+
+	if (!buf) {
+		cs_pack_plan(r, NULL, 0);
+		return 0;
+	}
+	return plan_set(r, buf, len, NULL, why, sizeof(why));
 }
 
 static int set_xattrs(int fd, const char *path, int dirfd,
@@ -250,10 +310,10 @@ int cs_restore_plain(struct cs_repo *r, const char *name, const char *dir,
 
 	if ((rc = cs_obj_get(r, name, &buf, &len, why, whylen)))
 		return rc;
-	if ((rc = cs_manifest_parse(buf, len, &h, count_one, &s, why, whylen)))
+	rc = plan_set(r, buf, len, &s.total, why, whylen);
+	if (rc && rc != -ENOMEM)
 		goto out;
-	if ((rc = cs_index_load(r, why, whylen)))
-		goto out;
+	rc = 0;				/* -ENOMEM: without read-ahead */
 	if (mkdir(dir, 0700) && errno != EEXIST) {
 		rc = cs_err(-errno, why, whylen, "%s: %s", dir, strerror(errno));
 		goto out;
@@ -305,6 +365,7 @@ int cs_restore_plain(struct cs_repo *r, const char *name, const char *dir,
 		}
 	}
 out:
+	cs_pack_plan(r, NULL, 0);
 	if (s.root >= 0)
 		close(s.root);
 	for (size_t i = 0; i < s.nlinks; i++)

@@ -3,7 +3,8 @@
 # scripts/ceph-minicluster (three OSDs), its faults: push a checkpoint to
 # the replicated and to the erasure-coded pool and restore it byte for
 # byte; a second push of a checkpoint is a no-op and an unchanged
-# checkpoint stores no new chunk (dedup); kill -9 of one OSD in the middle
+# checkpoint stores no new chunk (dedup); a restore of many packs read
+# ahead is whole, and fails naming a pack removed behind it; kill -9 of one OSD in the middle
 # of a push to the EC pool (k=2 m=1, min_size 2): the push goes on, the
 # OSD comes back, the cluster recovers and check --read-data passes on
 # both pools; a full pool (quota) and full OSDs (full ratio) fail the push
@@ -46,6 +47,27 @@ for pool in vfs-rep vfs-ec; do
 	grep -q "new_chunks 0 " "$T/p2" || fail "$pool: an unchanged checkpoint stored chunks: $(cat "$T/p2")"
 	note "$pool: $(cat "$T/p1")"
 done
+# read-ahead: a restore of many packs (more than CS_READAHEAD ahead, one
+# of them wanted again after others: a file's copy) is whole; with a pack
+# gone it fails naming it, read ahead or not
+mkdir "$m/ra"
+for i in 1 2 3 4 5 6; do head -c 7000000 /dev/urandom >"$m/ra/f$i"; done
+cp "$m/ra/f1" "$m/ra/z-copy"
+idra=$(ctl checkpoint "$m") || fail checkpoint
+ra=rados:vfs-rep,namespace=ra
+"$CHUNK" init "$ra" && "$CHUNK" push "$b" --to "$ra" --checkpoint "$idra" >"$T/p1" ||
+	fail "push of $idra: $(cat "$T/p1")"
+rm -rf "$T/r"
+"$RESTORE" "$ra" --checkpoint "$idra" --plain "$T/r" >/dev/null || fail "restore of $idra"
+diff -r --no-dereference "$m/.checkpoints/$idra" "$T/r" || fail "restore of $idra (read ahead) differs"
+gone=$(rados -p vfs-rep --namespace ra ls | grep '^pack/' | sort | sed -n 5p)
+rados -p vfs-rep --namespace ra rm "$gone" || fail "rados rm $gone"
+rm -rf "$T/r"
+"$RESTORE" "$ra" --checkpoint "$idra" --plain "$T/r" >/dev/null 2>"$T/e" &&
+	fail "restore with $gone removed succeeded"
+grep -q "${gone#pack/}" "$T/e" || fail "the failed restore does not name $gone: $(cat "$T/e")"
+note "read-ahead: 48 MiB in $(rados -p vfs-rep --namespace ra ls | grep -c '^pack/') packs restored whole; a removed pack named"
+rm -rf "$m/ra"
 # kill -9 of one OSD in the middle of a push to the EC pool: the push
 # goes on without redundancy (min_size 2), the OSD comes back, recovery
 # ends (HEALTH_OK) and every object reads back whole
@@ -58,7 +80,7 @@ grep -q "stopped at push-pack" "$T/p3" || { kill -9 $pp; fail "the push did not 
 "$MC" kill-osd 1 || fail kill-osd
 kill -CONT $pp
 wait $pp || fail "push with osd.1 killed after its first pack: $(cat "$T/p3")"
-grep -q "packs [2-9]" "$T/p3" || fail "the push wrote no pack after osd.1 was killed: $(cat "$T/p3")"
+grep -Eq "packs ([2-9]|[1-9][0-9]+) " "$T/p3" || fail "the push wrote no pack after osd.1 was killed: $(cat "$T/p3")"
 "$MC" start-osd 1 || fail start-osd
 ok=
 for i in $(seq 180); do

@@ -9,7 +9,9 @@
  * past k; packs, the chunk index and dedup through a repository over
  * temporary benefactor directories, with the index objects removed (rebuilt
  * from the packs) and benefactors gone; manifests round trip; truncated and
- * garbage packs, fragments and manifests refused with a reason; pack
+ * garbage packs, fragments and manifests refused with a reason; zstd's
+ * early abort (a random chunk stored plain without zstd, text, a chunk
+ * half zeros and one with a 5000-byte period compressed); pack
  * names (version 2: the header's SHA-256, a damaged blob caught when read,
  * a damaged header by the name; version 1: all bytes) and version 1
  * fragments still rebuilt (a version 1 store is in
@@ -487,6 +489,55 @@ START_TEST(pack_roundtrip)
 		cs_repo_close(r);
 		rm_benef();
 	}
+	free(data);
+	free(out);
+}
+END_TEST
+
+/* The early abort: zstd runs over a chunk only when a sample of it
+   compresses; every kind comes back whole. */
+START_TEST(pack_probe)
+{
+	enum { N = 65536, KINDS = 5 };
+	unsigned char *data = malloc(KINDS * N), id[KINDS][CS_ID_LEN];
+	unsigned char *out = malloc(N);
+	size_t lens[KINDS] = { N, N, N, N, 8192 };
+	char spec[512], why[CS_WHY_LEN];
+	struct cs_repo *r;
+	struct cs_stats st;
+
+	fill(data, N, 1);				/* random */
+	for (int j = 0; j < N; j++)			/* text-like */
+		data[N + j] = (unsigned char)("0123456789\n"[j % 11] + j / 4096);
+	fill(data + 2 * N, N / 2, 2);			/* random, then zeros */
+	memset(data + 2 * N + N / 2, 0, N / 2);
+	for (int j = 0; j < N; j++)			/* a 5000-byte period */
+		data[3 * N + j] = data[j % 5000];
+	fill(data + 4 * N, 8192, 3);			/* small: not probed */
+	mk_benef();
+	spec_of(spec, sizeof(spec), "");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	for (int i = 0; i < KINDS; i++) {
+		cs_sha256(data + i * N, lens[i], id[i]);
+		ck_assert_int_eq(cs_chunk_put(r, id[i], data + i * N, lens[i],
+					      why, sizeof(why)), 0);
+	}
+	cs_repo_stats(r, &st);
+	ck_assert_uint_eq(st.put_probe_plain, 1);	/* the random one */
+	ck_assert_int_eq(cs_chunk_flush(r, why, sizeof(why)), 0);
+	cs_repo_stats(r, &st);
+	/* random 64 + 8 KiB plain, the rest compressed well */
+	ck_assert_uint_lt(st.pack_bytes, N + 8192 + N / 2 + N / 4);
+	cs_repo_close(r);
+	ck_assert_int_eq(cs_repo_open(spec, 0, &r, why, sizeof(why)), 0);
+	for (int i = 0; i < KINDS; i++) {
+		ck_assert_int_eq(cs_chunk_get(r, id[i], out, lens[i], why,
+					      sizeof(why)), 0);
+		ck_assert_mem_eq(out, data + i * N, lens[i]);
+	}
+	cs_repo_close(r);
+	rm_benef();
 	free(data);
 	free(out);
 }
@@ -1206,6 +1257,7 @@ static Suite *chunk_suite(void)
 	tc = tcase_create("repository");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, pack_roundtrip);
+	tcase_add_test(tc, pack_probe);
 	tcase_add_test(tc, pack_names);
 	tcase_add_test(tc, repo_spec);
 	tcase_add_test(tc, pack_garbage);

@@ -751,6 +751,7 @@ static int one(struct bk *b, const char *name, const char *dir)
 	b->C = b->h.ckpt;
 	if ((rc = build_state(b)))
 		goto out;
+	cs_restore_plan(b->r, buf, len);	/* a hint: read packs ahead */
 	b->mbuf = buf;
 	b->mlen = len;
 	if (pipe2(fds, O_CLOEXEC)) {
@@ -777,6 +778,7 @@ static int one(struct bk *b, const char *name, const char *dir)
 			 (unsigned long long)b->C, err[0] ? err :
 			 strerror(-rc));
 out:
+	cs_restore_plan(b->r, NULL, 0);
 	for (size_t i = 0; i < b->np; i++)
 		free(b->paths[i].path);
 	b->np = 0;
