@@ -18,6 +18,16 @@
 #   - CPU over wall time of each push and restore.
 # The dir: backend over the same disk is chunk.sh's push-replicas=2 row.
 #
+# Twice: with the cluster and the client sharing every core ("shared"),
+# then, on a machine of 2 or more CPUs, with the cluster's daemons pinned
+# to the last CPU and the client (rados bench, push, restore) to the
+# others ("pinned"; rows named ...-pinned).  rados bench writes a buffer
+# it never fills, the push reads, hashes and packs every byte: sharing
+# cores, the push's work takes CPU from the OSDs that rados bench leaves
+# them, a contest a real deployment (OSDs on other hosts) does not hold.
+# The pinned rows measure the client against the same cluster without it.
+# BENCH_RADOS_MODES lists the modes (default "shared pinned").
+#
 #   bench/chunk-rados.sh CSV BACKING CKPT LOGICAL_BYTES SCRATCH  (chunk.sh)
 #   bench/chunk-rados.sh --standalone OUTDIR [MIB]
 #       its own versionfs store with one checkpoint of MIB (default 128)
@@ -114,7 +124,7 @@ empty_ns() {	# empty_ns POOL NS: remove the namespace's objects
 }
 push_once() {	# push_once SPEC DEPTH: "wall cpu" of one push
 	"$VFS_BUILD/versionfs-chunk" init "$1" >/dev/null 2>&1
-	VFS_RADOS_INFLIGHT=$2 timed "$VFS_BUILD/versionfs-chunk" push "$BACK" --to "$1" \
+	VFS_RADOS_INFLIGHT=$2 timed $PIN "$VFS_BUILD/versionfs-chunk" push "$BACK" --to "$1" \
 		--checkpoint "$CKPT" || log "push to $1 failed"
 }
 
@@ -136,18 +146,37 @@ cgib=$(row push-dir-tmpfs 1benefactor cpu_per_gib s "${pcg[@]}")
 rceiling=$(row restore-dir-tmpfs 1benefactor throughput MiB/s "${rcl[@]}")
 log "ceilings (dir: on tmpfs): push $ceiling MiB/s (${pc[*]}; $cgib CPU s/GiB), restore $rceiling MiB/s (${rcl[*]})"
 
+# pin MODE: set PIN (the client's prefix) and SFX (the rows' suffix), and
+# the daemons' affinity; 1 if the mode cannot be had here
+ncpu=$(nproc)
+pin() {
+	local f cl=all
+	PIN= SFX=
+	if [ "$1" = pinned ]; then
+		[ "$ncpu" -ge 2 ] && command -v taskset >/dev/null || return 1
+		PIN="taskset -c 0-$((ncpu - 2))" SFX=-pinned cl=$((ncpu - 1))
+	fi
+	for f in "$VFS_CEPH_DIR"/run/*.pid; do
+		[ -e "$f" ] && taskset -a -p -c "$( [ "$cl" = all ] && echo "0-$((ncpu - 1))" || echo "$cl")" \
+			"$(cat "$f")" >/dev/null 2>&1
+	done
+	return 0
+}
+for mode in ${BENCH_RADOS_MODES:-shared pinned}; do
+pin "$mode" || { log "$mode: skipped (needs 2 CPUs and taskset)"; continue; }
+log "mode $mode${PIN:+: the cluster on CPU $((ncpu - 1)), the client on ${PIN#taskset -c }}"
 for pool in vfs-rep vfs-ec; do
 	ws=() rs=()
 	for r in $(seq "$REPS"); do
-		ws+=("$(timeout 120 rados -p "$pool" bench "$SECS" write -b 4194304 -t 16 \
+		ws+=("$(timeout 120 $PIN rados -p "$pool" bench "$SECS" write -b 4194304 -t 16 \
 			--max-objects "$NOBJ" --no-cleanup --run-name vfsbench 2>/dev/null | bw)")
-		rs+=("$(timeout 120 rados -p "$pool" bench "$SECS" seq -t 16 \
+		rs+=("$(timeout 120 $PIN rados -p "$pool" bench "$SECS" seq -t 16 \
 			--run-name vfsbench 2>/dev/null | bw)")
 		timeout 300 rados -p "$pool" cleanup --run-name vfsbench >/dev/null 2>&1
 	done
-	w=$(row "rados-bench-$pool" 4MiBx16 write MiB/s "${ws[@]}")
-	rd=$(row "rados-bench-$pool" 4MiBx16 seq MiB/s "${rs[@]}")
-	log "$pool: rados bench write $w (${ws[*]}), seq $rd (${rs[*]}) MiB/s"
+	w=$(row "rados-bench-$pool$SFX" 4MiBx16 write MiB/s "${ws[@]}")
+	rd=$(row "rados-bench-$pool$SFX" 4MiBx16 seq MiB/s "${rs[@]}")
+	log "$pool$SFX: rados bench write $w (${ws[*]}), seq $rd (${rs[*]}) MiB/s"
 	for depth in ${BENCH_RADOS_DEPTHS:-16 1 4 32}; do
 		pw=() pcpu=() pg=() fixed=() rt=() rcpu=()
 		for r in $(seq "$REPS"); do
@@ -156,31 +185,51 @@ for pool in vfs-rep vfs-ec; do
 			pw+=("$(rate "$s")") pcpu+=("$(ratio "$c" "$s")") pg+=("$(pergib "$c")")
 			[ "$depth" = 16 ] || { empty_ns "$pool" "$ns"; continue; }
 			# the fixed cost: connect, load the index, find the manifest whole
-			read -r s _ < <(timed "$VFS_BUILD/versionfs-chunk" push "$BACK" --to "$spec" --checkpoint "$CKPT")
+			read -r s _ < <(timed $PIN "$VFS_BUILD/versionfs-chunk" push "$BACK" --to "$spec" --checkpoint "$CKPT")
 			fixed+=("$s")
 			rm -rf "$SCR/r"
-			read -r s c < <(timed "$VFS_BUILD/versionfs-restore" "$spec" --checkpoint "$CKPT" --plain "$SCR/r")
+			read -r s c < <(timed $PIN "$VFS_BUILD/versionfs-restore" "$spec" --checkpoint "$CKPT" --plain "$SCR/r")
 			rt+=("$(rate "$s")") rcpu+=("$(ratio "$c" "$s")")
 			rm -rf "$SCR/r"
 			empty_ns "$pool" "$ns"
 		done
-		p=$(row "push-rados-$pool" "4MiBx$depth" throughput MiB/s "${pw[@]}")
-		csv "push-rados-$pool" "4MiBx$depth" vs_rados_bench_write "$(ratio "$p" "$w")" x
-		csv "push-rados-$pool" "4MiBx$depth" vs_producer_ceiling "$(ratio "$p" "$ceiling")" x
-		cpu=$(row "push-rados-$pool" "4MiBx$depth" cpu_over_wall x "${pcpu[@]}")
-		g=$(row "push-rados-$pool" "4MiBx$depth" cpu_per_gib s "${pg[@]}")
-		log "$pool: push, $depth in flight: $p MiB/s (${pw[*]}) = $(ratio "$p" "$w") x rados bench, $(ratio "$p" "$ceiling") x the producer; CPU $cpu of wall, $g s/GiB"
+		p=$(row "push-rados-$pool$SFX" "4MiBx$depth" throughput MiB/s "${pw[@]}")
+		csv "push-rados-$pool$SFX" "4MiBx$depth" vs_rados_bench_write "$(ratio "$p" "$w")" x
+		csv "push-rados-$pool$SFX" "4MiBx$depth" vs_producer_ceiling "$(ratio "$p" "$ceiling")" x
+		cpu=$(row "push-rados-$pool$SFX" "4MiBx$depth" cpu_over_wall x "${pcpu[@]}")
+		g=$(row "push-rados-$pool$SFX" "4MiBx$depth" cpu_per_gib s "${pg[@]}")
+		log "$pool$SFX: push, $depth in flight: $p MiB/s (${pw[*]}) = $(ratio "$p" "$w") x rados bench, $(ratio "$p" "$ceiling") x the producer; CPU $cpu of wall, $g s/GiB"
 		[ "$depth" = 16 ] || continue
-		f=$(row "push-rados-$pool" 4MiBx16 fixed_cost s "${fixed[@]}")
-		rr=$(row "restore-rados-$pool" 4MiBx16 throughput MiB/s "${rt[@]}")
-		csv "restore-rados-$pool" 4MiBx16 vs_rados_bench_seq "$(ratio "$rr" "$rd")" x
-		csv "restore-rados-$pool" 4MiBx16 vs_restore_ceiling "$(ratio "$rr" "$rceiling")" x
-		rc=$(row "restore-rados-$pool" 4MiBx16 cpu_over_wall x "${rcpu[@]}")
-		log "$pool: push fixed cost $f s (${fixed[*]}); restore $rr MiB/s (${rt[*]}) = $(ratio "$rr" "$rd") x rados bench seq, $(ratio "$rr" "$rceiling") x the restore from tmpfs; CPU $rc of wall"
+		f=$(row "push-rados-$pool$SFX" 4MiBx16 fixed_cost s "${fixed[@]}")
+		rr=$(row "restore-rados-$pool$SFX" 4MiBx16 throughput MiB/s "${rt[@]}")
+		csv "restore-rados-$pool$SFX" 4MiBx16 vs_rados_bench_seq "$(ratio "$rr" "$rd")" x
+		csv "restore-rados-$pool$SFX" 4MiBx16 vs_restore_ceiling "$(ratio "$rr" "$rceiling")" x
+		rc=$(row "restore-rados-$pool$SFX" 4MiBx16 cpu_over_wall x "${rcpu[@]}")
+		log "$pool$SFX: push fixed cost $f s (${fixed[*]}); restore $rr MiB/s (${rt[*]}) = $(ratio "$rr" "$rd") x rados bench seq, $(ratio "$rr" "$rceiling") x the restore from tmpfs; CPU $rc of wall"
 	done
 done
+done
+pin shared >/dev/null
 csv rados-env load load_end "$(load)" x
 log "load at the end $(load)"
+# the ratios, per pool and mode, next to the target
+PNG=$(dirname "$CSV")/chunk-rados.png
+awk -F, '$4 != "" && ($3 == "vs_rados_bench_write" && $2 == "4MiBx16" || $3 == "vs_rados_bench_seq") {
+	t = $1; sub(/^(push|restore)-rados-/, "", t)
+	k = ($3 == "vs_rados_bench_write") ? "push" : "restore"
+	v[t, k] = $4; if (!(t in seen)) { seen[t] = 1; order[++n] = t }
+} END { for (i = 1; i <= n; i++) printf "%s %s %s\n", order[i], v[order[i], "push"], v[order[i], "restore"] }' \
+	"$CSV" >"$SCR/plot.dat"
+if [ -s "$SCR/plot.dat" ] && command -v gnuplot >/dev/null; then
+	gnuplot <<EOF 2>/dev/null || log "gnuplot failed"
+set terminal png size 800,500
+set output "$PNG"
+set title "chunk store on RADOS: push / rados bench write, restore / rados bench seq"
+set style data histograms; set style fill solid 0.6; set boxwidth 0.8
+set ylabel "ratio (median)"; set yrange [0:1.2]; set key left top
+plot "$SCR/plot.dat" using 2:xtic(1) t "push", "" using 3 t "restore", 0.8 w l t "push target 0.8"
+EOF
+fi
 if [ -n "$STANDALONE" ]; then
 	{
 		echo "# chunk-rados ($(date '+%F %T'), $MIB MiB, $REPS repetitions)"
