@@ -150,15 +150,14 @@ log "ceilings (dir: on tmpfs): push $ceiling MiB/s (${pc[*]}; $cgib CPU s/GiB), 
 # the daemons' affinity; 1 if the mode cannot be had here
 ncpu=$(nproc)
 pin() {
-	local f cl=all
+	local f cl=0-$((ncpu - 1))	# the cluster's CPUs
 	PIN= SFX=
 	if [ "$1" = pinned ]; then
 		[ "$ncpu" -ge 2 ] && command -v taskset >/dev/null || return 1
 		PIN="taskset -c 0-$((ncpu - 2))" SFX=-pinned cl=$((ncpu - 1))
 	fi
 	for f in "$VFS_CEPH_DIR"/run/*.pid; do
-		[ -e "$f" ] && taskset -a -p -c "$( [ "$cl" = all ] && echo "0-$((ncpu - 1))" || echo "$cl")" \
-			"$(cat "$f")" >/dev/null 2>&1
+		[ -e "$f" ] && taskset -a -p -c "$cl" "$(cat "$f")" >/dev/null 2>&1
 	done
 	return 0
 }

@@ -265,6 +265,15 @@ int cs_frag_encode(const struct cs_redund *r, const char *name,
 	return rc;
 }
 
+/* The geometry and index a fragment header states (not checked). */
+static unsigned frag_geom(const unsigned char *f, struct cs_redund *g)
+{
+	g->scheme = f[12];
+	g->m = f[13];
+	g->k = f[14];
+	return f[15];
+}
+
 int cs_frag_check(const char *name, const unsigned char *f, size_t len,
 		  unsigned *idx, struct cs_redund *r, char *why, size_t whylen)
 {
@@ -280,9 +289,7 @@ int cs_frag_check(const char *name, const unsigned char *f, size_t len,
 	if (le32_get(f + 8) != FRAG_VERSION && le32_get(f + 8) != 1)
 		return cs_fail(why, whylen, "fragment version %u unknown",
 			       le32_get(f + 8));
-	g.scheme = f[12];
-	g.m = f[13];
-	g.k = f[14];
+	frag_geom(f, &g);
 	objlen = le64_get(f + 16);
 	paylen = le64_get(f + 24);
 	if (!geom_ok(&g) || f[15] >= g.m + g.k)
@@ -331,10 +338,7 @@ int cs_frag_decode_ex(const char *name, unsigned char *const *frags,
 		if (!frags[i])
 			continue;
 		if (checked) {
-			idx = frags[i][15];
-			gi.scheme = frags[i][12];
-			gi.m = frags[i][13];
-			gi.k = frags[i][14];
+			idx = frag_geom(frags[i], &gi);
 		} else if (cs_frag_check(name, frags[i], lens[i], &idx, &gi,
 					 fwhy, sizeof(fwhy))) {
 			nbad++;

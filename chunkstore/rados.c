@@ -370,7 +370,6 @@ static int rb_get(struct cs_backend *cb, const char *name, void **buf,
 	struct rados_backend *r = (struct rados_backend *)cb;
 	char *p;
 	size_t cap;
-
 	int i, rc;
 
 	drain(r);			/* read what we wrote */
