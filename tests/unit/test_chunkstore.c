@@ -283,7 +283,8 @@ static void frag_roundtrip(int scheme, unsigned m, unsigned k, size_t len)
 
 START_TEST(frag_schemes)
 {
-	static const size_t lens[] = { 0, 1, 1000, 65537, (1u << 20) + 7 };
+	static const size_t lens[] = { 0, 1, 240, 241, 1000, 65537,
+				       (1u << 20) + 7 };
 
 	for (size_t i = 0; i < sizeof(lens) / sizeof(*lens); i++) {
 		frag_roundtrip(CS_REPLICA, 1, 2, lens[i]);
@@ -292,6 +293,25 @@ START_TEST(frag_schemes)
 		frag_roundtrip(CS_RS, 4, 2, lens[i]);
 		frag_roundtrip(CS_RS, 6, 3, lens[i]);
 	}
+}
+END_TEST
+
+/* frag.c takes a long replica's XXH3-64 from its XXH3-128 (one pass):
+   the identity it relies on, for inputs over 240 bytes */
+START_TEST(xxh3_halves)
+{
+	static const size_t lens[] = { 241, 242, 1000, 4096, 65536, 65537,
+				       (4u << 20) + 3712 };
+	size_t max = (4u << 20) + 3712;
+	unsigned char *b = malloc(max);
+
+	ck_assert_ptr_nonnull(b);
+	for (size_t i = 0; i < max; i++)
+		b[i] = (unsigned char)(i * 2654435761u >> 13);
+	for (size_t i = 0; i < sizeof(lens) / sizeof(*lens); i++)
+		ck_assert_uint_eq(XXH3_64bits(b, lens[i]),
+				  XXH3_128bits(b, lens[i]).low64);
+	free(b);
 }
 END_TEST
 
@@ -1251,6 +1271,7 @@ static Suite *chunk_suite(void)
 	tc = tcase_create("fragments");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, frag_schemes);
+	tcase_add_test(tc, xxh3_halves);
 	tcase_add_test(tc, frag_bad);
 	tcase_add_test(tc, frag_v1);
 	suite_add_tcase(s, tc);
