@@ -90,7 +90,7 @@ cycles() {
 	ck=$T/ck.$mode
 	mkdir -p "$ck"
 	[ "$mode" = none ] || plug=(--with-plugin "$PLUGIN")
-	RESTART_FAILED=0
+	RESTART_FAILED=0 WRITER_MAY_DIE=no WRITER_DIED=
 	# DMTCP restores the working directory only relative to the one
 	# dmtcp_launch ran in, and only below it: launch and restart in $root
 	cd "$root" || fail "cd $root"
@@ -122,6 +122,10 @@ cycles() {
 			if [ "$i" = 400 ] && [ "$mode" = none ]; then
 				echo "cycle $r: no image after 20 s, asking DMTCP again" >&2
 				dmtcp_command -p "$PORT" --bcheckpoint >/dev/null
+			fi
+			if [ "$WRITER_MAY_DIE" = yes ] && ! alive "$wp"; then
+				WRITER_DIED="at $(ops "$st") operations, before its checkpoint: $(why)"
+				return 0
 			fi
 			img=$(ls "$ck"/ckpt_*.dmtcp 2>/dev/null | head -n 1)
 			if [ -n "$img" ] && [ "$(stamp "$img")" != "$old" ]; then
@@ -166,7 +170,9 @@ cycles() {
 				-e 'versionfs-' "$T/writer.out" | grep -av '^ *[0-9]' | tail -n 6)
 			return 0
 		fi
+		[ "$mode" = none ] && WRITER_MAY_DIE=yes
 	done
+	[ -n "$WRITER_DIED" ] && return 0
 	finish_writer "$st" "$wp" "$wp" "$r" "$rounds" "$mode" \
 		"$([ "$mode" = none ] && echo yes)" why
 }
@@ -199,6 +205,8 @@ set_target "$T/st.ctl" "$TARGET"	# the same number of operations
 cycles "$root/ca" "$root/cb" none "$T/st.ctl"
 if [ "$RESTART_FAILED" != 0 ]; then
 	note "control: without versionfs the restart at cycle $RESTART_FAILED did not survive: $(printf '%s' "$RESTART_WHY" | tr '\n' ' ' | cut -c1-300)"
+elif [ -n "$WRITER_DIED" ]; then
+	note "control: without versionfs a restarted writer died $WRITER_DIED"
 elif diff -r -q "$root/ref/a" "$root/ca" >/dev/null 2>&1 &&
 	diff -r -q "$root/ref/b" "$root/cb" >/dev/null 2>&1; then
 	fail "control: without versionfs the files came out right too: this test proves nothing"
