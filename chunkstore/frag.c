@@ -46,6 +46,7 @@
 #include "chunkstore/cs_int.h"
 
 #define FRAG_MAGIC	"VFSCFRAG"
+#define XXH3_SHORT_MAX	240		/* XXH3's short and mid-size inputs */
 #define FRAG_VERSION	2		/* 1: objsum is a SHA-256 (read) */
 
 struct frag_hdr {
@@ -96,10 +97,11 @@ static uint64_t frag_sum(const unsigned char *f, size_t paylen)
 
 /*
  * The object's sum of a version `ver` fragment header; for version 2 of
- * an object of more than 240 bytes, returns its XXH3-64 as well: that is
- * the low half of its XXH3-128 (for inputs that long both variants run
- * the same accumulation and end in the same merge of it; both outputs
- * are frozen since xxHash 0.8.0, and test_chunkstore checks it).  A
+ * an object of more than XXH3_SHORT_MAX bytes, returns its XXH3-64 too:
+ * that is the low half of its XXH3-128 (for inputs that long both
+ * variants run the same accumulation and end in the same merge of it;
+ * both outputs are frozen since xxHash 0.8.0, and test_chunkstore checks
+ * it).  A
  * replica's payload is the object, so one pass gives both of its sums
  * (it was two passes of XXH3, a tenth of a push's CPU to rados:).
  */
@@ -186,7 +188,7 @@ int cs_frag_views(const struct cs_redund *r, const char *name, const void *obj,
 	unsigned n = r->m + r->k, i;
 	unsigned char objsum[CS_ID_LEN], namesum[CS_ID_LEN];
 	unsigned char *data[CS_MAX_FRAGS], *a = NULL, *tbls = NULL;
-	uint64_t paysum = 0;
+	uint64_t paysum, objlow;
 	size_t shard;
 	int rc = -ENOMEM;
 
@@ -197,11 +199,11 @@ int cs_frag_views(const struct cs_redund *r, const char *name, const void *obj,
 	shard = r->scheme == CS_REPLICA ? len : (len + r->m - 1) / r->m;
 	if (shard == 0 && r->scheme != CS_REPLICA)
 		shard = 1;
-	paysum = obj_sum(FRAG_VERSION, obj, len, objsum);
+	objlow = obj_sum(FRAG_VERSION, obj, len, objsum);
 	cs_sha256(name, strlen(name), namesum);
 	if (r->scheme == CS_REPLICA) {
-		if (len <= 240)		/* obj_sum: the 64-bit sum of its bytes */
-			paysum = pay_sum(FRAG_VERSION, o, len);
+		paysum = len > XXH3_SHORT_MAX ? objlow :
+			 pay_sum(FRAG_VERSION, o, len);
 		for (i = 0; i < n; i++) {
 			v[i].pay = o;
 			put_hdr(v[i].hdr, r, i, len, shard, objsum, namesum,
