@@ -70,6 +70,9 @@ ALL_CFLAGS  = $(BASEFLAGS) $(WARN) -I. $(PKG_CFLAGS) $(CHUNK_CFLAGS) \
               $(CFLAGS) -MMD -MP
 
 # ---- sources ---------------------------------------------------------------
+# util/: libvfsutil, the low-level helpers under every library.
+UTIL_SRC    := $(wildcard util/*.c)
+UTIL_LIB    := $(BUILD)/libvfsutil.a
 BTREE_SRC   := $(wildcard btree/*.c)
 BTREE_OBJ   := $(BTREE_SRC:%.c=$(BUILD)/obj/%.o)
 BTREE_LIB   := $(BUILD)/libvfsbtree.a
@@ -124,11 +127,11 @@ PROGS       := $(BUILD)/versionfs $(BUILD)/versionfs-ctl \
                $(BUILD)/versionfs-send $(BUILD)/versionfs-recv \
                $(BUILD)/versionfs-chunk $(BUILD)/versionfs-restore \
                $(BUILD)/versionfs-replicad
-LIBS_OUT    := $(BTREE_LIB) $(CLIENT_LIB) $(CLIENT_SO) $(CLIENT_HDR) \
+LIBS_OUT    := $(UTIL_LIB) $(BTREE_LIB) $(CLIENT_LIB) $(CLIENT_SO) $(CLIENT_HDR) \
                $(STORE_LIB) $(CLEANER_LIB) $(TRANSPORT_LIB) $(REP_LIB) \
                $(PEER_LIB) $(CHUNK_LIB)
 # What a program that reads a store links, in link order.
-STORE_LINK  = $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(LMDB_LIBS) \
+STORE_LINK  = $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB) $(LMDB_LIBS) \
               $(ATTR_LIBS) $(XXH_LIBS) $(ZSTD_LIBS)
 
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
@@ -161,6 +164,10 @@ $(BTREE_LIB): $(BTREE_OBJ)
 $(CLIENT_LIB): $(CLIENT_OBJ)
 	rm -f $@ && $(AR) rcs $@ $^
 
+$(UTIL_LIB): $(UTIL_SRC:%.c=$(BUILD)/obj/%.o)
+	@mkdir -p $(@D)
+	rm -f $@ && $(AR) rcs $@ $^
+
 $(CLIENT_SO): $(CLIENT_OBJ)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -shared \
 	    -Wl,-soname,libversionfs.so.1 -o $@ $^
@@ -190,7 +197,7 @@ $(CHUNK_LIB): $(CHUNK_SRC:%.c=$(BUILD)/obj/%.o)
 
 # The daemon ships to a peer (replicate.c: libvfspeer and below) and pushes
 # to the chunk store (push.c: libvfschunk).
-$(BUILD)/versionfs: $(DAEMON_OBJ) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/versionfs: $(DAEMON_OBJ) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJ) \
 	    $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LINK) $(FUSE_LIBS) $(CHUNK_LIBS)
 
@@ -198,30 +205,30 @@ $(BUILD)/versionfs-ctl: $(CTL_SRC:%.c=$(BUILD)/obj/%.o) $(CLIENT_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^
 
 # The offline tools read the store through its library, without FUSE.
-$(BUILD)/versionfs-clean: $(CLEAN_SRC:%.c=$(BUILD)/obj/%.o) $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/versionfs-clean: $(CLEAN_SRC:%.c=$(BUILD)/obj/%.o) $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ \
 	    $(CLEAN_SRC:%.c=$(BUILD)/obj/%.o) $(CLEANER_LIB) $(STORE_LINK)
 
-$(BUILD)/versionfs-fsck: $(FSCK_SRC:%.c=$(BUILD)/obj/%.o) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/versionfs-fsck: $(FSCK_SRC:%.c=$(BUILD)/obj/%.o) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ \
 	    $(FSCK_SRC:%.c=$(BUILD)/obj/%.o) $(STORE_LINK)
 
 # The replicator's commands: libvfsrep on the store library, no FUSE;
 # versionfs-send (--peer) and versionfs-replicad also speak libvfspeer.
-$(BUILD)/versionfs-recv: $(BUILD)/versionfs-%: $(BUILD)/obj/replicator/tools/%.o $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/versionfs-recv: $(BUILD)/versionfs-%: $(BUILD)/obj/replicator/tools/%.o $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(REP_LIB) $(STORE_LINK)
 
-$(BUILD)/versionfs-send $(BUILD)/versionfs-replicad: $(BUILD)/versionfs-%: $(BUILD)/obj/replicator/tools/%.o $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/versionfs-send $(BUILD)/versionfs-replicad: $(BUILD)/versionfs-%: $(BUILD)/obj/replicator/tools/%.o $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(PEER_LINK)
 
-$(BUILD)/versionfs-chunk: $(CHUNKTOOL_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/versionfs-chunk: $(CHUNKTOOL_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ \
 	    $(CHUNKTOOL_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(STORE_LINK) \
 	    $(CHUNK_LIBS)
 
 # versionfs-restore builds a backing directory through the replicator's
 # receiver (checkpoint streams made from manifests): libvfsrep too.
-$(BUILD)/versionfs-restore: $(RESTORE_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/versionfs-restore: $(RESTORE_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ \
 	    $(RESTORE_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(REP_LIB) \
 	    $(STORE_LINK) $(CHUNK_LIBS) -lpthread
@@ -233,17 +240,22 @@ $(BUILD)/tests/test_btree_%: tests/unit/test_btree_%.c $(BTREE_LIB)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(BTREE_LIB) $(CHECK_LIBS) $(LMDB_LIBS) $(XXH_LIBS)
 
-$(BUILD)/tests/test_store: tests/unit/test_store.c $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/tests/test_util: tests/unit/test_util.c $(UTIL_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
+	    $(UTIL_LIB) $(CHECK_LIBS)
+
+$(BUILD)/tests/test_store: tests/unit/test_store.c $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(CLEANER_LIB) $(STORE_LINK) $(CHECK_LIBS)
 
-$(BUILD)/tests/test_replicator: tests/unit/test_replicator.c $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/tests/test_replicator: tests/unit/test_replicator.c $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(REP_LIB) $(STORE_LINK) $(CHECK_LIBS)
 
-$(BUILD)/tests/test_daemon: tests/unit/test_daemon.c $(DAEMON_LIBOBJ) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/tests/test_daemon: tests/unit/test_daemon.c $(DAEMON_LIBOBJ) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(DAEMON_LIBOBJ) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LINK) \
@@ -254,12 +266,12 @@ $(BUILD)/tests/test_transport: tests/unit/test_transport.c $(TRANSPORT_LIB)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(TRANSPORT_LIB) $(CRYPTO_LIBS) $(CHECK_LIBS)
 
-$(BUILD)/tests/test_peer: tests/unit/test_peer.c $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/tests/test_peer: tests/unit/test_peer.c $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(PEER_LINK) $(CHECK_LIBS)
 
-$(BUILD)/tests/test_chunkstore: tests/unit/test_chunkstore.c $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/tests/test_chunkstore: tests/unit/test_chunkstore.c $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(CHUNK_LIB) $(STORE_LINK) $(CHUNK_LIBS) $(CHECK_LIBS)
@@ -269,7 +281,7 @@ $(BUILD)/tests/%: tests/helpers/%.c
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(ATTR_LIBS) $(XXH_LIBS)
 
 # rep_forge rewrites checkpoint streams for t0700-replicate: libvfsrep.
-$(BUILD)/tests/rep_forge: tests/helpers/rep_forge.c $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/tests/rep_forge: tests/helpers/rep_forge.c $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(REP_LIB) $(STORE_LINK)
 
@@ -295,7 +307,7 @@ $(BUILD)/bench/%: bench/%.c $(BTREE_LIB) $(CLIENT_LIB)
 	    $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
 
 # The chunk store's micro-benchmark links libvfschunk and its libraries.
-$(BUILD)/bench/chunkstore $(BUILD)/bench/chunkimg: $(BUILD)/bench/%: bench/%.c $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/bench/chunkstore $(BUILD)/bench/chunkimg: $(BUILD)/bench/%: bench/%.c $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(CHUNK_LIB) $(STORE_LINK) \
 	    $(CHUNK_LIBS)
@@ -305,7 +317,7 @@ $(BUILD)/bench/chunkstore $(BUILD)/bench/chunkimg: $(BUILD)/bench/%: bench/%.c $
 # UBSan and the fuzzer's coverage in $(FUZZ_BUILD)/ (make fuzz-build).
 FUZZ_SRC    := tests/fuzz/fuzz_frame.c tests/fuzz/fuzz_apply.c
 FUZZ_BIN    := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/obj/tests/fuzz/fuzz_util.o $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/obj/tests/fuzz/fuzz_util.o $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ \
 	    -DFUZZ_BASE='"$(abspath tests/fuzz/corpus/seed-full-1)"' $< \

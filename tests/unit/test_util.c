@@ -1,0 +1,218 @@
+/*
+ * test_util.c — libvfsutil: opening files in directories others may write
+ * (util/safe_open.c).  Every planted kind (symbolic link in the last and
+ * in an inner component, hard link, FIFO, directory, another owner, a
+ * directory others may write) is refused with a reason, nothing is
+ * followed, truncated or blocked on; new and sound files open.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+static char dir[64];
+static int dfd = -1;
+
+static void setup(void)
+{
+	strcpy(dir, "/tmp/test_util.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	dfd = open(dir, O_PATH | O_DIRECTORY);
+	ck_assert_int_ge(dfd, 0);
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+
+	close(dfd);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static void put(const char *name, const char *text)
+{
+	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+static off_t size_of(const char *name)
+{
+	struct stat st;
+
+	ck_assert_int_eq(fstatat(dfd, name, &st, 0), 0);
+	return st.st_size;
+}
+
+START_TEST(sound_and_new_files_open)
+{
+	struct vfs_trust own;
+	char why[160];
+	int fd;
+
+	vfs_trust_own(&own);
+	put("f", "hello");
+	fd = vfs_open_file(dfd, "f", O_RDONLY, 0, &own, why, sizeof(why));
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(mkdirat(dfd, "d", 0700), 0);
+	fd = vfs_open_file(dfd, "d/new", O_RDWR | O_CREAT, 0600, &own, why,
+			   sizeof(why));
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	fd = vfs_open_file(dfd, "d/new", O_RDWR | O_CREAT | O_EXCL, 0600,
+			   &own, why, sizeof(why));
+	ck_assert_int_eq(fd, -EEXIST);
+	fd = vfs_open_dir(dfd, "d", O_RDONLY, &own, why, sizeof(why));
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	fd = vfs_open_file(dfd, "f", O_WRONLY | O_TRUNC, 0, &own, why,
+			   sizeof(why));
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(size_of("f"), 0);
+}
+END_TEST
+
+START_TEST(links_are_never_followed)
+{
+	struct vfs_trust own;
+	char why[160];
+	int fd;
+
+	vfs_trust_own(&own);
+	put("victim", "keep me");
+	ck_assert_int_eq(symlinkat("victim", dfd, "link"), 0);
+	fd = vfs_open_file(dfd, "link", O_WRONLY | O_TRUNC, 0, &own, why,
+			   sizeof(why));
+	ck_assert_int_eq(fd, -EPERM);
+	ck_assert_ptr_nonnull(strstr(why, "symbolic link"));
+	fd = vfs_open_file(dfd, "link", O_RDWR | O_CREAT | O_TRUNC, 0600,
+			   &own, why, sizeof(why));
+	ck_assert_int_lt(fd, 0);
+	ck_assert_int_eq(size_of("victim"), 7);
+	/* a link as an inner component */
+	ck_assert_int_eq(mkdirat(dfd, "real", 0700), 0);
+	put("real/inner", "x");
+	ck_assert_int_eq(symlinkat("real", dfd, "dlink"), 0);
+	fd = vfs_open_file(dfd, "dlink/inner", O_RDONLY, 0, &own, why,
+			   sizeof(why));
+	ck_assert_int_eq(fd, -ELOOP);
+	fd = vfs_open_file(dfd, "dlink/new", O_RDWR | O_CREAT, 0600, &own,
+			   why, sizeof(why));
+	ck_assert_int_eq(fd, -ELOOP);
+	ck_assert_int_eq(faccessat(dfd, "real/new", F_OK, 0), -1);
+	fd = vfs_open_dir(dfd, "dlink", O_RDONLY, &own, why, sizeof(why));
+	ck_assert_int_eq(fd, -EPERM);
+	/* out of the directory */
+	ck_assert_int_eq(vfs_openat_beneath(dfd, "../x", O_RDONLY, 0),
+			 -EXDEV);
+	ck_assert_int_eq(vfs_openat_beneath(dfd, "/etc/passwd", O_RDONLY, 0),
+			 -EXDEV);
+	/* O_PATH | O_NOFOLLOW: the link itself */
+	fd = vfs_openat_beneath(dfd, "link", O_PATH | O_NOFOLLOW, 0);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+}
+END_TEST
+
+START_TEST(fifo_hardlink_dir_refused)
+{
+	struct vfs_trust own;
+	char why[160];
+	int fd;
+
+	vfs_trust_own(&own);
+	ck_assert_int_eq(mkfifoat(dfd, "fifo", 0600), 0);
+	/* would block forever if opened for reading */
+	fd = vfs_open_file(dfd, "fifo", O_RDONLY, 0, &own, why, sizeof(why));
+	ck_assert_int_eq(fd, -EPERM);
+	ck_assert_ptr_nonnull(strstr(why, "FIFO"));
+	fd = vfs_open_file(dfd, "fifo", O_RDWR | O_CREAT, 0600, &own, why,
+			   sizeof(why));
+	ck_assert_int_eq(fd, -EPERM);
+	put("orig", "data");
+	ck_assert_int_eq(linkat(dfd, "orig", dfd, "hard", 0), 0);
+	fd = vfs_open_file(dfd, "hard", O_RDWR | O_TRUNC, 0, &own, why,
+			   sizeof(why));
+	ck_assert_int_eq(fd, -EPERM);
+	ck_assert_ptr_nonnull(strstr(why, "2 links"));
+	ck_assert_int_eq(size_of("orig"), 4);
+	/* without a rule, only the type counts */
+	fd = vfs_open_file(dfd, "hard", O_RDONLY, 0, NULL, why, sizeof(why));
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(mkdirat(dfd, "adir", 0700), 0);
+	fd = vfs_open_file(dfd, "adir", O_RDONLY, 0, &own, why, sizeof(why));
+	ck_assert_int_eq(fd, -EPERM);
+	ck_assert_ptr_nonnull(strstr(why, "directory"));
+	fd = vfs_open_dir(dfd, "orig", O_RDONLY, &own, why, sizeof(why));
+	ck_assert_int_eq(fd, -EPERM);
+}
+END_TEST
+
+START_TEST(owner_and_open_dirs_refused)
+{
+	struct vfs_trust t;
+	struct stat st;
+	char why[160];
+	bool exists;
+	int fd;
+
+	vfs_trust_own(&t);
+	put("f", "x");
+	ck_assert_int_eq(mkdirat(dfd, "open", 0700), 0);
+	ck_assert_int_eq(fchmodat(dfd, "open", 0777, 0), 0);
+	fd = vfs_open_dir(dfd, "open", O_PATH, &t, why, sizeof(why));
+	ck_assert_int_eq(fd, -EPERM);
+	ck_assert_ptr_nonnull(strstr(why, "writable by everyone"));
+	/* another owner: pretend ours is someone else */
+	t.uid = geteuid() + 1;
+	fd = vfs_open_file(dfd, "f", O_RDONLY, 0, &t, why, sizeof(why));
+	ck_assert_int_eq(fd, -EPERM);
+	ck_assert_ptr_nonnull(strstr(why, "owned by uid"));
+	ck_assert_int_eq(vfs_trust_at(dfd, "f", S_IFREG, &t, &exists, why,
+				      sizeof(why)), -EPERM);
+	ck_assert(exists);
+	ck_assert_int_eq(vfs_trust_at(dfd, "none", S_IFREG, &t, &exists, why,
+				      sizeof(why)), 0);
+	ck_assert(!exists);
+	ck_assert_int_eq(fstatat(dfd, "f", &st, 0), 0);
+	ck_assert_int_eq(vfs_trust_check(&st, S_IFDIR, NULL, why,
+					 sizeof(why)), -EPERM);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("util");
+	TCase *tc = tcase_create("safe_open");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, sound_and_new_files_open);
+	tcase_add_test(tc, links_are_never_followed);
+	tcase_add_test(tc, fifo_hardlink_dir_refused);
+	tcase_add_test(tc, owner_and_open_dirs_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
