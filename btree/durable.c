@@ -178,7 +178,7 @@ int bt_durable_recover(const char *dir, unsigned *restored,
 	*restored = 0;
 	*unclean = 0;
 	snprintf(path, sizeof(path), "%s/durable", dir);
-	sfd = open(path, O_RDONLY | O_CLOEXEC);
+	sfd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (sfd < 0)
 		return errno == ENOENT ? 0 : bt_seterr(-errno, "%s: %s", path,
 						       strerror(errno));
@@ -198,7 +198,7 @@ int bt_durable_recover(const char *dir, unsigned *restored,
 	if (s.clean || (now[0] && !strcmp(now, s.boot)))
 		goto out;		/* clean, or the page cache survived */
 	snprintf(path, sizeof(path), "%s/data.mdb", dir);
-	dfd = open(path, O_RDWR | O_CLOEXEC);
+	dfd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0) {
 		rc = bt_seterr(-errno, "%s: %s", path, strerror(errno));
 		goto out;
@@ -393,7 +393,7 @@ int bt_durable_open(bt_env *env, const char *dir)
 	env->psize = st.ms_psize;
 	boot_id(env->boot);
 	snprintf(path, sizeof(path), "%s/durable", dir);
-	env->dur_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	env->dur_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (env->dur_fd < 0)
 		return bt_seterr(-errno, "%s: %s", path, strerror(errno));
 	env->dur_buf = malloc(2 * slot_size(env->psize));

@@ -125,7 +125,7 @@ static int push_inode(struct push *p, const char *path, uint64_t ino,
 	struct cs_buf x = { 0 };
 	struct reader rd = { .p = p, .ino = ino, .base_fd = -1, .fd = -1 };
 	char *base_path = NULL, bpath[4200], why[96];
-	int rc, mfd = -1, added;
+	int rc, mfd = -1, bdir = -1, added;
 
 	memset(&m, 0, sizeof(m));
 	*dir_listed = 1;
@@ -156,8 +156,9 @@ static int push_inode(struct push *p, const char *path, uint64_t ino,
 
 		rc = -ENOENT;
 		if (base_path) {
-			store_base_path(p->st, bpath, sizeof(bpath), base_path);
-			rc = lstat(bpath, &sb) ? -errno : 0;
+			bdir = store_base_at(p->st, base_path, bpath,
+					     sizeof(bpath));
+			rc = bdir < 0 ? bdir : lstat(bpath, &sb) ? -errno : 0;
 		}
 		if (!rc) {
 			vm_from_stat(&m, &sb);
@@ -197,7 +198,7 @@ static int push_inode(struct push *p, const char *path, uint64_t ino,
 			mfd = store_open_meta(p->st, ino, rec.ver, O_RDONLY);
 		if (rec.ver && mfd >= 0)
 			rc = cs_push_xattrs(mfd, NULL, &x);
-		else if (!rec.ver && base_path)
+		else if (!rec.ver && base_path && bdir >= 0)
 			rc = cs_push_xattrs(-1, bpath, &x);
 		if (rc) {
 			cs_err(rc, p->why, p->whylen, "/%s: xattrs: %s", path,
@@ -235,19 +236,20 @@ static int push_inode(struct push *p, const char *path, uint64_t ino,
 	if (S_ISREG(m.mode) && added) {
 		rd.ver = f.data_ver;
 		if (rd.ver == 0 && base_path) {
-			store_base_path(p->st, bpath, sizeof(bpath), base_path);
-			rd.base_fd = open(bpath, O_RDONLY | O_NOFOLLOW |
-					  O_CLOEXEC);
+			rd.base_fd = store_base_open(p->st, base_path,
+						     O_RDONLY);
 			if (rd.base_fd < 0) {
-				rc = cs_err(-errno, p->why, p->whylen, "/%s: base "
-					    "file %s: %s", path, base_path,
-					    strerror(errno));
+				rc = cs_err(rd.base_fd, p->why, p->whylen,
+					    "/%s: base file %s: %s", path,
+					    base_path, strerror(-rd.base_fd));
+				rd.base_fd = -1;
 				goto out;
 			}
 		} else if (base_path) {
-			store_base_path(p->st, bpath, sizeof(bpath), base_path);
-			rd.base_fd = open(bpath, O_RDONLY | O_NOFOLLOW |
-					  O_CLOEXEC);
+			rd.base_fd = store_base_open(p->st, base_path,
+						     O_RDONLY);
+			if (rd.base_fd < 0)
+				rd.base_fd = -1;
 		}
 	}
 	rc = cs_push_entry(p, &f, S_ISREG(m.mode) && added ? &rd : NULL);
@@ -258,6 +260,8 @@ out:
 		close(rd.fd);
 	if (mfd >= 0)
 		close(mfd);
+	if (bdir >= 0)
+		close(bdir);
 	free(m.target);
 	free(x.p);
 	free(base_path);

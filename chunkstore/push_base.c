@@ -19,12 +19,14 @@
 #include "chunkstore/chunkstore.h"
 #include "chunkstore/cs_int.h"
 #include "chunkstore/push_int.h"
+#include "util/util.h"
 #include "versionfs/store/store.h"
 
 #define BASE_VINO	(UINT64_C(1) << 63)
 
 static int push_base_entry(struct push *p, const char *path,
-			   const char *full, const struct stat *sb)
+			   const char *full, int dfd, const char *name,
+			   const struct stat *sb)
 {
 	struct reader rd = { .p = p, .base_fd = -1, .fd = -1 };
 	struct cs_buf x = { 0 };
@@ -70,10 +72,15 @@ static int push_base_entry(struct push *p, const char *path,
 		goto out;
 	}
 	if (S_ISREG(sb->st_mode) && added) {
-		rd.base_fd = open(full, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		char why[160];
+
+		rd.base_fd = vfs_open_file(dfd, name, O_RDONLY, 0, NULL, why,
+					   sizeof(why));
 		if (rd.base_fd < 0) {
-			rc = cs_err(-errno, p->why, p->whylen, "/%s: base file: "
-				    "%s", path, strerror(errno));
+			rc = cs_err(rd.base_fd, p->why, p->whylen, "/%s: base "
+				    "file: %s", path, why[0] ? why :
+				    strerror(-rd.base_fd));
+			rd.base_fd = -1;
 			goto out;
 		}
 	}
@@ -103,10 +110,18 @@ int cs_push_base_dir(struct push *p, const char *path, const char *brel,
 	if (depth > 4096)
 		return cs_fail(p->why, p->whylen, "/%s: directories nested too "
 			       "deep", path);
-	store_base_path(p->st, full, sizeof(full), brel);
-	if (!(d = opendir(full)))
+	/* opened beneath BACKING without following a link; its entries
+	   are then reached through it (never followed either) */
+	rc = store_base_open(p->st, *brel ? brel : ".", O_RDONLY | O_DIRECTORY);
+	if (rc < 0)
+		return cs_err(rc, p->why, p->whylen, "/%s: base directory "
+			      "%s: %s", path, brel, strerror(-rc));
+	if (!(d = fdopendir(rc))) {
+		close(rc);
 		return cs_err(-errno, p->why, p->whylen, "/%s: base directory "
 			      "%s: %s", path, brel, strerror(errno));
+	}
+	rc = 0;
 	while ((errno = 0, e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
 		    (root && (!strcmp(e->d_name, VFS_STORE_DIR) ||
@@ -141,14 +156,16 @@ int cs_push_base_dir(struct push *p, const char *path, const char *brel,
 				rc = -ENOMEM;
 				goto out;
 			}
-			store_base_path(p->st, full, sizeof(full), subrel);
+			snprintf(full, sizeof(full), "/proc/self/fd/%d/%s",
+				 dirfd(d), names[i]);
 			if (lstat(full, &sb)) {
 				rc = cs_err(-errno, p->why, p->whylen, "/%s: %s",
 					    sub, strerror(errno));
 				goto out;
 			}
 			if (pass == 0)
-				rc = push_base_entry(p, sub, full, &sb);
+				rc = push_base_entry(p, sub, full, dirfd(d),
+						     names[i], &sb);
 			else if (S_ISDIR(sb.st_mode))
 				rc = cs_push_base_dir(p, sub, subrel, false,
 						   depth + 1);

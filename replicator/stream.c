@@ -344,13 +344,17 @@ static int send_base(struct snd *s, const char *rel, uint64_t ino,
 {
 	struct rep_rec r = { .type = REP_BASE };
 	char target[REP_PATH_MAX + 1];
-	int bfd = store_backing_fd(s->st), fd = -1, rc = 0;
+	int pfd, fd = -1, rc = 0;
 	struct stat st;
 	ssize_t n;
 
-	if (fstatat(bfd, rel, &st, AT_SYMLINK_NOFOLLOW)) {
-		rc = -errno;
-		SERR(s, "base-layer file %s: %s", rel, strerror(errno));
+	/* never through a link (store_base_open): the entry itself */
+	pfd = store_base_open(s->st, rel, O_PATH | O_NOFOLLOW);
+	if (pfd < 0 || fstat(pfd, &st)) {
+		rc = pfd < 0 ? pfd : -errno;
+		if (pfd >= 0)
+			close(pfd);
+		SERR(s, "base-layer file %s: %s", rel, strerror(-rc));
 		return rc;
 	}
 	if (strlen(rel) > REP_PATH_MAX) {
@@ -370,21 +374,23 @@ static int send_base(struct snd *s, const char *rel, uint64_t ino,
 	r.u.base.path = rel;
 	r.u.base.pathlen = (uint32_t)strlen(rel);
 	if (S_ISLNK(st.st_mode)) {
-		n = readlinkat(bfd, rel, target, sizeof(target) - 1);
+		n = readlinkat(pfd, "", target, sizeof(target) - 1);
 		if (n <= 0 || n > REP_PATH_MAX) {
+			rc = n < 0 ? -errno : -EIO;
+			close(pfd);
 			SERR(s, "base-layer link %s: unreadable", rel);
-			return n < 0 ? -errno : -EIO;
+			return rc;
 		}
 		r.u.base.target = target;
 		r.u.base.targetlen = (uint32_t)n;
 	}
+	close(pfd);
 	if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
-		fd = openat(bfd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
-			    (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
+		fd = store_base_open(s->st, rel, O_RDONLY |
+				     (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
 		if (fd < 0) {
-			rc = -errno;
-			SERR(s, "base-layer file %s: %s", rel,
-			     strerror(errno));
+			rc = fd;
+			SERR(s, "base-layer file %s: %s", rel, strerror(-rc));
 			return rc;
 		}
 	}
@@ -411,10 +417,9 @@ static int send_base_tree(struct snd *s, const char *rel)
 	DIR *d;
 	int fd, rc = 0;
 
-	fd = openat(store_backing_fd(s->st), rel, O_RDONLY | O_DIRECTORY |
-		    O_NOFOLLOW | O_CLOEXEC);
+	fd = store_base_open(s->st, rel, O_RDONLY | O_DIRECTORY);
 	if (fd < 0 || !(d = fdopendir(fd))) {
-		rc = -errno;
+		rc = fd < 0 ? fd : -errno;
 		if (fd >= 0)
 			close(fd);
 		SERR(s, "base-layer directory %s: %s", rel, strerror(-rc));
@@ -598,11 +603,18 @@ static int send_full(struct snd *s)
 	}
 	for (size_t i = 0; i < s->links.n; i++) {
 		struct stat st;
+		int pfd = store_base_open(s->st, s->links.v[i].path,
+					  O_PATH | O_NOFOLLOW);
 
 		/* a link only if both paths are still the same file */
-		if (fstatat(store_backing_fd(s->st), s->links.v[i].path, &st,
-			    AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
+		if (pfd < 0)
 			continue;
+		rc = fstat(pfd, &st) ? -errno : 0;
+		close(pfd);
+		if (rc || !S_ISREG(st.st_mode)) {
+			rc = 0;
+			continue;
+		}
 		if ((rc = send_base_link(s, s->links.v[i].path,
 					 s->links.v[i].ino, &st)))
 			return rc;

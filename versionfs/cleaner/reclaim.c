@@ -138,12 +138,9 @@ static uint64_t blocks_of(int fd)
 
 int cl_tmp_open(struct cleaner *cl, const char *name, char tmp[80])
 {
-	int fd;
-
 	snprintf(tmp, 80, "%s.tmp", name);
-	fd = openat(cl->obj_fd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
-		    0600);
-	return fd < 0 ? -errno : fd;
+	return store_openat(cl->st, cl->obj_fd, "obj", tmp,
+			    O_RDWR | O_CREAT | O_TRUNC, 0600);
 }
 
 int cl_tmp_done(struct cleaner *cl, int fd, const char *tmp,
@@ -208,9 +205,9 @@ int rc_reclaim(struct cleaner *cl, uint64_t ino, uint64_t holder, struct cl_stat
 	if ((rc = live_runs(cl, ino, holder, &r)))
 		goto out;
 	store_content_name(name, sizeof(name), ino, holder);
-	fd = openat(cl->obj_fd, name, O_RDWR | O_CLOEXEC);
+	fd = store_openat(cl->st, cl->obj_fd, "obj", name, O_RDWR, 0);
 	if (fd < 0) {
-		rc = errno == ENOENT ? 0 : -errno;
+		rc = fd == -ENOENT ? 0 : fd;
 		goto out;
 	}
 	before = blocks_of(fd);
@@ -259,7 +256,7 @@ int rc_reclaim(struct cleaner *cl, uint64_t ino, uint64_t holder, struct cl_stat
 		struct stat now;
 
 		/* after a copy, the old file's blocks go when fd closes */
-		if (fstatat(cl->obj_fd, name, &now, 0) == 0 &&
+		if (fstatat(cl->obj_fd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    (uint64_t)now.st_blocks * 512 < before)
 			st->bytes_freed += before - (uint64_t)now.st_blocks * 512;
 		st->files_trimmed++;

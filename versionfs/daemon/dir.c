@@ -142,11 +142,11 @@ static int import_txn(bt_txn *txn, void *arg)
 		return rc;
 	if (base.flags & BT_INO_LISTED)
 		return 0;		/* another thread did it */
-	fd = openat(vfs->backing_fd, dir->base_path,
-		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	fd = store_base_open(vfs->st, dir->base_path,
+			     O_RDONLY | O_DIRECTORY);
 	if (fd < 0) {
 		vfs_log(LOG_ERR, "base directory %s: %s", dir->base_path,
-			strerror(errno));
+			strerror(-fd));
 		return -EIO;
 	}
 	d = fdopendir(fd);

@@ -509,7 +509,10 @@ int main(int argc, char *argv[])
 		goto out_store;
 	}
 	/* before anything writes: the recovery below may need it */
-	if ((rc = rsv_open(&v)))
+	rc = rsv_open(&v);
+	if (rc == -EPERM || rc == -ELOOP)
+		goto out_store;		/* planted (logged): untrusted store */
+	if (rc)
 		vfs_log(LOG_WARNING, "%s: no space reserve (%s): a full disk "
 			"may leave metadata files to rebuild at the next mount",
 			rb, strerror(-rc));

@@ -373,26 +373,35 @@ int vn_load_base_path(struct vnode *vn, bt_txn *txn)
 static int vn_load_base_meta(struct vnode *vn)
 {
 	struct stat st;
+	int fd = store_base_open(vfs->st, vn->base_path,
+				 O_PATH | O_NOFOLLOW);
 
-	if (fstatat(vfs->backing_fd, vn->base_path, &st,
-		    AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) < 0)
+	if (fd < 0)
+		return vn_corrupt(vn, vn->base_path, strerror(-fd));
+	if (fstat(fd, &st) < 0) {
+		close(fd);
 		return vn_corrupt(vn, vn->base_path, strerror(errno));
+	}
 	vm_clear(&vn->m);
 	vm_from_stat(&vn->m, &st);
 	if (vn->vino == VFS_ROOT_INO && vn->m.nlink > 2)
 		vn->m.nlink--;		/* .versionfs is hidden */
 	if (S_ISLNK(st.st_mode)) {
 		char buf[4097];
-		ssize_t n = readlinkat(vfs->backing_fd, vn->base_path, buf,
-				       sizeof(buf) - 1);
+		ssize_t n = readlinkat(fd, "", buf, sizeof(buf) - 1);
 
-		if (n < 0)
+		if (n < 0) {
+			close(fd);
 			return vn_corrupt(vn, vn->base_path, strerror(errno));
+		}
 		buf[n] = 0;
 		vn->m.target = strdup(buf);
-		if (!vn->m.target)
+		if (!vn->m.target) {
+			close(fd);
 			return -ENOMEM;
+		}
 	}
+	close(fd);
 	vn->m.flags = VM_XATTR;		/* may have some: check on copy */
 	return 0;
 }
@@ -488,8 +497,12 @@ int vn_copy_xattrs(struct vnode *vn, uint64_t from, int fd)
 	if (from == 0) {
 		if (!vn->base_path)
 			return 0;
-		store_base_path(vfs->st, path, sizeof(path), vn->base_path);
-		return store_xattr_copy(-1, path, fd);
+		if ((src = store_base_at(vfs->st, vn->base_path, path,
+					 sizeof(path))) < 0)
+			return src;
+		n = store_xattr_copy(-1, path, fd);
+		close(src);
+		return n;
 	}
 	src = store_open_meta(vfs->st, vn->vino, from, O_RDONLY);
 	if (src < 0)
@@ -671,14 +684,10 @@ int vn_base_fd(struct vnode *vn)
 		return vn->base_fd;
 	if (!vn->base_path)
 		return -EIO;
-	fd = openat(vfs->backing_fd, vn->base_path,
-		    O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
-	if (fd < 0 && errno == EPERM)
-		fd = openat(vfs->backing_fd, vn->base_path,
-			    O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	fd = store_base_open(vfs->st, vn->base_path, O_RDONLY | O_NOATIME);
 	if (fd < 0) {
 		vfs_log(LOG_ERR, "base file %s: %s", vn->base_path,
-			strerror(errno));
+			strerror(-fd));
 		return -EIO;
 	}
 	vn->base_fd = fd;

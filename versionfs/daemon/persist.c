@@ -876,7 +876,7 @@ int vn_recover_orphans(void)
 
 		snprintf(dn, sizeof(dn), "%02x", d);
 		dfd = openat(vfs->obj_fd, dn, O_RDONLY | O_DIRECTORY |
-			     O_CLOEXEC);
+			     O_NOFOLLOW | O_CLOEXEC);
 		if (dfd < 0) {
 			if (errno == ENOENT)
 				continue;

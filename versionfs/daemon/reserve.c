@@ -63,10 +63,10 @@ int rsv_open(struct vfs *v)
 	if (v->reserve_size > VFS_RESERVE_MAX)
 		v->reserve_size = VFS_RESERVE_MAX;
 	v->reserve_size &= ~(uint64_t)(VFS_PAGE - 1);
-	fd = openat(v->store_fd, "reserve", O_RDWR | O_CREAT | O_NOFOLLOW |
-		    O_CLOEXEC, 0600);
+	fd = store_openat(v->st, v->store_fd, NULL, "reserve",
+			  O_RDWR | O_CREAT, 0600);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	pthread_mutex_lock(&v->reserve_lock);
 	v->reserve_fd = fd;
 	if ((rc = reserve_fill(v)) == -ENOSPC || rc == -EDQUOT) {

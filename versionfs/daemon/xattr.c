@@ -37,16 +37,20 @@ static int ns_check(const char *name)
 /*
  * Open the file carrying vn's xattrs: the newest metadata file
  * (mfile_ver), or for an inode that never had one, set *path to its base
- * file.  Returns fd, -1 with path, or -errno.  vn->lock held.
+ * file (through *pfd, its parent directory reached without following a
+ * link, which the caller closes: store_base_at()).  Returns fd, -1 with
+ * path, or -errno.  vn->lock held.
  */
-static int xa_source(struct vnode *vn, int flags, char *path, size_t len)
+static int xa_source(struct vnode *vn, int flags, char *path, size_t len,
+		     int *pfd)
 {
 	path[0] = 0;
+	*pfd = -1;
 	if (vn->mfile_ver == 0) {
 		if (!vn->base_path)
 			return -ENODATA;
-		store_base_path(vfs->st, path, len, vn->base_path);
-		return -1;
+		*pfd = store_base_at(vfs->st, vn->base_path, path, len);
+		return *pfd < 0 ? (*pfd == -ENOENT ? -EIO : *pfd) : -1;
 	}
 	return store_open_meta(vfs->st, vn->vino, vn->mfile_ver, flags);
 }
@@ -55,7 +59,7 @@ int xa_get(struct vnode *vn, const char *name, void *buf, size_t size,
 	   ssize_t *len)
 {
 	char path[PATH_MAX + 32];
-	int rc, fd;
+	int rc, fd, pfd;
 	ssize_t n;
 
 	if ((rc = ns_check(name)))
@@ -64,7 +68,7 @@ int xa_get(struct vnode *vn, const char *name, void *buf, size_t size,
 		return -ENODATA;
 	if ((rc = vn_check_meta(vn, NULL)))
 		return rc;
-	fd = xa_source(vn, O_RDONLY, path, sizeof(path));
+	fd = xa_source(vn, O_RDONLY, path, sizeof(path), &pfd);
 	if (fd < -1)
 		return fd == -ENOENT ? -EIO : fd;
 	n = fd >= 0 ? fgetxattr(fd, name, buf, size) :
@@ -72,6 +76,8 @@ int xa_get(struct vnode *vn, const char *name, void *buf, size_t size,
 	rc = n < 0 ? -errno : 0;
 	if (fd >= 0)
 		close(fd);
+	if (pfd >= 0)
+		close(pfd);
 	if (rc == -ENOTSUP)
 		rc = -ENODATA;
 	*len = n;
@@ -82,14 +88,14 @@ int xa_list(struct vnode *vn, char *buf, size_t size, ssize_t *len)
 {
 	char path[PATH_MAX + 32], tmp[65536];
 	ssize_t n, out = 0;
-	int fd, rc = 0;
+	int fd, pfd, rc = 0;
 
 	*len = 0;
 	if (!(vn->m.flags & VM_XATTR))
 		return 0;
 	if ((rc = vn_check_meta(vn, NULL)))
 		return rc;
-	fd = xa_source(vn, O_RDONLY, path, sizeof(path));
+	fd = xa_source(vn, O_RDONLY, path, sizeof(path), &pfd);
 	if (fd < -1)
 		return fd == -ENODATA ? 0 : fd == -ENOENT ? -EIO : fd;
 	n = fd >= 0 ? flistxattr(fd, tmp, sizeof(tmp)) :
@@ -98,6 +104,8 @@ int xa_list(struct vnode *vn, char *buf, size_t size, ssize_t *len)
 		rc = errno == ENOTSUP ? 0 : -errno;
 	if (fd >= 0)
 		close(fd);
+	if (pfd >= 0)
+		close(pfd);
 	if (rc || n <= 0)
 		return rc;
 	/* keep the versioned namespaces only */

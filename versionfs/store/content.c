@@ -77,7 +77,6 @@ int store_pread_zeros(int fd, void *buf, size_t len, uint64_t off)
 int store_read_page(const struct vstore *st, uint64_t ino, uint64_t holder,
 		    const char *base_path, uint64_t page, void *buf)
 {
-	char path[4200];
 	int fd, rc;
 
 	if (holder == 0 && !base_path) {
@@ -85,10 +84,8 @@ int store_read_page(const struct vstore *st, uint64_t ino, uint64_t holder,
 		return 0;
 	}
 	if (holder == 0) {
-		store_base_path(st, path, sizeof(path), base_path);
-		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
-			return -errno;
+		if ((fd = store_base_open(st, base_path, O_RDONLY)) < 0)
+			return fd;
 	} else if ((fd = store_open_content(st, ino, holder, O_RDONLY)) < 0) {
 		return fd;
 	}

@@ -38,6 +38,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "util/util.h"
 #include "versionfs/proto/proto.h"
 #include "versionfs/store/store.h"
 
@@ -47,6 +48,7 @@ struct vstore {
 	int store_fd;			/* BACKING/.versionfs */
 	int obj_fd;			/* .versionfs/obj, O_PATH */
 	int lock_fd;
+	int index_fd;			/* .versionfs/index, O_PATH */
 	bt_env *env;
 	uint64_t epoch, parent;		/* as recorded at open */
 };
@@ -119,11 +121,25 @@ int store_parse_name(const char *name, uint64_t *ino, uint64_t *ver)
 	return kind;
 }
 
+int store_openat(const struct vstore *st, int dir_fd, const char *what,
+		 const char *name, int flags, mode_t mode)
+{
+	struct vfs_trust own;
+	char why[160];
+	int fd;
+
+	vfs_trust_own(&own);
+	fd = vfs_open_file(dir_fd, name, flags, mode, &own, why, sizeof(why));
+	if (fd < 0 && why[0])
+		vfs_log(LOG_ERR, "%s/%s/%s%s%s: refused, %s", st->backing,
+			VFS_STORE_DIR, what ? what : "", what ? "/" : "",
+			name, why);
+	return fd;
+}
+
 static int open_obj(const struct vstore *st, const char *name, int flags)
 {
-	int fd = openat(st->obj_fd, name, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
-
-	return fd < 0 ? -errno : fd;
+	return store_openat(st, st->obj_fd, "obj", name, flags, 0600);
 }
 
 int store_open_meta(const struct vstore *st, uint64_t ino, uint64_t ver,
@@ -144,10 +160,52 @@ int store_open_content(const struct vstore *st, uint64_t ino, uint64_t ver,
 	return open_obj(st, name, flags);
 }
 
-void store_base_path(const struct vstore *st, char *buf, size_t len,
-		     const char *rel)
+int store_base_open(const struct vstore *st, const char *rel, int flags)
 {
-	snprintf(buf, len, "/proc/self/fd/%d/%s", st->backing_fd, rel);
+	char why[160] = "";
+	int fd;
+
+	if (flags & O_PATH)
+		fd = vfs_openat_beneath(st->backing_fd, rel, flags | O_NOFOLLOW,
+					0);
+	else if (flags & O_DIRECTORY)
+		fd = vfs_open_dir(st->backing_fd, rel, flags, NULL, why,
+				  sizeof(why));
+	else
+		fd = vfs_open_file(st->backing_fd, rel, flags, 0, NULL, why,
+				   sizeof(why));
+	if (fd == -ELOOP && !why[0])
+		snprintf(why, sizeof(why), "a symbolic link on its way (not "
+			 "followed)");
+	if (fd < 0 && why[0])
+		vfs_log(LOG_WARNING, "base-layer file %s/%s: %s; not opened",
+			st->backing, rel, why);
+	return fd;
+}
+
+int store_base_at(const struct vstore *st, const char *rel, char *buf,
+		  size_t len)
+{
+	const char *slash = strrchr(rel, '/');
+	char dir[4096];
+	int fd;
+
+	if (!slash) {
+		fd = fcntl(st->backing_fd, F_DUPFD_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		snprintf(buf, len, "/proc/self/fd/%d/%s", fd, rel);
+		return fd;
+	}
+	if ((size_t)(slash - rel) >= sizeof(dir))
+		return -ENAMETOOLONG;
+	memcpy(dir, rel, (size_t)(slash - rel));
+	dir[slash - rel] = 0;
+	fd = store_base_open(st, dir, O_PATH | O_DIRECTORY);
+	if (fd < 0)
+		return fd;
+	snprintf(buf, len, "/proc/self/fd/%d/%s", fd, slash + 1);
+	return fd;
 }
 
 static uint64_t du_total;
@@ -207,6 +265,32 @@ static int store_err(const char *backing, const char *what)
 	return rc;
 }
 
+/* Log a failure to open store file `what` (why: a refusal), return rc. */
+static int store_refused(const char *backing, const char *what, int rc,
+			 const char *why)
+{
+	vfs_log(LOG_ERR, "%s/%s%s%s: %s%s", backing, VFS_STORE_DIR,
+		what ? "/" : "", what ? what : "", why[0] ? "refused, " : "",
+		why[0] ? why : strerror(-rc));
+	return rc;
+}
+
+/* Open store file `what` of store_fd, checked (util.h); logged. */
+static int store_file(int store_fd, const char *backing, const char *what,
+		      int flags, mode_t mode)
+{
+	struct vfs_trust own;
+	char why[160];
+	int fd;
+
+	vfs_trust_own(&own);
+	fd = vfs_open_file(store_fd, what, flags, mode, &own, why,
+			   sizeof(why));
+	if (fd < 0 && (fd != -ENOENT || (flags & O_CREAT)))
+		store_refused(backing, what, fd, why);
+	return fd;
+}
+
 void store_lock_holder(int lock_fd, char *pid, size_t len)
 {
 	ssize_t n;
@@ -223,10 +307,10 @@ static int store_lock(struct vstore *v)
 {
 	char pid[32];
 
-	v->lock_fd = openat(v->store_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC,
-			    0644);
+	v->lock_fd = store_file(v->store_fd, v->backing, "lock",
+				O_RDWR | O_CREAT, 0644);
 	if (v->lock_fd < 0)
-		return store_err(v->backing, "lock");
+		return v->lock_fd;
 	if (flock(v->lock_fd, LOCK_EX | LOCK_NB) == 0)
 		return write_pid(v);
 	store_lock_holder(v->lock_fd, pid, sizeof(pid));
@@ -299,8 +383,11 @@ static int fmt_write(int store_fd, const unsigned char *id)
 	unsigned char b[FMT_LEN] = { 0 };
 	struct timespec now = vfs_now();
 	uint64_t t = (uint64_t)now.tv_sec * 1000000000u + now.tv_nsec, sum;
+	struct vfs_trust own;
+	char why[160];
 	int fd, rc = 0;
 
+	vfs_trust_own(&own);
 	memcpy(b, FMT_MAGIC, 8);
 	b[8] = VFS_FORMAT;
 	for (int i = 0; i < 8; i++)
@@ -312,10 +399,10 @@ static int fmt_write(int store_fd, const unsigned char *id)
 	sum = XXH64(b, 40, 0);
 	for (int i = 0; i < 8; i++)
 		b[40 + i] = (unsigned char)(sum >> (8 * i));
-	fd = openat(store_fd, "format.tmp",
-		    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = vfs_open_file(store_fd, "format.tmp", O_WRONLY | O_CREAT | O_TRUNC,
+			   0644, &own, why, sizeof(why));
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (write(fd, b, FMT_LEN) != FMT_LEN || fsync(fd))
 		rc = -errno ? -errno : -EIO;
 	close(fd);
@@ -357,15 +444,56 @@ static int init_index(bt_txn *txn, void *arg)
 	return bt_inode_put(txn, &root);
 }
 
-static int mk_fanout(struct vstore *v)
+int store_check_fanout(int obj_fd, bool create, char *name, char *why,
+		       size_t len)
 {
-	char name[8];
+	struct vfs_trust own;
+	bool exists;
+	int rc;
 
+	vfs_trust_own(&own);
 	for (unsigned i = 0; i < 256; i++) {
-		snprintf(name, sizeof(name), "%02x", i);
-		if (mkdirat(v->obj_fd, name, 0700) && errno != EEXIST)
+		snprintf(name, 3, "%02x", i);
+		if ((rc = vfs_trust_at(obj_fd, name, S_IFDIR, &own, &exists,
+				       why, len)))
+			return rc;
+		if (!exists && create && mkdirat(obj_fd, name, 0700) &&
+		    errno != EEXIST) {
+			snprintf(why, len, "%s", strerror(errno));
 			return -errno;
+		}
 	}
+	return 0;
+}
+
+/* The files LMDB and libvfsbtree open by path in index/: each must be a
+   regular file of ours when present. */
+static const char *const index_files[] = { "data.mdb", "lock.mdb",
+					   "durable" };
+
+int store_check_index(int store_fd, int *index_fd, char *name, size_t nlen,
+		      char *why, size_t len)
+{
+	struct vfs_trust own;
+	bool exists;
+	int fd, rc;
+
+	vfs_trust_own(&own);
+	snprintf(name, nlen, "index");
+	fd = vfs_open_dir(store_fd, "index", O_PATH, &own, why, len);
+	if (fd < 0)
+		return fd;
+	for (size_t i = 0; i < sizeof(index_files) / sizeof(*index_files);
+	     i++) {
+		snprintf(name, nlen, "index/%s", index_files[i]);
+		rc = vfs_trust_at(fd, index_files[i], S_IFREG, &own, &exists,
+				  why, len);
+		if (rc) {
+			close(fd);
+			return rc;
+		}
+	}
+	*index_fd = fd;
 	return 0;
 }
 
@@ -373,7 +501,8 @@ static int open_store(struct vstore *v, const char *backing, bool create_ok,
 		      bool rdonly)
 {
 	unsigned char fmt[FMT_LEN + 1];
-	char path[80];
+	char path[80], name[32], why[160];
+	struct vfs_trust own;
 	bool fresh = false;
 	struct statfs sfs;
 	bt_txn *txn;
@@ -381,6 +510,8 @@ static int open_store(struct vstore *v, const char *backing, bool create_ok,
 	int fd, rc;
 
 	v->backing_fd = v->store_fd = v->obj_fd = v->lock_fd = -1;
+	v->index_fd = -1;
+	vfs_trust_own(&own);
 	v->backing_fd = open(backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (v->backing_fd < 0) {
 		rc = -errno;
@@ -397,19 +528,22 @@ static int open_store(struct vstore *v, const char *backing, bool create_ok,
 	} else if (errno != EEXIST) {
 		return store_err(backing, NULL);
 	}
-	v->store_fd = openat(v->backing_fd, VFS_STORE_DIR,
-			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* The store is untrusted input (versionfs(8), SECURITY): a
+	   directory of ours that nobody else can write into, reached
+	   without following a link, and so is everything in it. */
+	v->store_fd = vfs_open_dir(v->backing_fd, VFS_STORE_DIR, O_RDONLY,
+				   &own, why, sizeof(why));
 	if (v->store_fd < 0)
-		return store_err(backing, NULL);
+		return store_refused(backing, NULL, v->store_fd, why);
 	if (!rdonly && (rc = store_lock(v)))
 		return rc;
-	fd = openat(v->store_fd, "format", O_RDONLY | O_CLOEXEC);
+	fd = store_file(v->store_fd, backing, "format", O_RDONLY, 0);
 	if (fd >= 0) {
 		n = read(fd, fmt, sizeof(fmt));
 		close(fd);
 		if ((rc = fmt_check(v, fmt, n < 0 ? 0 : (size_t)n)))
 			return rc;
-	} else if (errno == ENOENT) {
+	} else if (fd == -ENOENT) {
 		if (!create_ok) {
 			vfs_log(LOG_ERR, "%s: no versionfs store here",
 				backing);
@@ -417,7 +551,7 @@ static int open_store(struct vstore *v, const char *backing, bool create_ok,
 		}
 		fresh = true;
 	} else {
-		return store_err(backing, "format");
+		return fd;
 	}
 	if (fresh) {
 		if ((mkdirat(v->store_fd, "obj", 0700) && errno != EEXIST) ||
@@ -428,16 +562,19 @@ static int open_store(struct vstore *v, const char *backing, bool create_ok,
 			return rc;
 		}
 	}
-	v->obj_fd = openat(v->store_fd, "obj",
-			   O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	v->obj_fd = vfs_open_dir(v->store_fd, "obj", O_PATH, &own, why,
+				 sizeof(why));
 	if (v->obj_fd < 0)
-		return store_err(backing, "obj");
-	if (fresh && (rc = mk_fanout(v))) {
-		vfs_log(LOG_ERR, "creating %s/%s/obj: %s", backing,
-			VFS_STORE_DIR, strerror(-rc));
-		return rc;
+		return store_refused(backing, "obj", v->obj_fd, why);
+	if ((rc = store_check_fanout(v->obj_fd, fresh, name, why,
+				     sizeof(why)))) {
+		snprintf(path, sizeof(path), "obj/%s", name);
+		return store_refused(backing, path, rc, why);
 	}
-	snprintf(path, sizeof(path), "/proc/self/fd/%d/index", v->store_fd);
+	if ((rc = store_check_index(v->store_fd, &v->index_fd, name,
+				    sizeof(name), why, sizeof(why))))
+		return store_refused(backing, name, rc, why);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", v->index_fd);
 	rc = bt_env_open(&v->env, path, rdonly ? BT_ENV_RDONLY : 0, NULL);
 	if (rc) {
 		vfs_log(LOG_ERR, "%s/%s/index: %s", backing, VFS_STORE_DIR,
@@ -496,6 +633,8 @@ void store_close(struct vstore *v)
 		close(v->obj_fd);
 	if (v->lock_fd >= 0)
 		close(v->lock_fd);
+	if (v->index_fd >= 0)
+		close(v->index_fd);
 	if (v->store_fd >= 0)
 		close(v->store_fd);
 	if (v->backing_fd >= 0)
@@ -539,10 +678,10 @@ int store_id(const struct vstore *st, unsigned char id[16])
 {
 	unsigned char b[FMT_LEN + 1];
 	ssize_t n;
-	int fd = openat(st->store_fd, "format", O_RDONLY | O_CLOEXEC);
+	int fd = store_file(st->store_fd, st->backing, "format", O_RDONLY, 0);
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	n = read(fd, b, sizeof(b));
 	close(fd);
 	if (n < 0)

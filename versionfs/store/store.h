@@ -1,8 +1,8 @@
 /*
  * store.h — libvfsstore: the versionfs store, BACKING/.versionfs/, read and
  * written without FUSE.  The daemon, versionfs-clean, versionfs-fsck, the
- * cleaner, the replicator and (to come) the chunk store link it; none of
- * them needs the daemon's FUSE code to read a store.  versionfs(5) is the
+ * cleaner, the replicator and the chunk store link it; none of them needs
+ * the daemon's FUSE code to read a store.  versionfs(5) is the
  * format; this header is the library's manual.
  *
  *   .versionfs/format     magic, format number, creation time, store id,
@@ -13,7 +13,16 @@
  *                         plus the version's xattrs) and "<ino>.content.<ver>"
  *                         sparse content files at logical offsets
  *
- * LAYERS.  btree/ (the index) < proto/ (finding mounts) < store/ (this) <
+ * UNTRUSTED.  The daemon often runs as root over a directory its user owns,
+ * and the user may replace .versionfs while nothing is mounted.  So
+ * .versionfs must be a directory owned by this process's effective uid
+ * that nobody else can write into, and everything in it is reached
+ * relative to its descriptor, never through a symbolic link, and opened
+ * only if it is a regular file (or directory) of ours with one link
+ * (util/util.h); a store file that is not is refused, logged with its
+ * path and what is wrong, and nothing outside the store is touched.
+ *
+ * LAYERS.  util/ < btree/ (the index) < proto/ (finding mounts) < store/ (this) <
  * cleaner/ < daemon/ and the tools.  Nothing here calls upwards.
  *
  * ERRORS.  Functions return 0 (or a documented non-negative value) or a
@@ -109,6 +118,31 @@ int store_obj_fd(const struct vstore *st);	/* .versionfs/obj (O_PATH) */
 uint64_t store_epoch(const struct vstore *st);
 uint64_t store_parent(const struct vstore *st);
 
+/*
+ * The checks store_open() makes, for versionfs-fsck, which opens a damaged
+ * store its own way.  Each returns 0, or -EPERM/-ELOOP with what is wrong
+ * in why[len] and the store file at fault (relative to .versionfs) in
+ * name, or another -errno.
+ *
+ * store_check_fanout: obj/00 .. obj/ff are directories of ours that
+ * nobody else can write into (create: missing ones are made); name >= 3.
+ * store_check_index: index/ likewise, and the files LMDB and libvfsbtree
+ * open by path in it (data.mdb, lock.mdb, durable) regular files of ours
+ * with one link where they exist; *index_fd an O_PATH descriptor of it,
+ * to be opened as "/proc/self/fd/N".
+ */
+int store_check_fanout(int obj_fd, bool create, char *name, char *why,
+		       size_t len);
+int store_check_index(int store_fd, int *index_fd, char *name, size_t nlen,
+		      char *why, size_t len);
+/* A file of store directory dir_fd (a name or "XX/name" beneath it),
+   opened as util.h's vfs_open_file() with the store's rule (ours, one
+   link, never through a link, never a FIFO or device); a refusal is
+   logged naming BACKING/.versionfs/<what>/<name> (what NULL: dir_fd is
+   .versionfs itself). */
+int store_openat(const struct vstore *st, int dir_fd, const char *what,
+		 const char *name, int flags, mode_t mode);
+
 /* ---- names and files of obj/ -------------------------------------------- */
 
 /* "XX/<ino>.meta.<ver>" / ".content.<ver>" relative to obj/, buf >= 64. */
@@ -118,16 +152,28 @@ void store_content_name(char *buf, size_t len, uint64_t ino, uint64_t ver);
    file, a leftover temporary, or anything else. */
 enum { STORE_UNKNOWN, STORE_META, STORE_CONTENT, STORE_TMP };
 int store_parse_name(const char *name, uint64_t *ino, uint64_t *ver);
-/* openat(2) of a metadata / content file (O_CLOEXEC|O_NOFOLLOW added,
-   mode 0600 on creation): fd or -errno. */
+/* Open a metadata / content file (store_openat(): never through a link,
+   only a regular file of ours; mode 0600 on creation): fd or -errno. */
 int store_open_meta(const struct vstore *st, uint64_t ino, uint64_t ver,
 		    int flags);
 int store_open_content(const struct vstore *st, uint64_t ino, uint64_t ver,
 		       int flags);
-/* Path of `rel` under the backing directory usable by path-based syscalls
-   without crossing a mount over it ("/proc/self/fd/N/rel"). */
-void store_base_path(const struct vstore *st, char *buf, size_t len,
-		     const char *rel);
+/*
+ * The base layer (files the user put in BACKING) is untrusted too: a path
+ * `rel` of it is resolved beneath BACKING, never through a symbolic link
+ * (a link is shown as a link, never opened through), and only a regular
+ * file (or with O_DIRECTORY a directory) is opened; O_PATH returns the
+ * entry itself, links included.  fd or -errno (-ELOOP: a link on the way,
+ * -EPERM: not a regular file; logged).
+ */
+int store_base_open(const struct vstore *st, const char *rel, int flags);
+/* For path-based calls that do not follow their last component (lstat,
+   l*xattr, readlink, open with O_NOFOLLOW): an O_PATH descriptor of rel's
+   parent directory, reached as store_base_open() does, which the caller
+   closes after use, and in buf the path "/proc/self/fd/N/<last>" through
+   it.  fd or -errno. */
+int store_base_at(const struct vstore *st, const char *rel, char *buf,
+		  size_t len);
 /* Disk space the store uses (st_blocks of every file), bytes. */
 uint64_t store_bytes(const struct vstore *st);
 /* syncfs(2) of the file system holding the store. */

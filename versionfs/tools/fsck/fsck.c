@@ -182,17 +182,19 @@ int fsck_queue(struct fsck *f, int kind, uint64_t a, uint64_t b, uint64_t c)
 /* Take the store's lock, or say who holds it.  -EBUSY: in use. */
 static int take_lock(struct fsck *f)
 {
-	char pid[32];
+	char pid[32], why[160];
 
-	f->lock_fd = openat(f->store_fd, "lock", (f->repair ? O_RDWR | O_CREAT :
-			    O_RDONLY) | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (f->lock_fd < 0 && errno == ENOENT) {
+	f->lock_fd = fsck_open_file(f->store_fd, "lock", f->repair ?
+				    O_RDWR | O_CREAT : O_RDONLY, 0644, why,
+				    sizeof(why));
+	if (f->lock_fd == -ENOENT) {
 		fsck_note(f, "no lock file (the store was never mounted)");
 		return 0;
 	}
 	if (f->lock_fd < 0) {
-		oper(".versionfs/lock: %s", strerror(errno));
-		return -errno;
+		oper(".versionfs/lock: %s", why[0] ? why :
+		     strerror(-f->lock_fd));
+		return f->lock_fd;
 	}
 	if (flock(f->lock_fd, LOCK_EX | LOCK_NB) == 0)
 		return 0;
@@ -213,13 +215,15 @@ static int check_format(struct fsck *f)
 {
 	unsigned char b[64];
 	uint32_t fmt;
+	char why[160];
 	ssize_t n;
 	int fd, rc;
 
-	fd = openat(f->store_fd, "format", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0 && errno != ENOENT) {
-		oper(".versionfs/format: %s", strerror(errno));
-		return -errno;
+	fd = fsck_open_file(f->store_fd, "format", O_RDONLY, 0, why,
+			    sizeof(why));
+	if (fd < 0 && fd != -ENOENT) {
+		oper(".versionfs/format: %s", why[0] ? why : strerror(-fd));
+		return fd;
 	}
 	if (fd < 0) {
 		f->fmt_bad = -ENOENT;
@@ -281,7 +285,8 @@ static void fix_format(struct fsck *f)
 static int fsck_open(struct fsck *f)
 {
 	struct ctl_mount cm;
-	char path[64];
+	struct vfs_trust own;
+	char path[64], name[32], why[160];
 	int rc;
 
 	f->backing_fd = open(f->backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -294,36 +299,58 @@ static int fsck_open(struct fsck *f)
 		     "stores that are not in use)", cm.point);
 		return -EBUSY;
 	}
-	f->store_fd = openat(f->backing_fd, VFS_STORE_DIR, O_RDONLY |
-			     O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* untrusted input (store.h): ours, never through a link */
+	vfs_trust_own(&own);
+	f->store_fd = vfs_open_dir(f->backing_fd, VFS_STORE_DIR, O_RDONLY,
+				   &own, why, sizeof(why));
 	if (f->store_fd < 0) {
-		rc = -errno;
-		oper("%s", errno == ENOENT ? "no versionfs store here (no "
-		     ".versionfs directory)" : strerror(errno));
+		rc = f->store_fd;
+		if (rc == -ENOENT)
+			oper("no versionfs store here (no .versionfs "
+			     "directory)");
+		else
+			oper(".versionfs: %s", why[0] ? why : strerror(-rc));
 		return rc;
 	}
 	if ((rc = take_lock(f)) || (rc = check_format(f)))
 		return rc;
-	f->obj_fd = openat(f->store_fd, "obj", O_PATH | O_DIRECTORY |
-			   O_NOFOLLOW | O_CLOEXEC);
-	if (f->obj_fd < 0 && errno == ENOENT && f->repair &&
+	f->obj_fd = vfs_open_dir(f->store_fd, "obj", O_PATH, &own, why,
+				 sizeof(why));
+	if (f->obj_fd == -ENOENT && f->repair &&
 	    mkdirat(f->store_fd, "obj", 0700) == 0) {
 		fsck_problem(f, "obj-missing", ".versionfs/obj", "created",
 			     "directory missing");
-		f->obj_fd = openat(f->store_fd, "obj", O_PATH | O_DIRECTORY |
-				   O_NOFOLLOW | O_CLOEXEC);
+		f->obj_fd = vfs_open_dir(f->store_fd, "obj", O_PATH, &own,
+					 why, sizeof(why));
 	}
 	if (f->obj_fd < 0) {
-		if (errno != ENOENT) {
-			oper(".versionfs/obj: %s", strerror(errno));
-			return -errno;
+		if (f->obj_fd != -ENOENT) {
+			oper(".versionfs/obj: %s", why[0] ? why :
+			     strerror(-f->obj_fd));
+			return f->obj_fd;
 		}
 		fsck_problem(f, "obj-missing", ".versionfs/obj", NULL,
 			     "directory missing: every file of every version "
 			     "is gone");
 		return 1;
 	}
-	snprintf(path, sizeof(path), "/proc/self/fd/%d/index", f->store_fd);
+	if ((rc = store_check_fanout(f->obj_fd, false, name, why,
+				     sizeof(why)))) {
+		oper(".versionfs/obj/%s: %s", name, why[0] ? why :
+		     strerror(-rc));
+		return rc;
+	}
+	if ((rc = store_check_index(f->store_fd, &f->index_fd, name,
+				    sizeof(name), why, sizeof(why))) &&
+	    rc != -ENOENT) {
+		oper(".versionfs/%s: %s", name, why[0] ? why : strerror(-rc));
+		return rc;
+	}
+	if (rc)
+		snprintf(path, sizeof(path), "/proc/self/fd/%d/index",
+			 f->store_fd);	/* missing: bt_env_open says so */
+	else
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", f->index_fd);
 	rc = bt_env_open(&f->env, path, f->repair ? 0 : BT_ENV_RDONLY, NULL);
 	if (rc == -ENOMEM) {
 		oper("opening the index: %s", strerror(-rc));
@@ -352,6 +379,8 @@ static void fsck_close(struct fsck *f)
 		close(f->obj_fd);
 	if (f->lock_fd >= 0)
 		close(f->lock_fd);
+	if (f->index_fd >= 0)
+		close(f->index_fd);
 	if (f->store_fd >= 0)
 		close(f->store_fd);
 	if (f->backing_fd >= 0)
@@ -403,6 +432,7 @@ int main(int argc, char **argv)
 {
 	struct fsck f = {
 		.backing_fd = -1, .store_fd = -1, .obj_fd = -1, .lock_fd = -1,
+		.index_fd = -1,
 		.epoch = UINT64_MAX, .report = report, .note = note,
 	};
 	const char *backing = NULL;

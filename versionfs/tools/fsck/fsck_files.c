@@ -35,16 +35,29 @@
 
 #include "versionfs/tools/fsck/fsck_int.h"
 
+int fsck_open_file(int dir_fd, const char *name, int flags, mode_t mode,
+		   char *why, size_t len)
+{
+	struct vfs_trust own;
+
+	vfs_trust_own(&own);
+	return vfs_open_file(dir_fd, name, flags, mode, &own, why, len);
+}
+
 bool fsck_base_exists(struct fsck *f, const void *p, size_t len)
 {
 	char path[PATH_MAX];
-	struct stat st;
+	int fd;
 
 	if (!p || len == 0 || len >= sizeof(path))
 		return false;
 	memcpy(path, p, len);
 	path[len] = 0;
-	return fstatat(f->backing_fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	/* the entry itself, reached without following a link */
+	fd = vfs_openat_beneath(f->backing_fd, path, O_PATH | O_NOFOLLOW, 0);
+	if (fd >= 0)
+		close(fd);
+	return fd >= 0;
 }
 
 static bool ts_eq(const struct timespec *a, const struct timespec *b)
@@ -82,22 +95,37 @@ static const char *meta_differs(const struct vmeta *file,
 static int meta_prev_xattrs(struct fsck *f, bt_txn *txn,
 			    const struct bt_inode *r, int fd)
 {
-	char name[64], path[PATH_MAX + 32];
+	char name[64], path[PATH_MAX + 32], rel[PATH_MAX], why[160];
 	struct bt_inode p;
 	int src, n;
 
 	if (bt_inode_find(txn, r->ino, r->ver - 1, &p))
 		return 0;
 	if (p.ver == 0) {
+		char *slash;
+
 		if (!(p.flags & BT_INO_BASE) || !p.auxlen ||
 		    p.auxlen >= PATH_MAX)
 			return 0;
-		snprintf(path, sizeof(path), "/proc/self/fd/%d/%.*s",
-			 f->backing_fd, (int)p.auxlen, (const char *)p.aux);
-		return store_xattr_copy(-1, path, fd);
+		/* the base file's parent reached without following a link,
+		   the file itself not followed by store_xattr_copy */
+		memcpy(rel, p.aux, p.auxlen);
+		rel[p.auxlen] = 0;
+		slash = strrchr(rel, '/');
+		if (slash)
+			*slash = 0;
+		src = vfs_openat_beneath(f->backing_fd, slash ? rel : ".",
+					 O_PATH | O_DIRECTORY, 0);
+		if (src < 0)
+			return 0;
+		snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", src,
+			 slash ? slash + 1 : rel);
+		n = store_xattr_copy(-1, path, fd);
+		close(src);
+		return n;
 	}
 	store_meta_name(name, sizeof(name), p.ino, p.ver);
-	src = openat(f->obj_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	src = fsck_open_file(f->obj_fd, name, O_RDONLY, 0, why, sizeof(why));
 	if (src < 0)
 		return 0;
 	n = store_xattr_copy(src, NULL, fd);
@@ -110,12 +138,14 @@ static int meta_prev_xattrs(struct fsck *f, bt_txn *txn,
 static int meta_rewrite(struct fsck *f, bt_txn *txn, const struct bt_inode *r,
 			struct vmeta *m, const char *name, bool create)
 {
+	char why[160];
 	int fd, rc = 0;
 
-	fd = openat(f->obj_fd, name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC |
-		    (create ? O_CREAT | O_EXCL : 0), 0600);
+	fd = fsck_open_file(f->obj_fd, name, O_WRONLY |
+			    (create ? O_CREAT | O_EXCL : 0), 0600, why,
+			    sizeof(why));
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (create && (m->flags & VM_XATTR) &&
 	    meta_prev_xattrs(f, txn, r, fd) <= 0)
 		m->flags &= ~(uint32_t)VM_XATTR;
@@ -129,7 +159,7 @@ static int meta_rewrite(struct fsck *f, bt_txn *txn, const struct bt_inode *r,
 int fsck_meta(struct fsck *f, bt_txn *txn, const struct bt_inode *r)
 {
 	struct vmeta file = { 0 }, idx = { 0 };
-	char name[64], where[96], why[96];
+	char name[64], where[96], why[160];
 	const char *diff;
 	bool had_xattrs;
 	int fd, rc;
@@ -139,12 +169,13 @@ int fsck_meta(struct fsck *f, bt_txn *txn, const struct bt_inode *r)
 	if ((r->flags & BT_INO_ATTR) && (rc = vm_from_rec(&idx, r)))
 		return rc;
 	had_xattrs = idx.flags & VM_XATTR;
-	fd = openat(f->obj_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	fd = fsck_open_file(f->obj_fd, name, O_RDONLY, 0, why, sizeof(why));
 	if (fd < 0) {
 		rc = 0;
-		if (errno != ENOENT)
-			fsck_problem(f, "meta-unreadable", where, NULL, "%s",
-				     strerror(errno));
+		if (fd != -ENOENT)
+			fsck_problem(f, why[0] ? "file-untrusted" :
+				     "meta-unreadable", where, NULL, "%s",
+				     why[0] ? why : strerror(-fd));
 		else if (!(r->flags & BT_INO_ATTR))
 			fsck_problem(f, "meta-missing", where, NULL, "missing "
 				     "(index: inodes (ino %llu, ver %llu) has "
@@ -228,6 +259,39 @@ static int in_use(struct fsck *f, bt_txn *txn, int kind, uint64_t ino,
 	return 0;
 }
 
+/*
+ * A file in obj/XX that is not a regular file of ours with one link (a
+ * planted link, FIFO, device, directory or hard link): reported, never
+ * opened or followed, and with --repair removed (a directory only if it
+ * is empty).  1 if so, 0 if the file is sound, or -errno.
+ */
+static int untrusted(struct fsck *f, int dfd, const char *name,
+		     const char *where)
+{
+	struct vfs_trust own;
+	char why[160];
+	bool exists;
+	struct stat st;
+	int rc;
+
+	vfs_trust_own(&own);
+	rc = vfs_trust_at(dfd, name, S_IFREG, &own, &exists, why,
+			  sizeof(why));
+	if (rc != -EPERM)
+		return rc;
+	/* not a hard link of ours: the other name may hold data in use */
+	if (f->repair && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    !(S_ISREG(st.st_mode) && st.st_uid == own.uid) &&
+	    unlinkat(dfd, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) == 0) {
+		fsck_problem(f, "file-untrusted", where, "deleted (never "
+			     "opened)", "%s", why);
+		return 1;
+	}
+	fsck_problem(f, "file-untrusted", where, NULL, "%s; never opened%s",
+		     why, f->repair ? " (could not be removed)" : "");
+	return 1;
+}
+
 static int scan_one(struct fsck *f, bt_txn *txn, int dfd, unsigned xx,
 		    const char *name)
 {
@@ -238,6 +302,8 @@ static int scan_one(struct fsck *f, bt_txn *txn, int dfd, unsigned xx,
 
 	f->n.files++;
 	snprintf(where, sizeof(where), ".versionfs/obj/%02x/%s", xx, name);
+	if ((rc = untrusted(f, dfd, name, where)) != 0)
+		return rc < 0 ? rc : 0;
 	kind = store_parse_name(name, &ino, &ver);
 	if (kind == STORE_TMP) {
 		if (f->repair && unlinkat(dfd, name, 0) && errno != ENOENT)

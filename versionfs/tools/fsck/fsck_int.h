@@ -11,6 +11,7 @@
 #ifndef VFS_FSCK_INT_H
 #define VFS_FSCK_INT_H
 
+#include "util/util.h"
 #include "versionfs/proto/proto.h"
 #include "versionfs/store/store.h"
 
@@ -46,6 +47,7 @@ struct fsck {
 
 	/* the store (fsck.c) */
 	int backing_fd, store_fd, obj_fd, lock_fd;
+	int index_fd;			/* .versionfs/index, O_PATH */
 	bt_env *env;
 	int fmt_bad;			/* 0, or the problem to fix once the
 					   index has confirmed format 1 */
@@ -95,5 +97,10 @@ int fsck_meta(struct fsck *f, bt_txn *txn, const struct bt_inode *r);
 int fsck_scan_files(struct fsck *f, bt_txn *txn);
 /* Does the base file at aux path p (not NUL-terminated) exist? */
 bool fsck_base_exists(struct fsck *f, const void *p, size_t len);
+/* A store file beneath dir_fd, opened as the store library does (ours,
+   one link, never through a link, never a FIFO): fd or -errno, with why
+   set on a refusal. */
+int fsck_open_file(int dir_fd, const char *name, int flags, mode_t mode,
+		   char *why, size_t len);
 
 #endif /* VFS_FSCK_INT_H */
