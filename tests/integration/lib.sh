@@ -16,6 +16,11 @@
 #   sig DIR [SKIPINO-PREFIX]      a tree's every name, metadata, content
 #                                 hash and user xattr (replica comparisons)
 #   fail MSG / skip MSG / note MSG
+#   test_case NAME CMD [ARGS...]  one named case (git's test_expect_success):
+#                                 CMD runs in a subshell, a fail in it ends
+#                                 the case only; prints "ok N - NAME" or
+#                                 "not ok N - NAME"; cases_done at the end
+#                                 fails the test if any case failed
 # The EXIT trap unmounts every FUSE and loop mount the test made, kills its
 # daemons and removes $T, whatever happened.  make_fs is used as
 # root=$(make_fs ...), in a subshell: it records its mounts in a file, and a
@@ -42,6 +47,24 @@ _loops="$T/.loop-mounts"
 _main=$$
 
 note() { printf '# %s\n' "$*"; }
+
+_case_n=0 _case_failed=0
+test_case() {
+	local name=$1
+	shift
+	_case_n=$((_case_n + 1))
+	if ( "$@" ); then
+		printf 'ok %d - %s\n' "$_case_n" "$name"
+	else
+		printf 'not ok %d - %s\n' "$_case_n" "$name"
+		_case_failed=$((_case_failed + 1))
+	fi
+}
+cases_done() {
+	[ "$_case_failed" = 0 ] ||
+		fail "$_case_failed of $_case_n cases failed"
+	note "$_case_n cases passed"
+}
 fail() { printf 'FAIL: %s\n' "$*"; exit 1; }
 skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
 
@@ -58,6 +81,11 @@ _cleanup() {
 			fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null
 		fi
 	done
+	# mounts made inside a test_case subshell, which this shell never saw
+	findmnt -rn -o TARGET 2>/dev/null | grep "^$T/" | sort -r |
+		while IFS= read -r m; do
+			fusermount3 -u -z "$m" 2>/dev/null
+		done
 	# daemons of this test that survived (their backing dirs are under $T)
 	pkill -9 -f "versionfs.* $T/" 2>/dev/null
 	for i in $(seq 50); do
@@ -135,6 +163,25 @@ vfs_umount() {
 	fi
 	[ -n "${_vfs_store[$m]:-}" ] && vfs_fsck "${_vfs_store[$m]}"
 	return 0
+}
+
+# make_victims ROOT: root-owned files for the untrusted-input tests to aim
+# links at: ROOT/secret (0600) and ROOT/secretdir/inner (in a 0700
+# directory), on ROOT's file system so that a hard link to them is
+# possible; victims ROOT prints their state (bytes, times, owner, mode)
+make_victims() {
+	chmod 755 "$1"
+	echo "root's secret" >"$1/secret"
+	chmod 600 "$1/secret"
+	mkdir -m 700 "$1/secretdir"
+	echo "root's inner secret" >"$1/secretdir/inner"
+	touch -d '2001-01-01' "$1/secret" "$1/secretdir/inner"
+}
+victims() {
+	stat -c '%n %s %Y %a %u' "$1/secret" "$1/secretdir" \
+		"$1/secretdir/inner" 2>&1
+	sha256sum "$1/secret" "$1/secretdir/inner" 2>&1
+	ls -A "$1/secretdir"
 }
 
 # vfs_no_fsck BACKING WHY: the test damages this store on purpose
