@@ -21,21 +21,37 @@
  *      computation, generation and device): the one winner per node and
  *      mount takes the checkpoint, tagged dmtcp-COMPUTATION-GENERATION, and
  *      writes the outcome into that file;
- *   5. meets the others again, then reads the outcome of each of its mounts.
- * At DMTCP_EVENT_RESUME (the image has been renamed into place) a process
- * whose mounts were all checkpointed writes its record: the tag, each
- * mount's checkpoint id, mount point and backing directory, its pid and
- * start time, and the image's device and inode.  Any failure leaves the
- * "pending" record, so versionfs-dmtcp_restart refuses to restart from
- * that image instead of restoring the processes onto newer files.  A
- * process that uses no versionfs mount records that too.  The pid recorded
- * is the real one (getpid(2) under DMTCP gives the virtual pid): the
- * restart wrapper refuses while it lives.  VERSIONFS_DMTCP_DEBUG=1 in the
- * job's environment prints what the plugin does on stderr.
+ *   5. meets the others again, then reads the outcome of each of its mounts;
+ *   6. when all its mounts were checkpointed, completes its record: the
+ *      tag, each mount's checkpoint id, mount point and backing directory,
+ *      its pid and start time, and the device and inode of the image DMTCP
+ *      is about to write.
+ *
+ * Why step 6 happens before the image exists.  DMTCP writes the image into
+ * IMAGE.temp (open with O_CREAT|O_TRUNC, never unlinked first) and renames
+ * that over IMAGE once it is complete; after `dmtcp_command --kcheckpoint`
+ * the process then exits at once, without DMTCP_EVENT_RESUME, so a record
+ * completed at RESUME stayed "pending" and such an image could never be
+ * restarted.  The plugin therefore creates IMAGE.temp itself and records
+ * its inode: DMTCP truncates and fills that very file and renames it into
+ * place, so IMAGE has the recorded inode exactly when this checkpoint's
+ * image was written to the end and renamed, and versionfs-dmtcp_restart,
+ * which compares them, refuses an older image left in place by a
+ * checkpoint that died while writing.  At DMTCP_EVENT_RESUME (image in
+ * place) the record is rewritten from the image itself if IMAGE.temp
+ * could not be made, or if it is gone and IMAGE is another file (a DMTCP
+ * that makes its temporary file anew).  Any failure leaves the "pending"
+ * record, so versionfs-dmtcp_restart refuses to restart from that image
+ * instead of restoring the processes onto newer files.  A process that
+ * uses no versionfs mount records that too.  The pid recorded is the real
+ * one (getpid(2) under DMTCP gives the virtual pid): the restart wrapper
+ * refuses while it lives.
  *
  * The plugin never fails a checkpoint (DMTCP gives plugins no way to): it
  * reports on stderr and leaves the refusal to the restart.  It uses no
  * malloc and no stdio in the event hook except for messages.
+ * VERSIONFS_DMTCP_DEBUG=1 in the job's environment prints what it does on
+ * stderr.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -75,6 +91,9 @@ static int all_ok;		/* the last PRECHECKPOINT succeeded */
 static char tag[128];
 static char image[4096];	/* this generation's image */
 static char record[4200];	/* IMAGE.versionfs */
+static int bound;		/* the record names IMAGE.temp, this one: */
+static dev_t bound_dev;
+static ino_t bound_ino;
 
 static void note(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
@@ -335,6 +354,67 @@ static unsigned long long start_time(void)
 	return t;
 }
 
+/* The complete record: the tag, the mounts, our pid, the image (dev, ino). */
+static int write_record(dev_t dev, ino_t ino)
+{
+	static char text[MAXM * 2200 + 512];	/* not on DMTCP's stack */
+	size_t n = 0;
+
+	n += snprintf(text + n, sizeof text - n,
+		      "versionfs-cr-record 1\n"
+		      "# written by the versionfs DMTCP plugin; see "
+		      "versionfs-cr-hooks(7)\n"
+		      "tag %s\n", tag);
+	for (int i = 0; i < nmounts && n < sizeof text; i++)
+		if (mounts[i].used)
+			n += snprintf(text + n, sizeof text - n,
+				      "mount %" PRIu64 " %s %s\n", mounts[i].id,
+				      mounts[i].point, mounts[i].src);
+	if (n < sizeof text)
+		n += snprintf(text + n, sizeof text - n,
+			      "pid %ld %llu\nimage %ju:%ju\nstate done\n",
+			      real_pid(), start_time(), (uintmax_t)dev,
+			      (uintmax_t)ino);
+	if (n >= sizeof text || write_file(record, text)) {
+		note("cannot write %s; a restart from this image will be "
+		     "refused", record);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Create IMAGE.temp, the file DMTCP is about to write this image into, and
+ * complete the record with its inode: the record then holds for IMAGE
+ * once DMTCP renamed that file into place, with or without a RESUME after
+ * (see the top of this file).
+ */
+static void bind_image(void)
+{
+	char tmp[4200];
+	struct stat st;
+	int fd;
+
+	bound = 0;
+	snprintf(tmp, sizeof tmp, "%s.temp", image);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || fstat(fd, &st)) {
+		note("cannot create %s: %s; the record is completed when the "
+		     "process resumes (never after --kcheckpoint)", tmp,
+		     strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	close(fd);
+	if (write_record(st.st_dev, st.st_ino))
+		return;
+	bound = 1;
+	bound_dev = st.st_dev;
+	bound_ino = st.st_ino;
+}
+
+/* DMTCP_EVENT_PRECHECKPOINT: steps 1 to 6 at the top of this file. */
 static void precheckpoint(void)
 {
 	const char *img = dmtcp_get_ckpt_filename();
@@ -344,6 +424,7 @@ static void precheckpoint(void)
 	if (getenv("VERSIONFS_DMTCP_DEBUG"))
 		note("precheckpoint: generation %u image %s", gen, img);
 	all_ok = 0;
+	bound = 0;
 	record[0] = 0;
 	image[0] = 0;
 	if (img && *img) {
@@ -373,41 +454,40 @@ static void precheckpoint(void)
 	dmtcp_global_barrier("versionfs:checkpointed");
 	if (ok && collect(gen))
 		all_ok = 1;
+	if (all_ok)
+		bind_image();
 }
 
+/*
+ * The image is in place: complete the record from it if it does not name
+ * it yet.  While our IMAGE.temp is still there it stays named: with
+ * DMTCP_FORKED_CHECKPOINT a background process is still writing it and
+ * renames it later (the IMAGE of now is the older one).
+ */
 static void resume(void)
 {
-	static char text[MAXM * 2200 + 512];	/* not on DMTCP's stack */
+	char tmp[4200];
 	struct stat st;
-	size_t n = 0;
 
 	if (getenv("VERSIONFS_DMTCP_DEBUG"))
-		note("resume: all_ok %d record %s", all_ok, record);
+		note("resume: all_ok %d bound %d record %s", all_ok, bound,
+		     record);
 	if (!all_ok || !record[0])
 		return;
+	if (bound) {
+		snprintf(tmp, sizeof tmp, "%s.temp", image);
+		if ((!stat(image, &st) && st.st_dev == bound_dev &&
+		     st.st_ino == bound_ino) ||
+		    (!lstat(tmp, &st) && st.st_dev == bound_dev &&
+		     st.st_ino == bound_ino))
+			return;
+	}
 	if (stat(image, &st)) {
 		note("cannot stat the image %s: %s; a restart from it will be "
 		     "refused", image, strerror(errno));
 		return;
 	}
-	n += snprintf(text + n, sizeof text - n,
-		      "versionfs-cr-record 1\n"
-		      "# written by the versionfs DMTCP plugin; see "
-		      "versionfs-cr-hooks(7)\n"
-		      "tag %s\n", tag);
-	for (int i = 0; i < nmounts && n < sizeof text; i++)
-		if (mounts[i].used)
-			n += snprintf(text + n, sizeof text - n,
-				      "mount %" PRIu64 " %s %s\n", mounts[i].id,
-				      mounts[i].point, mounts[i].src);
-	if (n < sizeof text)
-		n += snprintf(text + n, sizeof text - n,
-			      "pid %ld %llu\nimage %ju:%ju\nstate done\n",
-			      real_pid(), start_time(),
-			      (uintmax_t)st.st_dev, (uintmax_t)st.st_ino);
-	if (n >= sizeof text || write_file(record, text))
-		note("cannot write %s; a restart from this image will be "
-		     "refused", record);
+	write_record(st.st_dev, st.st_ino);
 }
 
 static void versionfs_event_hook(DmtcpEvent_t event, DmtcpEventData_t *data)

@@ -209,7 +209,7 @@ finish_writer() {
 		fail "the writer ended at $(ops "$st") operations, not $TARGET: $($why)"
 }
 
-# ---- DMTCP end to end (t0380) ---------------------------------------------
+# ---- DMTCP end to end (t0380, t0385) ---------------------------------------
 
 # dmtcp_setup ROUNDS: DMTCP 4.1.1 built from ../shared/vendor
 # (tests/vendor/dmtcp.sh, cached) and the plugin built against it, or skip
