@@ -238,7 +238,8 @@ dmtcp_setup() {
 	seed=${VFS_SEED:-$(($(date +%s) % 100000))}
 	note "seed $seed (replay: VFS_SEED=$seed), $rounds cycles"
 	RANDOM=$seed
-	unset DMTCP_COORD_HOST DMTCP_COORD_PORT DMTCP_CHECKPOINT_DIR DMTCP_TMPDIR
+	unset DMTCP_COORD_HOST DMTCP_COORD_PORT DMTCP_CHECKPOINT_DIR DMTCP_TMPDIR \
+		VERSIONFS_DMTCP_ROLLED_BACK
 	export VERSIONFS_DMTCP_RESTART=$DMTCP_PREFIX/bin/dmtcp_restart
 	PATH=$DMTCP_PREFIX/bin:$PATH
 	mkdir -p "$T/dtmp"
