@@ -1,7 +1,8 @@
 /*
  * versionfs_dmtcp.c — DMTCP plugin (libdmtcp_versionfs.so): checkpoint the
- * versionfs mounts a computation uses together with its processes.  See
- * versionfs-cr-hooks(7), section DMTCP.
+ * versionfs mounts a computation uses together with its processes, and
+ * refuse to let a restarted process run on files that were not rolled
+ * back.  See versionfs-cr-hooks(7), section DMTCP.
  *
  *   dmtcp_launch --with-plugin /PATH/libdmtcp_versionfs.so JOB ...
  *   versionfs-dmtcp_restart ckpt_*.dmtcp      (rolls back, then restarts)
@@ -21,21 +22,58 @@
  *      computation, generation and device): the one winner per node and
  *      mount takes the checkpoint, tagged dmtcp-COMPUTATION-GENERATION, and
  *      writes the outcome into that file;
- *   5. meets the others again, then reads the outcome of each of its mounts.
- * At DMTCP_EVENT_RESUME (the image has been renamed into place) a process
- * whose mounts were all checkpointed writes its record: the tag, each
- * mount's checkpoint id, mount point and backing directory, its pid and
- * start time, and the image's device and inode.  Any failure leaves the
- * "pending" record, so versionfs-dmtcp_restart refuses to restart from
- * that image instead of restoring the processes onto newer files.  A
- * process that uses no versionfs mount records that too.  The pid recorded
- * is the real one (getpid(2) under DMTCP gives the virtual pid): the
- * restart wrapper refuses while it lives.  VERSIONFS_DMTCP_DEBUG=1 in the
- * job's environment prints what the plugin does on stderr.
+ *   5. meets the others again, then reads the outcome of each of its mounts;
+ *   6. when all its mounts were checkpointed, completes its record: the
+ *      tag, each mount's checkpoint id, mount point and backing directory,
+ *      its pid and start time, and the device and inode of the image DMTCP
+ *      is about to write.
+ *
+ * Why step 6 happens before the image exists.  DMTCP writes the image into
+ * IMAGE.temp (open with O_CREAT|O_TRUNC, never unlinked first) and renames
+ * that over IMAGE once it is complete; after `dmtcp_command --kcheckpoint`
+ * the process then exits at once, without DMTCP_EVENT_RESUME, so a record
+ * completed at RESUME stayed "pending" and such an image could never be
+ * restarted.  The plugin therefore creates IMAGE.temp itself and records
+ * its inode: DMTCP truncates and fills that very file and renames it into
+ * place, so IMAGE has the recorded inode exactly when this checkpoint's
+ * image was written to the end and renamed, and versionfs-dmtcp_restart,
+ * which compares them, refuses an older image left in place by a
+ * checkpoint that died while writing.  At DMTCP_EVENT_RESUME (image in
+ * place) the record is rewritten from the image itself if IMAGE.temp
+ * could not be made, or if it is gone and IMAGE is another file (a DMTCP
+ * that makes its temporary file anew); with DMTCP_FORKED_CHECKPOINT that
+ * can be the older image, which the guard below then refuses to restart
+ * on this checkpoint's files.  Any failure leaves the "pending" record,
+ * so versionfs-dmtcp_restart refuses to restart from that image instead
+ * of restoring the processes onto newer files.  A process that uses no
+ * versionfs mount records that too.  The pid recorded is the real one
+ * (getpid(2) under DMTCP gives the virtual pid): the restart wrapper
+ * refuses while it lives.
+ *
+ * At DMTCP_EVENT_RESTART, in the restarted process and before any of its
+ * user threads runs, a guard checks that the files were rolled back to
+ * this image's checkpoint: DMTCP's own dmtcp_restart_script.sh runs
+ * dmtcp_restart by absolute path, and plain dmtcp_restart rolls nothing
+ * back.  versionfs-dmtcp_restart puts VERSIONFS_DMTCP_ROLLED_BACK=TAG in
+ * dmtcp_restart's environment once every mount is back at TAG; DMTCP keeps
+ * that environment in a file on a protected descriptor
+ * (dmtcp_protected_environ_fd()), which the guard reads with pread(2)
+ * (dmtcp_get_restart_env() of DMTCP 4.1.1 looks at the first variable
+ * only).  The tag the guard compares it with is in the restored memory, so
+ * it is the tag of the checkpoint taken with this very image.  Unless they
+ * are equal (and that checkpoint succeeded), the guard says why on stderr
+ * and exits the process with status VFS_DMTCP_REFUSED: the job never runs
+ * on newer files.  The guard is registered as a second plugin after
+ * DMTCP's own (DMTCP calls RESTART hooks in reverse order), so it runs
+ * before DMTCP's file plugin reopens, truncates or refills any file: a
+ * refused restart changes nothing.  It opens no descriptor there (fds of
+ * the job are not restored yet).
  *
  * The plugin never fails a checkpoint (DMTCP gives plugins no way to): it
  * reports on stderr and leaves the refusal to the restart.  It uses no
- * malloc and no stdio in the event hook except for messages.
+ * malloc and no stdio in the event hooks except for messages.
+ * VERSIONFS_DMTCP_DEBUG=1 in the job's environment prints what it does on
+ * stderr.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -59,6 +97,12 @@
 
 #define MAXM	32		/* versionfs mounts a process may use */
 
+/* Set by versionfs-dmtcp_restart in dmtcp_restart's environment: the tag
+   every mount was rolled back to. */
+#define ROLLED_BACK_VAR	"VERSIONFS_DMTCP_ROLLED_BACK"
+/* The status a restarted process exits with when the guard refuses. */
+#define VFS_DMTCP_REFUSED	1
+
 struct vmount {
 	dev_t dev;
 	char point[1024];	/* escaped as in mountinfo */
@@ -75,13 +119,16 @@ static int all_ok;		/* the last PRECHECKPOINT succeeded */
 static char tag[128];
 static char image[4096];	/* this generation's image */
 static char record[4200];	/* IMAGE.versionfs */
+static int bound;		/* the record names IMAGE.temp, this one: */
+static dev_t bound_dev;
+static ino_t bound_ino;
 
 static void note(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
 
 static void note(const char *fmt, ...)
 {
-	char buf[1024];
+	static char buf[4096];	/* one thread writes messages: DMTCP's */
 	va_list ap;
 	int n;
 
@@ -335,6 +382,67 @@ static unsigned long long start_time(void)
 	return t;
 }
 
+/* The complete record: the tag, the mounts, our pid, the image (dev, ino). */
+static int write_record(dev_t dev, ino_t ino)
+{
+	static char text[MAXM * 2200 + 512];	/* not on DMTCP's stack */
+	size_t n = 0;
+
+	n += snprintf(text + n, sizeof text - n,
+		      "versionfs-cr-record 1\n"
+		      "# written by the versionfs DMTCP plugin; see "
+		      "versionfs-cr-hooks(7)\n"
+		      "tag %s\n", tag);
+	for (int i = 0; i < nmounts && n < sizeof text; i++)
+		if (mounts[i].used)
+			n += snprintf(text + n, sizeof text - n,
+				      "mount %" PRIu64 " %s %s\n", mounts[i].id,
+				      mounts[i].point, mounts[i].src);
+	if (n < sizeof text)
+		n += snprintf(text + n, sizeof text - n,
+			      "pid %ld %llu\nimage %ju:%ju\nstate done\n",
+			      real_pid(), start_time(), (uintmax_t)dev,
+			      (uintmax_t)ino);
+	if (n >= sizeof text || write_file(record, text)) {
+		note("cannot write %s; a restart from this image will be "
+		     "refused", record);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Create IMAGE.temp, the file DMTCP is about to write this image into, and
+ * complete the record with its inode: the record then holds for IMAGE
+ * once DMTCP renamed that file into place, with or without a RESUME after
+ * (see the top of this file).
+ */
+static void bind_image(void)
+{
+	char tmp[4200];
+	struct stat st;
+	int fd;
+
+	bound = 0;
+	snprintf(tmp, sizeof tmp, "%s.temp", image);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || fstat(fd, &st)) {
+		note("cannot create %s: %s; the record is completed when the "
+		     "process resumes (never after --kcheckpoint)", tmp,
+		     strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	close(fd);
+	if (write_record(st.st_dev, st.st_ino))
+		return;
+	bound = 1;
+	bound_dev = st.st_dev;
+	bound_ino = st.st_ino;
+}
+
+/* DMTCP_EVENT_PRECHECKPOINT: steps 1 to 6 at the top of this file. */
 static void precheckpoint(void)
 {
 	const char *img = dmtcp_get_ckpt_filename();
@@ -344,6 +452,7 @@ static void precheckpoint(void)
 	if (getenv("VERSIONFS_DMTCP_DEBUG"))
 		note("precheckpoint: generation %u image %s", gen, img);
 	all_ok = 0;
+	bound = 0;
 	record[0] = 0;
 	image[0] = 0;
 	if (img && *img) {
@@ -373,41 +482,134 @@ static void precheckpoint(void)
 	dmtcp_global_barrier("versionfs:checkpointed");
 	if (ok && collect(gen))
 		all_ok = 1;
+	if (all_ok)
+		bind_image();
 }
 
+/*
+ * The image is in place: complete the record from it if it does not name
+ * it yet.  While our IMAGE.temp is still there it stays named: with
+ * DMTCP_FORKED_CHECKPOINT a background process is still writing it and
+ * renames it later (the IMAGE of now is the older one).
+ */
 static void resume(void)
 {
-	static char text[MAXM * 2200 + 512];	/* not on DMTCP's stack */
+	char tmp[4200];
 	struct stat st;
-	size_t n = 0;
 
 	if (getenv("VERSIONFS_DMTCP_DEBUG"))
-		note("resume: all_ok %d record %s", all_ok, record);
+		note("resume: all_ok %d bound %d record %s", all_ok, bound,
+		     record);
 	if (!all_ok || !record[0])
 		return;
+	if (bound) {
+		snprintf(tmp, sizeof tmp, "%s.temp", image);
+		if ((!stat(image, &st) && st.st_dev == bound_dev &&
+		     st.st_ino == bound_ino) ||
+		    (!lstat(tmp, &st) && st.st_dev == bound_dev &&
+		     st.st_ino == bound_ino))
+			return;
+	}
 	if (stat(image, &st)) {
 		note("cannot stat the image %s: %s; a restart from it will be "
 		     "refused", image, strerror(errno));
 		return;
 	}
-	n += snprintf(text + n, sizeof text - n,
-		      "versionfs-cr-record 1\n"
-		      "# written by the versionfs DMTCP plugin; see "
-		      "versionfs-cr-hooks(7)\n"
-		      "tag %s\n", tag);
-	for (int i = 0; i < nmounts && n < sizeof text; i++)
+	write_record(st.st_dev, st.st_ino);
+}
+
+/*
+ * VERSIONFS_DMTCP_ROLLED_BACK of dmtcp_restart's environment, which DMTCP
+ * keeps as NAME=VALUE\0NAME=VALUE\0... in a file on a protected
+ * descriptor.  0 with the value in val, or -1: not there, too long, or
+ * no such descriptor.  pread(2) only: no descriptor is opened, no offset
+ * moved (the restarted processes share that file's).
+ */
+static int restart_env(char *val, size_t len)
+{
+	static const char name[] = ROLLED_BACK_VAR "=";
+	static char buf[4096];		/* not on DMTCP's stack */
+	int state = 0;			/* 0 name, 1 value, 2 another entry */
+	size_t at = 0, vi = 0;
+	off_t off = 0;
+	ssize_t n;
+
+	while ((n = pread(dmtcp_protected_environ_fd(), buf, sizeof buf,
+			  off)) > 0) {
+		off += n;
+		for (ssize_t i = 0; i < n; i++) {
+			char c = buf[i];
+
+			if (!c) {
+				if (state == 1)
+					break;
+				state = 0;
+				at = 0;
+			} else if (state == 0) {
+				if (c != name[at])
+					state = 2;
+				else if (!name[++at])
+					state = 1;
+			} else if (state == 1) {
+				if (vi + 1 >= len)
+					return -1;
+				val[vi++] = c;
+			}
+		}
+		if (state == 1)
+			break;
+	}
+	if (state != 1)
+		return -1;
+	val[vi] = 0;
+	return 0;
+}
+
+/*
+ * The restarted process, before any user thread runs and before DMTCP
+ * touches a file: go on only if versionfs-dmtcp_restart rolled every mount
+ * back to the checkpoint taken with this image, else say why and exit.
+ */
+static void guard(void)
+{
+	static char got[VFS_TAG_MAX + 2], where[MAXM * 1030 + 64];
+	size_t n = 0;
+	int have = !restart_env(got, sizeof got);
+
+	if (getenv("VERSIONFS_DMTCP_DEBUG"))
+		note("restart: image of %s (all_ok %d), rolled back to %s",
+		     tag[0] ? tag : "no checkpoint", all_ok,
+		     have ? got : "nothing");
+	if (all_ok && have && !strcmp(got, tag))
+		return;
+	where[0] = 0;
+	for (int i = 0; i < nmounts && n < sizeof where; i++)
 		if (mounts[i].used)
-			n += snprintf(text + n, sizeof text - n,
-				      "mount %" PRIu64 " %s %s\n", mounts[i].id,
-				      mounts[i].point, mounts[i].src);
-	if (n < sizeof text)
-		n += snprintf(text + n, sizeof text - n,
-			      "pid %ld %llu\nimage %ju:%ju\nstate done\n",
-			      real_pid(), start_time(),
-			      (uintmax_t)st.st_dev, (uintmax_t)st.st_ino);
-	if (n >= sizeof text || write_file(record, text))
-		note("cannot write %s; a restart from this image will be "
-		     "refused", record);
+			n += snprintf(where + n, sizeof where - n, "%s%s",
+				      n ? ", " : "", mounts[i].path);
+	if (!n)
+		snprintf(where, sizeof where, "(none in this process; other "
+			 "processes of the job may use some)");
+	if (!all_ok)
+		note("the versionfs checkpoint taken with this image (%s) did "
+		     "not complete, so the files cannot be put back to it; "
+		     "refusing to restart (exit %d)",
+		     tag[0] ? tag : "none", VFS_DMTCP_REFUSED);
+	else if (!have)
+		note("restarted without versionfs-dmtcp_restart "
+		     "(dmtcp_restart_script.sh and dmtcp_restart roll nothing "
+		     "back): the files on the versionfs mounts %s were not "
+		     "rolled back to %s, the checkpoint taken with this image, "
+		     "and may be newer than the job's memory; refusing to "
+		     "restart (exit %d).  Restart with: "
+		     "versionfs-dmtcp_restart %s", where, tag,
+		     VFS_DMTCP_REFUSED, image);
+	else
+		note("the versionfs mounts %s were rolled back to %s, but this "
+		     "image was taken with %s: the job would run on other "
+		     "files than its own; refusing to restart (exit %d)",
+		     where, got, tag, VFS_DMTCP_REFUSED);
+	_exit(VFS_DMTCP_REFUSED);
 }
 
 static void versionfs_event_hook(DmtcpEvent_t event, DmtcpEventData_t *data)
@@ -425,7 +627,14 @@ static void versionfs_event_hook(DmtcpEvent_t event, DmtcpEventData_t *data)
 	}
 }
 
-DmtcpPluginDescriptor_t versionfs_plugin = {
+static void guard_hook(DmtcpEvent_t event, DmtcpEventData_t *data)
+{
+	(void)data;
+	if (event == DMTCP_EVENT_RESTART)
+		guard();
+}
+
+static DmtcpPluginDescriptor_t versionfs_plugin = {
 	DMTCP_PLUGIN_API_VERSION,
 	DMTCP_PACKAGE_VERSION,
 	"versionfs",
@@ -435,4 +644,30 @@ DmtcpPluginDescriptor_t versionfs_plugin = {
 	versionfs_event_hook
 };
 
-DMTCP_DECL_PLUGIN(versionfs_plugin);
+static DmtcpPluginDescriptor_t versionfs_guard = {
+	DMTCP_PLUGIN_API_VERSION,
+	DMTCP_PACKAGE_VERSION,
+	"versionfs-guard",
+	"versionfs",
+	"",
+	"refuse a restart whose files were not rolled back",
+	guard_hook
+};
+
+/*
+ * What DMTCP_DECL_PLUGIN does, with the guard registered after the plugins
+ * further down the preload order (DMTCP's own): DMTCP calls the RESTART
+ * hooks last-registered first, so the guard runs before its file plugin
+ * reopens any file, while the main plugin keeps its place (first) at
+ * PRECHECKPOINT, before DMTCP's socket plugin drains the connections.
+ */
+void dmtcp_initialize_plugin(void)
+{
+	void (*next)(void);
+
+	dmtcp_register_plugin(versionfs_plugin);
+	next = NEXT_FNC(dmtcp_initialize_plugin);
+	if (next)
+		next();
+	dmtcp_register_plugin(versionfs_guard);
+}

@@ -208,3 +208,90 @@ finish_writer() {
 	[ "$(ops "$st")" = "$TARGET" ] ||
 		fail "the writer ended at $(ops "$st") operations, not $TARGET: $($why)"
 }
+
+# ---- DMTCP end to end (t0380, t0385) ---------------------------------------
+
+# dmtcp_setup ROUNDS: DMTCP 4.1.1 built from ../shared/vendor
+# (tests/vendor/dmtcp.sh, cached) and the plugin built against it, or skip
+# (77) saying why; PATH and VERSIONFS_DMTCP_RESTART point at that DMTCP,
+# the caller's DMTCP_* settings are cleared, and one coordinator runs for
+# the test on a free port, in $T (it writes its dmtcp_restart_script.sh
+# into its working directory), stopped by the EXIT trap.  Sets T0 (the
+# start), DMTCP_PREFIX, PLUGIN, RESTART (versionfs-dmtcp_restart), PORT,
+# DOPTS (dmtcp_launch and dmtcp_restart options: join it, tmpdir), rounds
+# ($VFS_ROUNDS, else ROUNDS) and seed ($VFS_SEED, else from the clock;
+# RANDOM is seeded with it).
+dmtcp_setup() {
+	local top i
+	top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+	[ -x "$WRITER" ] || fail "$WRITER missing (make tests-build)"
+	T0=$(date +%s)
+	RESTART=$HOOKS/versionfs-dmtcp_restart
+	DMTCP_PREFIX=$("$top/tests/vendor/dmtcp.sh" 2>"$T/vendor.err") ||
+		skip "DMTCP 4.1.1 not available: $(tr '\n' ' ' <"$T/vendor.err")"
+	make -C "$top" --no-print-directory NO_DEPS=1 BUILD="$VFS_BUILD" \
+		DMTCP_PREFIX="$DMTCP_PREFIX" dmtcp-plugin >"$T/plugin.log" 2>&1 ||
+		fail "the plugin does not build against $DMTCP_PREFIX: $(tail -n 5 "$T/plugin.log")"
+	PLUGIN=$VFS_BUILD/libdmtcp_versionfs.so
+	note "dmtcp: $DMTCP_PREFIX, plugin $PLUGIN (ready after $(($(date +%s) - T0)) s)"
+	rounds=${VFS_ROUNDS:-$1}
+	seed=${VFS_SEED:-$(($(date +%s) % 100000))}
+	note "seed $seed (replay: VFS_SEED=$seed), $rounds cycles"
+	RANDOM=$seed
+	unset DMTCP_COORD_HOST DMTCP_COORD_PORT DMTCP_CHECKPOINT_DIR DMTCP_TMPDIR \
+		VERSIONFS_DMTCP_ROLLED_BACK
+	export VERSIONFS_DMTCP_RESTART=$DMTCP_PREFIX/bin/dmtcp_restart
+	PATH=$DMTCP_PREFIX/bin:$PATH
+	mkdir -p "$T/dtmp"
+	(cd "$T" && exec dmtcp_coordinator --daemon -q -p 0 --port-file "$T/port" \
+		--tmpdir "$T/dtmp" --ckptdir "$T") >"$T/coord.log" 2>&1 ||
+		fail "dmtcp_coordinator failed"
+	for i in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.05; done
+	PORT=$(cat "$T/port")
+	[[ $PORT =~ ^[0-9]+$ ]] || fail "no coordinator port"
+	trap 'cr_cleanup; dmtcp_command -p "$PORT" --quit >/dev/null 2>&1; sleep 0.2; _cleanup' EXIT
+	DOPTS=(-j -p "$PORT" --tmpdir "$T/dtmp")
+}
+
+# writer_why: the last lines the writer wrote (what explains a death)
+writer_why() { grep -v -e "^\s*$" "$T/writer.out" | tail -n 30; }
+# peers: how many processes the coordinator counts
+peers() { dmtcp_command -p "$PORT" -s 2>/dev/null | sed -n 's/.*NUM_PEERS=//p'; }
+# wait_peers N: until the coordinator counts N processes (15 s)
+wait_peers() {
+	local i
+	for i in $(seq 300); do
+		[ "$(peers)" = "$1" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+# stamp FILE: what tells a new FILE from the one it replaced ("none" if
+# missing): inode, modification time, and a C/R record's tag
+stamp() {
+	[ -e "$1" ] || { echo none; return; }
+	stat -c '%i %y' "$1"
+	case $1 in *.versionfs) sed -n 's/^tag //p' "$1" 2>/dev/null ;; esac
+}
+# new_record REC OLDSTAMP: REC is complete and not the one stamped OLDSTAMP
+new_record() {
+	grep -qx 'state done' "$1" 2>/dev/null && [ "$(stamp "$1")" != "$2" ]
+}
+# new_ckpt DIR OLDIMG OLDREC plugin|none: DIR has an image that is not the
+# one stamped OLDIMG and, with the plugin, a complete record beside it that
+# is not the one stamped OLDREC.  Sets IMG and REC.  "New" by inode and
+# modification time, and for the record by its tag (the generation goes
+# up): the file system may give a new file the inode number of the one it
+# replaced.
+new_ckpt() {
+	IMG=$(ls "$1"/ckpt_*.dmtcp 2>/dev/null | head -n 1) REC=
+	[ -n "$IMG" ] && [ "$(stamp "$IMG")" != "$2" ] || return 1
+	[ "$4" = none ] && return 0
+	REC=$IMG.versionfs
+	new_record "$REC" "$3"
+}
+# restart_why LOG: the lines of a restart's output that say why it failed
+restart_why() {
+	grep -a -e 'Error\]' -e 'REASON=' -e 'cr_writer:' -e 'versionfs-' "$1" |
+		grep -av '^ *[0-9]' | tail -n 6
+}

@@ -25,67 +25,12 @@
 . "$(dirname "$0")/lib.sh"
 need_root
 . "$(dirname "$0")/cr-lib.sh"
-here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/../.." && pwd)
-RESTART=$HOOKS/versionfs-dmtcp_restart
-[ -x "$WRITER" ] || fail "$WRITER missing (make tests-build)"
-t0=$(date +%s)
-prefix=$("$here/../vendor/dmtcp.sh" 2>"$T/vendor.err") ||
-	skip "DMTCP 4.1.1 not available: $(tr '\n' ' ' <"$T/vendor.err")"
-make -C "$top" --no-print-directory NO_DEPS=1 BUILD="$VFS_BUILD" \
-	DMTCP_PREFIX="$prefix" dmtcp-plugin >"$T/plugin.log" 2>&1 ||
-	fail "the plugin does not build against $prefix: $(tail -n 5 "$T/plugin.log")"
-PLUGIN=$VFS_BUILD/libdmtcp_versionfs.so
-note "dmtcp: $prefix, plugin $PLUGIN (ready after $(($(date +%s) - t0)) s)"
-rounds=${VFS_ROUNDS:-20}
-seed=${VFS_SEED:-$(($(date +%s) % 100000))}
-note "seed $seed (replay: VFS_SEED=$seed), $rounds cycles"
-RANDOM=$seed
-
-unset DMTCP_COORD_HOST DMTCP_COORD_PORT DMTCP_CHECKPOINT_DIR DMTCP_TMPDIR
-export VERSIONFS_DMTCP_RESTART=$prefix/bin/dmtcp_restart
-PATH=$prefix/bin:$PATH
-mkdir -p "$T/dtmp"
-
-# one coordinator for the test, on a free port
-# (in $T: it writes its restart scripts into its working directory)
-(cd "$T" && exec dmtcp_coordinator --daemon -q -p 0 --port-file "$T/port" \
-	--tmpdir "$T/dtmp" --ckptdir "$T") >"$T/coord.log" 2>&1 ||
-	fail "dmtcp_coordinator failed"
-for i in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.05; done
-PORT=$(cat "$T/port")
-[[ $PORT =~ ^[0-9]+$ ]] || fail "no coordinator port"
-trap 'cr_cleanup; dmtcp_command -p "$PORT" --quit >/dev/null 2>&1; sleep 0.2; _cleanup' EXIT
-DOPTS=(-j -p "$PORT" --tmpdir "$T/dtmp")
-
-peers() { dmtcp_command -p "$PORT" -s 2>/dev/null | sed -n 's/.*NUM_PEERS=//p'; }
-why() { grep -v -e "^\s*$" "$T/writer.out" | tail -n 30; }
-
-# stamp FILE: what tells a new FILE from the one it replaced ("none" if
-# missing): inode, modification time, and a C/R record's tag
-stamp() {
-	[ -e "$1" ] || { echo none; return; }
-	stat -c '%i %y' "$1"
-	case $1 in *.versionfs) sed -n 's/^tag //p' "$1" 2>/dev/null ;; esac
-}
-# new_record REC OLDSTAMP: REC is complete and not the one stamped OLDSTAMP
-new_record() {
-	grep -qx 'state done' "$1" 2>/dev/null && [ "$(stamp "$1")" != "$2" ]
-}
-# wait_peers N: until the coordinator counts N processes
-wait_peers() {
-	local i
-	for i in $(seq 300); do
-		[ "$(peers)" = "$1" ] && return 0
-		sleep 0.05
-	done
-	return 1
-}
+dmtcp_setup 20
 
 # cycles A B plugin|none STATUS: checkpoint / run on / kill -9 / restart.
 # Sets RESTART_FAILED to the cycle whose restart did not come up (0: none).
 cycles() {
-	local a=$1 b=$2 mode=$3 st=$4 ck wp r n i rec="" img old oldrec
+	local a=$1 b=$2 mode=$3 st=$4 ck wp r n i old oldrec
 	local -a plug=()
 	ck=$T/ck.$mode
 	mkdir -p "$ck"
@@ -103,14 +48,10 @@ cycles() {
 	wait_peers 1 || fail "the writer did not join the coordinator: $(tail -n 5 "$T/writer.out")"
 	for ((r = 1; r <= rounds; r++)); do
 		n=$(($(ops "$st") + 20 + RANDOM % 100))
-		wait_ops "$st" "$n" "$wp" why || break
+		wait_ops "$st" "$n" "$wp" writer_why || break
 		# --bcheckpoint does not wait for the image with this
 		# coordinator: wait for a new image (renamed into place) and,
-		# with the plugin, a new complete record beside it (written when
-		# the process resumes).  "New" by inode and modification time,
-		# and for the record by its tag (the generation goes up):
-		# the file system may give a new file the inode number of the
-		# one it replaced.
+		# with the plugin, a new complete record beside it
 		old=$(stamp "$ck"/ckpt_*.dmtcp)
 		oldrec=$(stamp "$ck"/ckpt_*.dmtcp.versionfs)
 		dmtcp_command -p "$PORT" --bcheckpoint >/dev/null ||
@@ -124,41 +65,33 @@ cycles() {
 				dmtcp_command -p "$PORT" --bcheckpoint >/dev/null
 			fi
 			if [ "$WRITER_MAY_DIE" = yes ] && ! alive "$wp"; then
-				WRITER_DIED="at $(ops "$st") operations, before its checkpoint: $(why)"
+				WRITER_DIED="at $(ops "$st") operations, before its checkpoint: $(writer_why)"
 				return 0
 			fi
-			img=$(ls "$ck"/ckpt_*.dmtcp 2>/dev/null | head -n 1)
-			if [ -n "$img" ] && [ "$(stamp "$img")" != "$old" ]; then
-				[ "$mode" = none ] && break
-				rec=$img.versionfs
-				new_record "$rec" "$oldrec" && break
-			fi
+			new_ckpt "$ck" "$old" "$oldrec" "$mode" && break
 			sleep 0.05
 		done
-		[ -n "$img" ] && [ "$(stamp "$img")" != "$old" ] ||
+		[ -n "$IMG" ] && [ "$(stamp "$IMG")" != "$old" ] ||
 			fail "cycle $r: no new image in $ck after 60 s"
-		if [ "$mode" != none ]; then
-			new_record "$rec" "$oldrec" ||
-				fail "cycle $r: no new complete record: $(cat "$rec" 2>&1; tail -n 5 "$T/writer.out")"
-		fi
+		new_ckpt "$ck" "$old" "$oldrec" "$mode" ||
+			fail "cycle $r: no new complete record: $(cat "$REC" 2>&1; tail -n 5 "$T/writer.out")"
 		n=$(($(ops "$st") + 20 + RANDOM % 100))
-		wait_ops "$st" "$n" "$wp" why || break
+		wait_ops "$st" "$n" "$wp" writer_why || break
 		kill -9 "$wp"
 		wait "$wp" 2>/dev/null
 		wait_peers 0 || fail "cycle $r: the coordinator still counts the killed writer"
 		if [ "$mode" = none ]; then
-			setsid dmtcp_restart "${DOPTS[@]}" "$img" </dev/null \
+			setsid dmtcp_restart "${DOPTS[@]}" "$IMG" </dev/null \
 				>>"$T/writer.out" 2>&1 &
 		else
-			setsid "$RESTART" "${DOPTS[@]}" "$img" </dev/null \
+			setsid "$RESTART" "${DOPTS[@]}" "$IMG" </dev/null \
 				>>"$T/writer.out" 2>&1 &
 		fi
 		wp=$!
 		cr_track "$wp"
 		if ! wait_peers 1 || ! alive "$wp"; then
 			RESTART_FAILED=$r
-			RESTART_WHY=$(grep -a -e 'Error\]' -e 'REASON=' -e 'cr_writer:' \
-				-e 'versionfs-' "$T/writer.out" | grep -av '^ *[0-9]' | tail -n 6)
+			RESTART_WHY=$(restart_why "$T/writer.out")
 			kill -9 "$wp" 2>/dev/null
 			return 0
 		fi
@@ -166,15 +99,14 @@ cycles() {
 		sleep 0.3
 		if ! alive "$wp"; then
 			RESTART_FAILED=$r
-			RESTART_WHY=$(grep -a -e 'Error\]' -e 'REASON=' -e 'cr_writer:' \
-				-e 'versionfs-' "$T/writer.out" | grep -av '^ *[0-9]' | tail -n 6)
+			RESTART_WHY=$(restart_why "$T/writer.out")
 			return 0
 		fi
 		[ "$mode" = none ] && WRITER_MAY_DIE=yes
 	done
 	[ -n "$WRITER_DIED" ] && return 0
 	finish_writer "$st" "$wp" "$wp" "$r" "$rounds" "$mode" \
-		"$([ "$mode" = none ] && echo yes)" why
+		"$([ "$mode" = none ] && echo yes)" writer_why
 }
 
 make_fs ext4 1G >/dev/null
@@ -213,4 +145,4 @@ elif diff -r -q "$root/ref/a" "$root/ca" >/dev/null 2>&1 &&
 else
 	note "control: without versionfs DMTCP restarted and the files differ: $(diff -r -q "$root/ref/a" "$root/ca" | head -n 3 | tr '\n' ' ')"
 fi
-note "ok ($(($(date +%s) - t0)) s)"
+note "ok ($(($(date +%s) - T0)) s)"
