@@ -145,6 +145,14 @@ int cs_frag_decode(const char *name, unsigned char *const *frags,
  * (kind one of "pack", "index", "manifest", "lock", "gc"), [a-z0-9/._-]
  * only.  put is atomic and durable when it returns (dir: a temporary file, fsync,
  * rename, fsync of the directory); get of a missing object is -ENOENT.
+ * A benefactor is untrusted: dir: never follows a link nor opens anything
+ * but a regular file in it; an entry that is not one (a symlink, a
+ * directory, a FIFO planted under an object's name) is an object that is
+ * absent (get -ENOENT, exists 0, not listed), which put replaces and del
+ * removes, never following it (a directory only when empty: put fails
+ * with -EISDIR, del leaves it); a kind folder that is not a directory
+ * holds no object and fails puts of its kind (-ENOTDIR).  strays lists
+ * them.
  * A Ceph RADOS backend implements the same operations (rados.c).  The
  * repository calls the operations of one backend from one thread at a
  * time (its writer thread while a pipeline of puts runs, the caller's
@@ -196,6 +204,24 @@ struct cs_backend_ops {
 	   not atomic (see versionfs-chunk(8), LOCKING). */
 	int (*put_excl)(struct cs_backend *b, const char *name,
 			const void *buf, size_t len);
+	/* Optional (NULL: nothing else can be there, rados:).  What the
+	   benefactor holds that is neither an object nor a kind folder:
+	   a kind folder that is not a directory (name "pack"), an entry
+	   of a kind folder that is not a regular file ("pack/<entry>",
+	   control characters shown as '?'), each as fn(name, what, rc,
+	   arg), what "symlink", "directory", "FIFO", "socket", ...  With
+	   remove, each entry named like an object is removed first,
+	   never followed (a directory only when empty), and a kind
+	   folder that is a link or a node is replaced by a directory:
+	   rc 0 removed, -errno left (-ENOTEMPTY: a directory with
+	   something in it), 1 left (remove not asked, a name no object
+	   has, a regular file in place of a kind folder).  A non-zero
+	   return of fn stops the walk and is returned; -errno if the
+	   benefactor cannot be read.  Only under the writer lock with
+	   remove: an entry is removed after it was seen, by name. */
+	int (*strays)(struct cs_backend *b, bool remove,
+		      int (*fn)(const char *name, const char *what, int rc,
+				void *arg), void *arg);
 	void (*close)(struct cs_backend *b);
 };
 struct cs_backend {
