@@ -300,6 +300,21 @@ void cs_names_free(char **names, size_t n);
  */
 int cs_obj_fragments(struct cs_repo *r, const char *name, unsigned *good,
 		     struct cs_redund *geom, char *why, size_t whylen);
+/*
+ * What the benefactors hold that is no object (cs_backend_ops.strays): a
+ * symlink, directory, FIFO, socket or device in a kind folder, a kind
+ * folder that is not a directory.  Nothing reads, lists or follows them;
+ * check reports them (remove false), gc and repair remove them (remove:
+ * under the writer lock; those named like objects, never followed, a
+ * directory only when empty; a kind folder that is a link or a node is
+ * replaced by a directory).  say(line, arg) for each, naming the
+ * benefactor, the entry, what it is and what was done; *found and
+ * *removed (may be NULL) count them.  A benefactor that cannot be read is
+ * marked down.  0.
+ */
+int cs_strays(struct cs_repo *r, bool remove,
+	      void (*say)(const char *line, void *arg), void *arg,
+	      uint64_t *found, uint64_t *removed);
 
 /* ---- the writer lock (lock.c) ---------------------------------------------- */
 
@@ -319,8 +334,9 @@ void cs_unlock(struct cs_repo *r);
 void cs_repo_set_lock_wait(struct cs_repo *r, unsigned secs);
 bool cs_repo_locked(const struct cs_repo *r);
 /* Remove the lock object from every benefactor, whoever holds it (the
-   `unlock` command); out gets one line per lock removed.  Returns how
-   many were removed. */
+   `unlock` command), and whatever else has its name (a link, a FIFO or
+   an empty directory, removed unfollowed); out gets one line per lock
+   removed.  Returns how many were removed. */
 int cs_lock_break(struct cs_repo *r, char *out, size_t len);
 /* 1 and who holds it in out if a lock object exists (stale or not), else
    0 (for check). */
@@ -503,9 +519,12 @@ struct cs_gc_result {
 	uint64_t swept_packs, swept_bytes, swept_manifests, swept_tmp;
 	uint64_t index_removed;
 	bool index_written;
+	uint64_t strays, strays_removed;	/* cs_strays (warnings) */
 };
 /* Mark and sweep (gc.c's comment: grace, crash safety), under the lock,
-   every benefactor answering (-EIO naming the missing one). */
+   every benefactor answering (-EIO naming the missing one); the strays
+   are removed first (cs_strays; counted with a dry run), each named in
+   the warnings. */
 int cs_gc(struct cs_repo *r, const struct cs_gc_opts *o,
 	  struct cs_gc_result *res, char *why, size_t whylen);
 
@@ -518,13 +537,15 @@ struct cs_repair_result {
 	uint64_t fragments;		/* fragments written */
 	uint64_t lost;			/* fewer than m good: cannot */
 	uint64_t short_of_benef;	/* too few live benefactors */
+	uint64_t strays, strays_removed;	/* cs_strays */
 };
 /*
  * For every object (packs and index objects, then manifests): rebuild
  * the fragments that are missing or corrupt and write them to live
  * benefactors that hold no good fragment of it (a corrupt fragment is
- * overwritten in place).  Under the writer lock.  say(line, arg) for
- * each object repaired or lost.
+ * overwritten in place).  Under the writer lock, after removing the
+ * strays (cs_strays), so that a fragment goes where a planted entry
+ * was.  say(line, arg) for each stray, and each object repaired or lost.
  */
 int cs_repair(struct cs_repo *r, struct cs_repair_result *res,
 	      void (*say)(const char *line, void *arg), void *arg,

@@ -519,3 +519,64 @@ int cs_obj_fragments(struct cs_repo *r, const char *name, unsigned *good,
 	}
 	return 0;
 }
+
+/* ---- strays ---- */
+
+struct strays {
+	struct cs_backend *b;
+	bool remove;
+	void (*say)(const char *line, void *arg);
+	void *arg;
+	uint64_t found, removed;
+};
+
+/* One stray, said in words (cs_backend_ops.strays' fn). */
+static int stray_one(const char *name, const char *what, int rc, void *arg)
+{
+	struct strays *s = arg;
+	bool folder = !strchr(name, '/');
+	char line[CS_WHY_LEN + 128], after[96] = "";
+
+	s->found++;
+	if (!rc)
+		s->removed++;
+	if (s->remove && !rc)
+		snprintf(after, sizeof(after), "; %s", folder ? "replaced by "
+			 "a directory" : "removed");
+	else if (s->remove && rc < 0)
+		snprintf(after, sizeof(after), "; left: %s", strerror(-rc));
+	else if (s->remove)
+		snprintf(after, sizeof(after), "; left (%s)", folder ?
+			 "remove it by hand" : "no object has this name");
+	snprintf(line, sizeof(line), "%s: %s: a %s, not %s: never followed "
+		 "nor read%s%s", s->b->label, name, what, folder ?
+		 "a directory (the kind folder)" : "a regular file", folder ?
+		 ", nothing of this kind is read or written there" : "",
+		 after);
+	if (s->say)
+		s->say(line, s->arg);
+	return 0;
+}
+
+int cs_strays(struct cs_repo *r, bool remove,
+	      void (*say)(const char *line, void *arg), void *arg,
+	      uint64_t *found, uint64_t *removed)
+{
+	struct strays s = { NULL, remove, say, arg, 0, 0 };
+
+	cs_put_settle(r);
+	for (unsigned i = 0; i < r->nb; i++) {
+		struct cs_backend *b = r->b[i];
+		int rc;
+
+		if (b->down || !b->ops->strays)
+			continue;
+		s.b = b;
+		if ((rc = b->ops->strays(b, remove, stray_one, &s)))
+			cs_mark_down(r, b, rc, "reading its folders");
+	}
+	*found = s.found;
+	if (removed)
+		*removed = s.removed;
+	return 0;
+}
