@@ -259,7 +259,8 @@ struct cs_repo;
 
 /*
  * Open SPEC "dir:/b1,/b2,...[?replicas=R | ?parity | ?rs=M+K]" (default
- * replicas=1 over one benefactor, else replicas=2).  A benefactor that
+ * replicas=1 over one benefactor, else replicas=2).  A SPEC cs_spec_check
+ * refuses is -EINVAL before any benefactor is touched.  A benefactor that
  * cannot be opened is marked down and named in the warnings; it is an
  * error only when fewer than m + k answer for writing (CS_OPEN_WRITE) or
  * none answers.  why gets the reason of a failure.
@@ -268,6 +269,18 @@ struct cs_repo;
 #define CS_OPEN_INIT	0x2	/* create the benefactors' markers */
 int cs_repo_open(const char *spec, unsigned flags, struct cs_repo **out,
 		 char *why, size_t whylen);
+/*
+ * Check SPEC as cs_repo_open does first, touching no benefactor: its
+ * scheme and syntax, no empty benefactor ("dir:/a,,/b", "dir:/a,", "dir:",
+ * "?" with nothing after it), no benefactor named twice — by name, or
+ * the same directory through a link or another path (st_dev and st_ino
+ * of the paths that exist; a benefactor holds one fragment of an object,
+ * and two names for one directory would hold two under one file name) —,
+ * at most CS_MAX_FRAGS, numbers in decimal digits only and a redundancy
+ * that many can hold.  0, or -EINVAL with why: the commands exit 2 on it
+ * (bad usage), before doing anything else.
+ */
+int cs_spec_check(const char *spec, char *why, size_t whylen);
 void cs_repo_close(struct cs_repo *r);
 /* The redundancy objects are written with, and the benefactors. */
 const struct cs_redund *cs_repo_redund(const struct cs_repo *r);
