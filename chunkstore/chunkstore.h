@@ -145,6 +145,14 @@ int cs_frag_decode(const char *name, unsigned char *const *frags,
  * (kind one of "pack", "index", "manifest", "lock", "gc"), [a-z0-9/._-]
  * only.  put is atomic and durable when it returns (dir: a temporary file, fsync,
  * rename, fsync of the directory); get of a missing object is -ENOENT.
+ * A benefactor is untrusted: dir: never follows a link nor opens anything
+ * but a regular file in it; an entry that is not one (a symlink, a
+ * directory, a FIFO planted under an object's name) is an object that is
+ * absent (get -ENOENT, exists 0, not listed), which put replaces and del
+ * removes, never following it (a directory only when empty: put fails
+ * with -EISDIR, del leaves it); a kind folder that is not a directory
+ * holds no object and fails puts of its kind (-ENOTDIR).  strays lists
+ * them.
  * A Ceph RADOS backend implements the same operations (rados.c).  The
  * repository calls the operations of one backend from one thread at a
  * time (its writer thread while a pipeline of puts runs, the caller's
@@ -196,6 +204,24 @@ struct cs_backend_ops {
 	   not atomic (see versionfs-chunk(8), LOCKING). */
 	int (*put_excl)(struct cs_backend *b, const char *name,
 			const void *buf, size_t len);
+	/* Optional (NULL: nothing else can be there, rados:).  What the
+	   benefactor holds that is neither an object nor a kind folder:
+	   a kind folder that is not a directory (name "pack"), an entry
+	   of a kind folder that is not a regular file ("pack/<entry>",
+	   control characters shown as '?'), each as fn(name, what, rc,
+	   arg), what "symlink", "directory", "FIFO", "socket", ...  With
+	   remove, each entry named like an object is removed first,
+	   never followed (a directory only when empty), and a kind
+	   folder that is a link or a node is replaced by a directory:
+	   rc 0 removed, -errno left (-ENOTEMPTY: a directory with
+	   something in it), 1 left (remove not asked, a name no object
+	   has, a regular file in place of a kind folder).  A non-zero
+	   return of fn stops the walk and is returned; -errno if the
+	   benefactor cannot be read.  Only under the writer lock with
+	   remove: an entry is removed after it was seen, by name. */
+	int (*strays)(struct cs_backend *b, bool remove,
+		      int (*fn)(const char *name, const char *what, int rc,
+				void *arg), void *arg);
 	void (*close)(struct cs_backend *b);
 };
 struct cs_backend {
@@ -233,7 +259,8 @@ struct cs_repo;
 
 /*
  * Open SPEC "dir:/b1,/b2,...[?replicas=R | ?parity | ?rs=M+K]" (default
- * replicas=1 over one benefactor, else replicas=2).  A benefactor that
+ * replicas=1 over one benefactor, else replicas=2).  A SPEC cs_spec_check
+ * refuses is -EINVAL before any benefactor is touched.  A benefactor that
  * cannot be opened is marked down and named in the warnings; it is an
  * error only when fewer than m + k answer for writing (CS_OPEN_WRITE) or
  * none answers.  why gets the reason of a failure.
@@ -242,6 +269,18 @@ struct cs_repo;
 #define CS_OPEN_INIT	0x2	/* create the benefactors' markers */
 int cs_repo_open(const char *spec, unsigned flags, struct cs_repo **out,
 		 char *why, size_t whylen);
+/*
+ * Check SPEC as cs_repo_open does first, touching no benefactor: its
+ * scheme and syntax, no empty benefactor ("dir:/a,,/b", "dir:/a,", "dir:",
+ * "?" with nothing after it), no benefactor named twice — by name, or
+ * the same directory through a link or another path (st_dev and st_ino
+ * of the paths that exist; a benefactor holds one fragment of an object,
+ * and two names for one directory would hold two under one file name) —,
+ * at most CS_MAX_FRAGS, numbers in decimal digits only and a redundancy
+ * that many can hold.  0, or -EINVAL with why: the commands exit 2 on it
+ * (bad usage), before doing anything else.
+ */
+int cs_spec_check(const char *spec, char *why, size_t whylen);
 void cs_repo_close(struct cs_repo *r);
 /* The redundancy objects are written with, and the benefactors. */
 const struct cs_redund *cs_repo_redund(const struct cs_repo *r);
@@ -274,6 +313,21 @@ void cs_names_free(char **names, size_t n);
  */
 int cs_obj_fragments(struct cs_repo *r, const char *name, unsigned *good,
 		     struct cs_redund *geom, char *why, size_t whylen);
+/*
+ * What the benefactors hold that is no object (cs_backend_ops.strays): a
+ * symlink, directory, FIFO, socket or device in a kind folder, a kind
+ * folder that is not a directory.  Nothing reads, lists or follows them;
+ * check reports them (remove false), gc and repair remove them (remove:
+ * under the writer lock; those named like objects, never followed, a
+ * directory only when empty; a kind folder that is a link or a node is
+ * replaced by a directory).  say(line, arg) for each, naming the
+ * benefactor, the entry, what it is and what was done; *found and
+ * *removed (may be NULL) count them.  A benefactor that cannot be read is
+ * marked down.  0.
+ */
+int cs_strays(struct cs_repo *r, bool remove,
+	      void (*say)(const char *line, void *arg), void *arg,
+	      uint64_t *found, uint64_t *removed);
 
 /* ---- the writer lock (lock.c) ---------------------------------------------- */
 
@@ -293,8 +347,9 @@ void cs_unlock(struct cs_repo *r);
 void cs_repo_set_lock_wait(struct cs_repo *r, unsigned secs);
 bool cs_repo_locked(const struct cs_repo *r);
 /* Remove the lock object from every benefactor, whoever holds it (the
-   `unlock` command); out gets one line per lock removed.  Returns how
-   many were removed. */
+   `unlock` command), and whatever else has its name (a link, a FIFO or
+   an empty directory, removed unfollowed); out gets one line per lock
+   removed.  Returns how many were removed. */
 int cs_lock_break(struct cs_repo *r, char *out, size_t len);
 /* 1 and who holds it in out if a lock object exists (stale or not), else
    0 (for check). */
@@ -477,9 +532,12 @@ struct cs_gc_result {
 	uint64_t swept_packs, swept_bytes, swept_manifests, swept_tmp;
 	uint64_t index_removed;
 	bool index_written;
+	uint64_t strays, strays_removed;	/* cs_strays (warnings) */
 };
 /* Mark and sweep (gc.c's comment: grace, crash safety), under the lock,
-   every benefactor answering (-EIO naming the missing one). */
+   every benefactor answering (-EIO naming the missing one); the strays
+   are removed first (cs_strays; counted with a dry run), each named in
+   the warnings. */
 int cs_gc(struct cs_repo *r, const struct cs_gc_opts *o,
 	  struct cs_gc_result *res, char *why, size_t whylen);
 
@@ -492,13 +550,15 @@ struct cs_repair_result {
 	uint64_t fragments;		/* fragments written */
 	uint64_t lost;			/* fewer than m good: cannot */
 	uint64_t short_of_benef;	/* too few live benefactors */
+	uint64_t strays, strays_removed;	/* cs_strays */
 };
 /*
  * For every object (packs and index objects, then manifests): rebuild
  * the fragments that are missing or corrupt and write them to live
  * benefactors that hold no good fragment of it (a corrupt fragment is
- * overwritten in place).  Under the writer lock.  say(line, arg) for
- * each object repaired or lost.
+ * overwritten in place).  Under the writer lock, after removing the
+ * strays (cs_strays), so that a fragment goes where a planted entry
+ * was.  say(line, arg) for each stray, and each object repaired or lost.
  */
 int cs_repair(struct cs_repo *r, struct cs_repair_result *res,
 	      void (*say)(const char *line, void *arg), void *arg,

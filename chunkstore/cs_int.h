@@ -59,6 +59,11 @@ int cs_buf_add(struct cs_buf *b, const void *p, size_t n);
 
 /* ---- the repository (repo.c, put.c, pack.c, index.c) ---- */
 
+/* Split what follows "rados:", "POOL[@CONF][,user=NAME][,namespace=NS]",
+   in place (repo.c checks a spec with it, rados.c opens one): 0, or
+   -EINVAL for an empty pool or conf, an empty or unknown option. */
+int cs_rados_split(char *s, char **pool, char **conf, char **user, char **ns);
+
 /* One chunk of the index: in pack `pack` (an index into packs[]). */
 struct cs_ient {
 	unsigned char id[CS_ID_LEN];

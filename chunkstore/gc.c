@@ -26,6 +26,12 @@
  * sweeps at once.
  *
  * CRASH SAFETY, step by step (each step durable before the next):
+ *   0. strays (cs_strays: a symlink, a FIFO, an empty directory under an
+ *      object's name; a kind folder that is a link) are removed, never
+ *      followed, and named in the warnings: first, so that a kind folder
+ *      replaced by a link is a directory again before gc writes there.
+ *      The sweep never sees them (listings hold regular files only), and
+ *      they need no grace: no writer of ours makes anything else;
  *   1. gc/pending-<now> written, older pending objects deleted: advisory,
  *      a crash only delays sweeping;
  *   2. a new index object naming only the live packs is written;
@@ -371,6 +377,11 @@ static int consider(struct dead *d, const struct pend *old, const char *name,
 	return rc;
 }
 
+static void warn_line(const char *line, void *arg)
+{
+	cs_warn(arg, "%s", line);
+}
+
 static int tmp_one(const char *name, void *arg)
 {
 	return pend_add(arg, name, 0);
@@ -393,6 +404,10 @@ int cs_gc(struct cs_repo *r, const struct cs_gc_opts *o,
 	if ((rc = all_up(r, "gc", why, whylen)) ||
 	    (rc = cs_lock(r, "gc", why, whylen)))
 		return rc;
+	/* 0. what is no object: planted under an object's name, never a
+	   writer's (they write regular files, and we hold the lock) */
+	cs_strays(r, !o->dry_run, warn_line, r, &res->strays,
+		  &res->strays_removed);
 	if ((rc = cs_index_load(r, why, whylen)))
 		goto out;
 	if (!(live = calloc(r->npacks + 1, sizeof(bool)))) {

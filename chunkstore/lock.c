@@ -230,7 +230,13 @@ static void *take_one(void *arg)
 	size_t ol;
 
 	t->rc = put_excl(b, t->buf, t->len);
-	if (t->rc == -EEXIST && !b->ops->get(b, LOCK_NAME, &old, &ol)) {
+	if (t->rc == -EEXIST && b->ops->get(b, LOCK_NAME, &old, &ol)) {
+		/* there and unreadable: a link or a directory someone put
+		   there (or a lock released this instant) */
+		snprintf(t->why, sizeof(t->why), "%s: %s is there but is no "
+			 "lock object (versionfs-chunk check says what it is, "
+			 "unlock removes it)", b->label, LOCK_NAME);
+	} else if (t->rc == -EEXIST) {
 		bool brk = parse(old, ol, &h) || stale(&h);
 		void *again;
 		size_t al;
@@ -399,15 +405,23 @@ int cs_lock_break(struct cs_repo *r, char *out, size_t len)
 		struct holder h;
 		int got = lock_read(b, &h);
 
-		if (got < 0)
+		if (b->down)
 			continue;
 		if (out && used < len && got == 1)
 			used += (size_t)snprintf(out + used, len - used,
 						 "%s: %s pid %ld on %s\n",
 						 b->label, h.what, h.pid,
 						 h.host);
-		if (!b->ops->del(b, LOCK_NAME))
-			n++;
+		/* got < 0 and something there: a link, a FIFO, an empty
+		   directory put in the lock's place, removed unfollowed */
+		if (b->ops->del(b, LOCK_NAME))
+			continue;
+		n++;
+		if (out && used < len && got < 0)
+			used += (size_t)snprintf(out + used, len - used,
+						 "%s: %s was no lock object "
+						 "(not a regular file)\n",
+						 b->label, LOCK_NAME);
 	}
 	return n;
 }

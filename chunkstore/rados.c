@@ -627,35 +627,6 @@ int cs_rados_pool_info(struct cs_backend *cb, char *out, size_t len)
 	return 0;
 }
 
-/* Split "POOL[@CONF][,user=NAME][,namespace=NS]" in place. */
-static int parse(char *s, char **pool, char **conf, char **user, char **ns)
-{
-	char *opt = strchr(s, ',');
-
-	*conf = *user = *ns = NULL;
-	if (opt)
-		*opt++ = 0;
-	*pool = s;
-	if ((*conf = strchr(s, '@')))
-		*(*conf)++ = 0;
-	if (!**pool)
-		return -EINVAL;
-	while (opt && *opt) {
-		char *next = strchr(opt, ',');
-
-		if (next)
-			*next++ = 0;
-		if (!strncmp(opt, "user=", 5) && opt[5])
-			*user = opt + 5;
-		else if (!strncmp(opt, "namespace=", 10))
-			*ns = opt + 10;
-		else
-			return -EINVAL;
-		opt = next;
-	}
-	return 0;
-}
-
 int cs_rados_open(const char *spec, struct cs_backend **out, char *why,
 		  size_t whylen)
 {
@@ -686,7 +657,7 @@ int cs_rados_open(const char *spec, struct cs_backend **out, char *why,
 		}
 		r->depth = (unsigned)d;
 	}
-	if (parse(s, &pool, &conf, &user, &ns)) {
+	if (cs_rados_split(s, &pool, &conf, &user, &ns)) {
 		rc = -EINVAL;
 		snprintf(why, whylen, "rados:%s: not POOL[@CONF][,user=NAME]"
 			 "[,namespace=NS]", spec);

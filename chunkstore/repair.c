@@ -16,6 +16,13 @@
  *
  * Order: packs and index objects before manifests, as a push writes them.
  * Under the writer lock: gc must not delete what repair rewrites.
+ *
+ * Strays first (cs_strays, repo.c): a symlink, a FIFO or an empty
+ * directory planted under an object's name is removed, never followed, so
+ * that it never makes a fragment lost for good: the fragment is then
+ * missing, and is written in its place.  A directory with something in it
+ * is left (nothing of someone's is deleted) and reported; the fragment it
+ * blocks is then short of a benefactor, not lost.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -150,10 +157,14 @@ static int repair_one(struct cs_repo *r, const char *name,
 		b = r->b[at];
 		if ((rc = b->ops->put(b, name, frags[i], flen))) {
 			snprintf(line, sizeof(line), "%s: writing fragment %u "
-				 "to %s: %s", name, i, b->label, strerror(-rc));
+				 "to %s: %s%s", name, i, b->label, strerror(-rc),
+				 rc == -EISDIR ? " (a directory with something "
+				 "in it has the name there: left)" : "");
 			if (say)
 				say(line, arg);
-			if (rc == -ENOSPC || rc == -EDQUOT)
+			if (rc == -EISDIR)	/* that name only, not b */
+				used[at] = true;
+			else if (rc == -ENOSPC || rc == -EDQUOT)
 				b->full = true;
 			else
 				b->down = true;
@@ -188,6 +199,7 @@ int cs_repair(struct cs_repo *r, struct cs_repair_result *res,
 	memset(res, 0, sizeof(*res));
 	if ((rc = cs_lock(r, "repair", why, whylen)))
 		return rc;
+	cs_strays(r, true, say, arg, &res->strays, &res->strays_removed);
 	for (size_t k = 0; k < 3 && !rc; k++) {
 		char **names = NULL;
 		size_t n = 0;

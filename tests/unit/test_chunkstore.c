@@ -27,13 +27,24 @@
  * live holder on another host has a majority.  Deferred writes: packs
  * are temporaries until the barrier before their index names them; a
  * benefactor failing under the writer thread fails the push naming it,
- * and the next push writes what it lost again, whole.  Real mounts and
- * loop-mounted benefactors are in tests/integration/t0800-chunkstore.sh
- * and t0810-chunk-gc.sh.
+ * and the next push writes what it lost again, whole.  Benefactors are
+ * untrusted: specs with an empty benefactor, one named twice (by name,
+ * another path, a symlink) or garbage numbers refused before anything is
+ * touched; a dir: benefactor with a symlink, a FIFO and directories
+ * under objects' names, a kind folder that is a link and a link at a
+ * temporary's name follows nothing, opens no FIFO (alarm), lists none of
+ * them as objects and names each; puts never write through them; the
+ * walk with remove deletes what is safe; a marker that is a link or a
+ * FIFO is refused; over a repository a planted fragment is a missing one
+ * (no benefactor marked down), repair writes it in its place.  Real
+ * mounts and loop-mounted benefactors are in
+ * tests/integration/t0800-chunkstore.sh, t0810-chunk-gc.sh and
+ * t0840-chunk-untrusted.sh.
  */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -815,6 +826,350 @@ START_TEST(deferred_writes)
 }
 END_TEST
 
+/* ---- benefactors are untrusted input ---- */
+
+/* cs_spec_check and cs_repo_open refuse the spec fmt makes with -EINVAL
+   naming `says`, and init touched no benefactor. */
+__attribute__((format(printf, 2, 3)))
+static void spec_bad(const char *says, const char *fmt, ...)
+{
+	char spec[1024], why[CS_WHY_LEN] = "", p[600];
+	struct cs_repo *r = (struct cs_repo *)1;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(spec, sizeof(spec), fmt, ap);
+	va_end(ap);
+	ck_assert_msg(cs_spec_check(spec, why, sizeof(why)) == -EINVAL,
+		      "'%s' accepted", spec);
+	ck_assert_msg(strstr(why, says), "'%s': %s", spec, why);
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), -EINVAL);
+	ck_assert_ptr_null(r);
+	snprintf(p, sizeof(p), "%s/b1/.vfschunk", tdir);
+	ck_assert_int_ne(access(p, F_OK), 0);
+}
+
+START_TEST(spec_refused)
+{
+	char spec[1024], p[600], q[600], why[CS_WHY_LEN];
+	struct cs_repo *r;
+
+	mk_benef();
+	snprintf(p, sizeof(p), "%s/b1", tdir);
+	snprintf(q, sizeof(q), "%s/l1", tdir);
+	ck_assert_int_eq(symlink(p, q), 0);
+	/* empty items, no benefactor, nothing after '?' */
+	spec_bad("benefactor 2 is empty", "dir:%s/b1,,%s/b2", tdir, tdir);
+	spec_bad("benefactor 2 is empty", "dir:%s/b1,", tdir);
+	spec_bad("benefactor 1 is empty", "dir:,%s/b1", tdir);
+	spec_bad("names no benefactor", "dir:");
+	spec_bad("names no benefactor", "dir:?rs=2+1");
+	spec_bad("nothing after '?'", "dir:%s/b1,%s/b2?", tdir, tdir);
+	/* the same benefactor twice: by name, by another path, by a link */
+	spec_bad("same directory", "dir:%s/b1,%s/b1", tdir, tdir);
+	spec_bad("same directory", "dir:%s/b1,%s/b2/../b1", tdir, tdir);
+	spec_bad("same directory", "dir:%s/b1,%s/b2,%s/l1", tdir, tdir, tdir);
+	/* numbers: digits only */
+	spec_bad("unknown redundancy", "dir:%s/b1,%s/b2?replicas=-1", tdir, tdir);
+	spec_bad("unknown redundancy", "dir:%s/b1,%s/b2?rs=+1+1", tdir, tdir);
+	spec_bad("unknown redundancy", "dir:%s/b1,%s/b2?rs=1+1x", tdir, tdir);
+	spec_bad("unknown redundancy", "dir:%s/b1,%s/b2?replicas= 2", tdir, tdir);
+	spec_bad("needs", "dir:%s/b1,%s/b2?rs=4294967295+2", tdir, tdir);
+	/* rados: syntax (checked without librados too) */
+	spec_bad("not rados:POOL", "rados:");
+	spec_bad("not rados:POOL", "rados:pool,");
+	spec_bad("not rados:POOL", "rados:pool,,user=u");
+	spec_bad("not rados:POOL", "rados:pool@");
+	spec_bad("no ?options", "rados:pool?rs=2+1");
+	spec_bad("not a chunk store", "s3://bucket");
+	/* fine: distinct benefactors, one missing, a rados: spec */
+	snprintf(spec, sizeof(spec), "dir:%s/b1,%s/b2,%s/b3?rs=2+1", tdir,
+		 tdir, tdir);
+	ck_assert_int_eq(cs_spec_check(spec, why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	cs_repo_close(r);
+	snprintf(spec, sizeof(spec), "dir:%s/l1,%s/nowhere", tdir, tdir);
+	ck_assert_int_eq(cs_spec_check(spec, why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_spec_check("rados:p@/etc/c.conf,user=u,"
+				       "namespace=n", why, sizeof(why)), 0);
+	rm_benef();
+}
+END_TEST
+
+struct seen {
+	char names[16][64], whats[16][32];
+	int rcs[16];
+	int n;
+};
+
+static int seen_one(const char *name, const char *what, int rc, void *arg)
+{
+	struct seen *s = arg;
+
+	ck_assert_int_lt(s->n, 16);
+	snprintf(s->names[s->n], sizeof(s->names[0]), "%s", name);
+	snprintf(s->whats[s->n], sizeof(s->whats[0]), "%s", what);
+	s->rcs[s->n++] = rc;
+	return 0;
+}
+
+/* What strays said of `name`: its index in s, or -1. */
+static int seen_at(const struct seen *s, const char *name, const char *what)
+{
+	for (int i = 0; i < s->n; i++)
+		if (!strcmp(s->names[i], name)) {
+			ck_assert_str_eq(s->whats[i], what);
+			return i;
+		}
+	ck_abort_msg("%s was not reported", name);
+	return -1;
+}
+
+static int count_name(const char *name, void *arg)
+{
+	(void)name;
+	(*(int *)arg)++;
+	return 0;
+}
+
+/* The bytes of file p (at most 63), as a string. */
+static const char *slurp(const char *p)
+{
+	static char buf[64];
+	FILE *f = fopen(p, "r");
+	size_t n;
+
+	ck_assert_ptr_nonnull(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/*
+ * A dir: benefactor with a symlink to a file outside, a FIFO, an empty
+ * and a full directory under objects' names, a kind folder that is a
+ * link to a directory outside and a link at a temporary's name: nothing
+ * is followed, nothing blocks (alarm), none is an object; check's walk
+ * names each; puts replace what they may and never write through; the
+ * walk with remove deletes what is safe; a marker that is a link or a
+ * FIFO makes the benefactor refused, never read.
+ */
+START_TEST(benef_planted)
+{
+	char p[600], q[160], out[128], odir[128];
+	struct cs_backend *b;
+	struct seen s = { 0 };
+	void *got;
+	size_t len;
+	int n = 0;
+
+	alarm(30);			/* a FIFO opened would block */
+	mk_benef();
+	snprintf(out, sizeof(out), "%s/outside", tdir);
+	snprintf(odir, sizeof(odir), "%s/odir", tdir);
+	{
+		FILE *f = fopen(out, "w");
+
+		ck_assert_ptr_nonnull(f);
+		fputs("secret", f);
+		fclose(f);
+	}
+	ck_assert_int_eq(mkdir(odir, 0755), 0);
+	snprintf(p, sizeof(p), "%s/eeee", odir);
+	ck_assert_int_eq(symlink(out, p), 0);
+	snprintf(p, sizeof(p), "%s/b1", tdir);
+	ck_assert_int_eq(cs_dir_open(p, true, &b), 0);
+	ck_assert_int_eq(b->ops->put(b, "pack/0001", "one", 3), 0);
+#define AT(fmt, ...) (snprintf(p, sizeof(p), "%s/b1/" fmt, tdir, \
+			       ##__VA_ARGS__), p)
+	ck_assert_int_eq(symlink(out, AT("pack/aaaa")), 0);
+	ck_assert_int_eq(mkfifo(AT("pack/bbbb"), 0644), 0);
+	ck_assert_int_eq(mkdir(AT("pack/cccc"), 0755), 0);
+	ck_assert_int_eq(mkdir(AT("manifest/dddd"), 0755), 0);
+	ck_assert_int_eq(mkfifo(AT("manifest/dddd/inside"), 0644), 0);
+	ck_assert_int_eq(rmdir(AT("index")), 0);
+	ck_assert_int_eq(symlink(odir, AT("index")), 0);
+	snprintf(q, sizeof(q), "tmp/ffff.%d", (int)getpid());
+	ck_assert_int_eq(symlink(out, AT("%s", q)), 0);	/* put's temp */
+	ck_assert_int_eq(mkfifo(AT("tmp/gggg.1"), 0644), 0);
+	ck_assert_int_eq(mkfifo(AT("lock/writer"), 0644), 0);
+
+	/* nothing of it is an object */
+	ck_assert_int_eq(b->ops->get(b, "pack/aaaa", &got, &len), -ENOENT);
+	ck_assert_int_eq(b->ops->get(b, "pack/bbbb", &got, &len), -ENOENT);
+	ck_assert_int_eq(b->ops->get(b, "pack/cccc", &got, &len), -ENOENT);
+	ck_assert_int_eq(b->ops->get(b, "lock/writer", &got, &len), -ENOENT);
+	ck_assert_int_eq(b->ops->get(b, "index/eeee", &got, &len), -ENOENT);
+	ck_assert_int_eq(b->ops->exists(b, "pack/aaaa"), 0);
+	ck_assert_int_eq(b->ops->exists(b, "pack/bbbb"), 0);
+	ck_assert_int_eq(b->ops->exists(b, "index/eeee"), 0);
+	ck_assert_int_eq(b->ops->exists(b, "pack/0001"), 1);
+	ck_assert_int_eq(b->ops->list(b, "pack", count_name, &n), 0);
+	ck_assert_int_eq(n, 1);
+	n = 0;
+	ck_assert_int_eq(b->ops->list(b, "index", count_name, &n), 0);
+	ck_assert_int_eq(b->ops->list(b, "manifest", count_name, &n), 0);
+	ck_assert_int_eq(n, 0);
+
+	/* check's walk: each named, nothing removed */
+	ck_assert_int_eq(b->ops->strays(b, false, seen_one, &s), 0);
+	ck_assert_int_eq(s.n, 8);
+	ck_assert_int_ge(seen_at(&s, "pack/aaaa", "symlink"), 0);
+	ck_assert_int_ge(seen_at(&s, "pack/bbbb", "FIFO"), 0);
+	ck_assert_int_ge(seen_at(&s, "pack/cccc", "directory"), 0);
+	ck_assert_int_ge(seen_at(&s, "manifest/dddd", "directory"), 0);
+	ck_assert_int_ge(seen_at(&s, "index", "symlink"), 0);
+	ck_assert_int_ge(seen_at(&s, q, "symlink"), 0);
+	ck_assert_int_ge(seen_at(&s, "tmp/gggg.1", "FIFO"), 0);
+	ck_assert_int_ge(seen_at(&s, "lock/writer", "FIFO"), 0);
+	for (int i = 0; i < s.n; i++)
+		ck_assert_int_eq(s.rcs[i], 1);
+
+	/* puts: never through a link; what is in the way replaced, but
+	   never a directory with something in it nor a kind folder */
+	ck_assert_int_eq(b->ops->put(b, "pack/ffff", "new", 3), 0);
+	ck_assert_int_eq(b->ops->put(b, "pack/aaaa", "AAA", 3), 0);
+	ck_assert_int_eq(b->ops->put(b, "pack/cccc", "CCC", 3), 0);
+	ck_assert_int_eq(b->ops->get(b, "pack/aaaa", &got, &len), 0);
+	ck_assert(len == 3 && !memcmp(got, "AAA", 3));
+	free(got);
+	ck_assert_int_eq(b->ops->get(b, "pack/cccc", &got, &len), 0);
+	free(got);
+	ck_assert_int_eq(b->ops->put(b, "manifest/dddd", "D", 1), -EISDIR);
+	ck_assert_int_eq(b->ops->put(b, "index/eeee", "E", 1), -ENOTDIR);
+	ck_assert_str_eq(slurp(out), "secret");
+	ck_assert_int_eq(access(AT("manifest/dddd/inside"), F_OK), 0);
+	snprintf(q, sizeof(q), "%s/eeee", odir);
+	ck_assert_str_eq(slurp(q), "secret");
+	/* del of a FIFO: gone, unopened */
+	ck_assert_int_eq(b->ops->del(b, "pack/bbbb"), 0);
+	ck_assert_int_eq(b->ops->del(b, "manifest/dddd"), -ENOENT);
+
+	/* gc's walk: what is safe goes */
+	memset(&s, 0, sizeof(s));
+	ck_assert_int_eq(b->ops->strays(b, true, seen_one, &s), 0);
+	ck_assert_int_eq(s.n, 4);
+	ck_assert_int_eq(s.rcs[seen_at(&s, "index", "symlink")], 0);
+	ck_assert_int_eq(s.rcs[seen_at(&s, "manifest/dddd", "directory")],
+			 -ENOTEMPTY);
+	ck_assert_int_eq(s.rcs[seen_at(&s, "tmp/gggg.1", "FIFO")], 0);
+	ck_assert_int_eq(s.rcs[seen_at(&s, "lock/writer", "FIFO")], 0);
+	ck_assert_int_eq(b->ops->put(b, "index/eeee", "E", 1), 0);
+	ck_assert_str_eq(slurp(q), "secret");
+	memset(&s, 0, sizeof(s));
+	ck_assert_int_eq(b->ops->strays(b, false, seen_one, &s), 0);
+	ck_assert_int_eq(s.n, 1);		/* the full directory */
+	b->ops->close(b);
+
+	/* a marker that is a link (to a good one) or a FIFO: refused */
+	for (int i = 2; i <= 3; i++) {
+		snprintf(p, sizeof(p), "%s/b%d", tdir, i);
+		ck_assert_int_eq(cs_dir_open(p, true, &b), 0);
+		b->ops->close(b);
+		snprintf(p, sizeof(p), "%s/b%d/.vfschunk", tdir, i);
+		ck_assert_int_eq(unlink(p), 0);
+		snprintf(q, sizeof(q), "%s/b1/.vfschunk", tdir);
+		ck_assert_int_eq(i == 2 ? symlink(q, p) : mkfifo(p, 0644), 0);
+		snprintf(p, sizeof(p), "%s/b%d", tdir, i);
+		ck_assert_int_eq(cs_dir_open(p, false, &b), CS_ECORRUPT);
+		ck_assert_int_eq(cs_dir_open(p, true, &b), CS_ECORRUPT);
+	}
+#undef AT
+	rm_benef();
+}
+END_TEST
+
+/*
+ * Over a repository (rs=2+1 over three benefactors): a fragment replaced
+ * by a link to garbage outside, or by a FIFO, is a missing fragment — the
+ * object reads from the other two, the benefactor stays up; repair
+ * removes the planted entry and writes the fragment in its place; gc
+ * removes what is left, and check's walk counts it.
+ */
+START_TEST(repo_planted)
+{
+	char spec[512], why[CS_WHY_LEN], p[600], q[128];
+	unsigned char obj[5000];
+	struct cs_repair_result rr;
+	struct cs_gc_opts go = { .grace_s = 0 };
+	struct cs_gc_result gr;
+	struct cs_redund g;
+	struct cs_repo *r;
+	unsigned good;
+	uint64_t found, removed;
+	void *got;
+	size_t len;
+
+	alarm(60);
+	mk_benef();
+	fill(obj, sizeof(obj), 77);
+	snprintf(spec, sizeof(spec), "dir:%s/b1,%s/b2,%s/b3?rs=2+1", tdir,
+		 tdir, tdir);
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_obj_put(r, "index/00aa", obj, sizeof(obj), why,
+				    sizeof(why)), 0);
+	ck_assert_int_eq(cs_obj_put(r, "index/00bb", obj, 100, why,
+				    sizeof(why)), 0);
+	cs_repo_close(r);
+	snprintf(q, sizeof(q), "%s/outside", tdir);
+	snprintf(p, sizeof(p), "head -c 5000 /dev/urandom > %s", q);
+	ck_assert_int_eq(system(p), 0);
+	snprintf(p, sizeof(p), "%s/b1/index/00aa", tdir);
+	ck_assert_int_eq(unlink(p), 0);
+	ck_assert_int_eq(symlink(q, p), 0);
+	snprintf(p, sizeof(p), "%s/b2/index/00bb", tdir);
+	ck_assert_int_eq(unlink(p), 0);
+	ck_assert_int_eq(mkfifo(p, 0644), 0);
+	snprintf(p, sizeof(p), "%s/b3/pack/beef", tdir);	/* no object */
+	ck_assert_int_eq(mkfifo(p, 0644), 0);
+
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_WRITE, &r, why,
+				      sizeof(why)), 0);
+	ck_assert_int_eq(cs_obj_get(r, "index/00aa", &got, &len, why,
+				    sizeof(why)), 0);
+	ck_assert(len == sizeof(obj) && !memcmp(got, obj, len));
+	free(got);
+	ck_assert_int_eq(cs_obj_get(r, "index/00bb", &got, &len, why,
+				    sizeof(why)), 0);
+	free(got);
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert(!cs_repo_benef(r, i)->down);
+	ck_assert_int_eq(cs_obj_fragments(r, "index/00aa", &good, &g, NULL, 0),
+			 0);
+	ck_assert_uint_eq(good, 2);
+	ck_assert_int_eq(cs_strays(r, false, NULL, NULL, &found, &removed), 0);
+	ck_assert_uint_eq(found, 3);
+	ck_assert_uint_eq(removed, 0);
+	ck_assert_int_eq(cs_repair(r, &rr, NULL, NULL, why, sizeof(why)), 0);
+	ck_assert_uint_eq(rr.strays, 3);
+	ck_assert_uint_eq(rr.strays_removed, 3);
+	ck_assert_uint_eq(rr.repaired, 2);
+	ck_assert_uint_eq(rr.lost, 0);
+	ck_assert_int_eq(cs_obj_fragments(r, "index/00aa", &good, &g, NULL, 0),
+			 0);
+	ck_assert_uint_eq(good, 3);
+	snprintf(p, sizeof(p), "%s/b1/index/00aa", tdir);
+	{
+		struct stat st;
+
+		ck_assert_int_eq(lstat(p, &st), 0);
+		ck_assert(S_ISREG(st.st_mode));
+		ck_assert_int_eq(stat(q, &st), 0);
+		ck_assert_uint_eq(st.st_size, 5000);
+	}
+	ck_assert_int_eq(cs_gc(r, &go, &gr, why, sizeof(why)), 0);
+	ck_assert_uint_eq(gr.strays, 0);
+	ck_assert_int_eq(cs_strays(r, false, NULL, NULL, &found, NULL), 0);
+	ck_assert_uint_eq(found, 0);
+	cs_repo_close(r);
+	rm_benef();
+}
+END_TEST
+
 /* ---- manifests ---- */
 
 struct mcheck {
@@ -1283,6 +1638,9 @@ static Suite *chunk_suite(void)
 	tcase_add_test(tc, repo_spec);
 	tcase_add_test(tc, pack_garbage);
 	tcase_add_test(tc, deferred_writes);
+	tcase_add_test(tc, spec_refused);
+	tcase_add_test(tc, benef_planted);
+	tcase_add_test(tc, repo_planted);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("manifest");
 	tcase_add_test(tc, manifest_roundtrip);

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "versionfs/daemon/daemon.h"
+#include "chunkstore/chunkstore.h"
 #include "replicator/peer/peer.h"
 
 #define VFS_VERSION	"0.1.0"
@@ -91,14 +92,17 @@ static const struct fuse_opt vfs_optspec[] = {
  * -o chunkstore=SPEC: libfuse splits -o at commas, and a SPEC has them
  * ("dir:/b1,/b2?rs=2+1", "rados:POOL,user=U").  Escape them ("\\,"), or
  * rely on this: a piece after chunkstore= that starts with '/' or is
- * user= or namespace= continues the SPEC.
+ * user= or namespace= continues the SPEC.  So does an empty piece (two
+ * commas, one at the end), for cs_spec_check to refuse rather than
+ * libfuse to drop.
  */
 static int spec_more(struct opts *o, const char *arg)
 {
 	size_t n;
 	char *s;
 
-	if (!o->chunkstore || (arg[0] != '/' && strncmp(arg, "user=", 5) &&
+	if (!o->chunkstore || (arg[0] && arg[0] != '/' &&
+			       strncmp(arg, "user=", 5) &&
 			       strncmp(arg, "namespace=", 10)))
 		return 1;
 	n = strlen(o->chunkstore);
@@ -428,7 +432,7 @@ int main(int argc, char *argv[])
 	struct bt_env_info ei;
 	bool flagged = false;
 	static struct vfs v;
-	char *fsopt = NULL, rb[PATH_MAX], rm[PATH_MAX];
+	char *fsopt = NULL, rb[PATH_MAX], rm[PATH_MAX], cs_why[CS_WHY_LEN];
 	int ret = 1, rc;
 
 	vfs = &v;
@@ -479,6 +483,12 @@ int main(int argc, char *argv[])
 	}
 	if (check_repl_opts(&o, &v))
 		goto out_args;
+	if (o.chunkstore && cs_spec_check(o.chunkstore, cs_why,
+					  sizeof(cs_why))) {
+		fprintf(stderr, "versionfs: chunkstore=: %s\n", cs_why);
+		ret = 2;
+		goto out_args;
+	}
 	if (o.cs_wait < 0 || (o.cs_wait && !o.chunkstore) || o.cs_rate < 0 ||
 	    (o.cs_chunking && strcmp(o.cs_chunking, "fsch") &&
 	     strcmp(o.cs_chunking, "cdc"))) {

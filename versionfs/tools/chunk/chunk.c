@@ -59,6 +59,21 @@ int fail(struct cs_repo *r, int rc, const char *why)
 	return 1;
 }
 
+int open_repo(const char *spec, unsigned flags, struct cs_repo **r)
+{
+	char why[CS_WHY_LEN] = "";
+	int rc;
+
+	*r = NULL;
+	if ((rc = cs_spec_check(spec, why, sizeof(why)))) {
+		fail(NULL, rc, why);
+		return 2;
+	}
+	if ((rc = cs_repo_open(spec, flags, r, why, sizeof(why))))
+		return fail(NULL, rc, why);
+	return 0;
+}
+
 void usage(FILE *f)
 {
 	fprintf(f,
@@ -81,7 +96,6 @@ void usage(FILE *f)
 
 static int do_init(int argc, char **argv)
 {
-	char why[CS_WHY_LEN] = "";
 	struct cs_repo *r;
 	int rc;
 
@@ -89,10 +103,8 @@ static int do_init(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	rc = cs_repo_open(argv[1], CS_OPEN_INIT | CS_OPEN_WRITE, &r, why,
-			  sizeof(why));
-	if (rc)
-		return fail(NULL, rc, why);
+	if ((rc = open_repo(argv[1], CS_OPEN_INIT | CS_OPEN_WRITE, &r)))
+		return rc;
 	warnings(r);
 	cs_repo_close(r);
 	return 0;
@@ -115,7 +127,7 @@ static int do_push(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *spec = NULL, *tag = NULL;
-	char why[CS_WHY_LEN] = "", *end, backing[PATH_MAX];
+	char why[CS_WHY_LEN] = "", backing[PATH_MAX];
 	struct cs_push_opts po = { .chunking = CS_FSCH };
 	struct cs_push_result res;
 	struct cs_repo *r = NULL;
@@ -134,12 +146,8 @@ static int do_push(int argc, char **argv)
 			break;
 		case 'g': tag = optarg; break;
 		case 'c':
-			c = strtoull(optarg, &end, 10);
-			if (*end || !c) {
-				fprintf(stderr, "versionfs-chunk: push: bad "
-					"checkpoint '%s'\n", optarg);
+			if (parse_count("--checkpoint", optarg, UINT64_MAX, &c))
 				return 2;
-			}
 			break;
 		case 'k':
 			if (!strcmp(optarg, "fsch"))
@@ -159,14 +167,20 @@ static int do_push(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/* a bad spec is bad usage: refused before anything is opened */
+	if ((rc = open_repo(spec, CS_OPEN_WRITE, &r)))
+		return rc;
 	if (!realpath(argv[optind], backing)) {
 		fprintf(stderr, "versionfs-chunk: push: %s: %s\n",
 			argv[optind], strerror(errno));
+		cs_repo_close(r);
 		return 1;
 	}
 	vfs_log_init(true, false);
-	if ((rc = store_open(backing, STORE_RDONLY, &st)))
+	if ((rc = store_open(backing, STORE_RDONLY, &st))) {
+		cs_repo_close(r);
 		return 1;	/* store_open said why */
+	}
 	if (!c || tag) {
 		bt_txn *txn;
 		struct bt_ckpt ck;
@@ -182,13 +196,10 @@ static int do_push(int argc, char **argv)
 				backing, tag ? "no checkpoint has this tag" :
 				"no checkpoint yet");
 			store_close(st);
+			cs_repo_close(r);
 			return 1;
 		}
 		c = ck.id;
-	}
-	if ((rc = cs_repo_open(spec, CS_OPEN_WRITE, &r, why, sizeof(why)))) {
-		store_close(st);
-		return fail(NULL, rc, why);
 	}
 	cs_repo_set_lock_wait(r, (unsigned)wait);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -256,8 +267,8 @@ static int do_list(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if ((rc = cs_repo_open(argv[1], 0, &r, why, sizeof(why))))
-		return fail(NULL, rc, why);
+	if ((rc = open_repo(argv[1], 0, &r)))
+		return rc;
 	if ((rc = cs_obj_list(r, "manifest", &names, &n))) {
 		rc = fail(r, rc, "listing manifests");
 		cs_repo_close(r);
@@ -311,8 +322,8 @@ static int do_stats(int argc, char **argv)
 		return 2;
 	}
 	cmd = "stats";
-	if ((rc = cs_repo_open(argv[1], 0, &r, why, sizeof(why))))
-		return fail(NULL, rc, why);
+	if ((rc = open_repo(argv[1], 0, &r)))
+		return rc;
 	if ((rc = cs_index_load(r, why, sizeof(why))) ||
 	    (rc = cs_obj_list(r, "manifest", &names, &n))) {
 		rc = fail(r, rc, why);
@@ -383,6 +394,12 @@ struct chk {
 	bool read_data;
 	unsigned bad, degraded;
 };
+
+static void say_stray(const char *line, void *arg)
+{
+	(void)arg;
+	fprintf(stderr, "versionfs-chunk: check: %s\n", line);
+}
 
 /* Pack `pack` read, checked against its name and parsed. */
 static int pack_load(struct cs_repo *r, const char *pack, void **buf,
@@ -469,6 +486,7 @@ static int do_check(int argc, char **argv)
 	struct chk c = { 0 };
 	struct mlist m = { 0 };
 	struct cs_repo *r;
+	uint64_t strays;
 	size_t n;
 	int rc;
 
@@ -478,8 +496,8 @@ static int do_check(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if ((rc = cs_repo_open(argv[1], 0, &r, why, sizeof(why))))
-		return fail(NULL, rc, why);
+	if ((rc = open_repo(argv[1], 0, &r)))
+		return rc;
 	c.r = r;
 	m.r = r;
 	if ((rc = cs_index_load(r, why, sizeof(why))) ||
@@ -519,12 +537,13 @@ static int do_check(int argc, char **argv)
 	cs_pack_foreach(r, check_pack, &c);
 	if (cs_lock_describe(r, why, sizeof(why)))	/* news, not damage */
 		fprintf(stderr, "versionfs-chunk: check: %s\n", why);
+	cs_strays(r, false, say_stray, NULL, &strays, NULL);
 	warnings(r);
-	printf("manifests %zu packs checked, %u damaged, %u degraded\n", n,
-	       c.bad, c.degraded);
+	printf("manifests %zu packs checked, %u damaged, %u degraded, %"
+	       PRIu64 " strays\n", n, c.bad, c.degraded, strays);
 	cs_names_free(names, n);
 	cs_repo_close(r);
-	return c.bad || c.degraded ? 1 : 0;
+	return c.bad || c.degraded || strays ? 1 : 0;
 }
 
 int main(int argc, char **argv)

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,25 +16,34 @@
 
 #include "versionfs/tools/chunk/chunk_int.h"
 
+/* Decimal digits at s (no sign, no space), no overflow: *v, *end past
+   them. */
+static bool digits(const char *s, uint64_t *v, char **end)
+{
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	*v = strtoull(s, end, 10);
+	return !errno;
+}
+
 int parse_secs(const char *s, uint64_t *out)
 {
+	uint64_t v, mul = 1;
 	char *end;
-	uint64_t v;
 
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
+	if (!digits(s, &v, &end))
 		goto bad;
 	switch (*end) {
 	case '\0': case 's': break;
-	case 'm': v *= 60; break;
-	case 'h': v *= 3600; break;
-	case 'd': v *= 86400; break;
+	case 'm': mul = 60; break;
+	case 'h': mul = 3600; break;
+	case 'd': mul = 86400; break;
 	default: goto bad;
 	}
-	if (*end && end[1])
+	if ((*end && end[1]) || v > UINT32_MAX / mul)
 		goto bad;
-	*out = v;
+	*out = v * mul;
 	return 0;
 bad:
 	fprintf(stderr, "versionfs-chunk: %s: bad duration '%s' (seconds, or "
@@ -41,16 +51,29 @@ bad:
 	return -1;
 }
 
-/* Open SPEC for writing with the lock wait given. */
+int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *out)
+{
+	uint64_t v;
+	char *end;
+
+	if (!digits(s, &v, &end) || *end || !v || v > max) {
+		fprintf(stderr, "versionfs-chunk: %s: %s needs a number from 1 "
+			"to %" PRIu64 ", not '%s'\n", cmd, opt, max, s);
+		usage(stderr);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Open SPEC for writing with the lock wait given: 0, or the exit code. */
 static int open_w(const char *spec, uint64_t wait, struct cs_repo **r)
 {
-	char why[CS_WHY_LEN] = "";
-	int rc = cs_repo_open(spec, CS_OPEN_WRITE, r, why, sizeof(why));
+	int rc = open_repo(spec, CS_OPEN_WRITE, r);
 
-	if (rc)
-		return fail(NULL, rc, why);
-	cs_repo_set_lock_wait(*r, (unsigned)wait);
-	return 0;
+	if (!rc)
+		cs_repo_set_lock_wait(*r, (unsigned)wait);
+	return rc;
 }
 
 static void say_prune(const char *name, bool removed, void *arg)
@@ -73,9 +96,9 @@ int do_prune(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	struct cs_prune_opts po = { 0 };
-	char why[CS_WHY_LEN] = "", *end;
+	char why[CS_WHY_LEN] = "";
 	struct cs_repo *r;
-	uint64_t wait = 0;
+	uint64_t wait = 0, keep;
 	size_t removed;
 	int o, rc, policies = 0;
 
@@ -83,12 +106,9 @@ int do_prune(int argc, char **argv)
 		switch (o) {
 		case 's': po.store = optarg; break;
 		case 'k':
-			po.keep_last = (unsigned)strtoul(optarg, &end, 10);
-			if (*end || !po.keep_last) {
-				fprintf(stderr, "versionfs-chunk: prune: "
-					"--keep-last needs N >= 1\n");
+			if (parse_count("--keep-last", optarg, UINT_MAX, &keep))
 				return 2;
-			}
+			po.keep_last = (unsigned)keep;
 			policies++;
 			break;
 		case 'o':
@@ -110,8 +130,8 @@ int do_prune(int argc, char **argv)
 			"--keep-last N, --older-than T, --replace\n");
 		return 2;
 	}
-	if (open_w(argv[optind], wait, &r))
-		return 1;
+	if ((rc = open_w(argv[optind], wait, &r)))
+		return rc;
 	rc = cs_prune(r, &po, say_prune, &po.dry_run, &removed, why,
 		      sizeof(why));
 	if (rc) {
@@ -160,8 +180,8 @@ int do_gc(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (open_w(argv[optind], wait, &r))
-		return 1;
+	if ((rc = open_w(argv[optind], wait, &r)))
+		return rc;
 	rc = cs_gc(r, &go, &res, why, sizeof(why));
 	if (rc) {
 		rc = fail(r, rc, why);
@@ -174,12 +194,13 @@ int do_gc(int argc, char **argv)
 	       " pending %" PRIu64 " broken_manifests %" PRIu64
 	       " broken_index %" PRIu64
 	       " swept_manifests %" PRIu64 " swept_tmp %" PRIu64
-	       " index_removed %" PRIu64 "%s\n", res.manifests, res.packs,
+	       " index_removed %" PRIu64 " strays %" PRIu64
+	       " strays_removed %" PRIu64 "%s\n", res.manifests, res.packs,
 	       res.live_packs, res.dead_packs, res.swept_packs,
 	       res.swept_bytes, res.pending, res.broken_manifests,
 	       res.broken_index,
 	       res.swept_manifests, res.swept_tmp, res.index_removed,
-	       go.dry_run ? " (dry run)" : "");
+	       res.strays, res.strays_removed, go.dry_run ? " (dry run)" : "");
 	cs_repo_close(r);
 	return 0;
 }
@@ -212,8 +233,8 @@ int do_repair(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (open_w(argv[optind], wait, &r))
-		return 1;
+	if ((rc = open_w(argv[optind], wait, &r)))
+		return rc;
 	if (rados_store(r))
 		printf("%s: redundancy and repair are Ceph's (the pool's "
 		       "replication or erasure coding; see ceph health detail "
@@ -229,15 +250,17 @@ int do_repair(int argc, char **argv)
 	}
 	printf("objects %" PRIu64 " whole %" PRIu64 " repaired %" PRIu64
 	       " fragments_written %" PRIu64 " lost %" PRIu64
-	       " short_of_benefactors %" PRIu64 "\n", res.objects, res.whole,
-	       res.repaired, res.fragments, res.lost, res.short_of_benef);
+	       " short_of_benefactors %" PRIu64 " strays %" PRIu64
+	       " strays_removed %" PRIu64 "\n", res.objects, res.whole,
+	       res.repaired, res.fragments, res.lost, res.short_of_benef,
+	       res.strays, res.strays_removed);
 	cs_repo_close(r);
 	return res.lost || res.short_of_benef ? 1 : 0;
 }
 
 int do_unlock(int argc, char **argv)
 {
-	char why[CS_WHY_LEN] = "", out[1024];
+	char out[1024];
 	struct cs_repo *r;
 	int n, rc;
 
@@ -245,8 +268,8 @@ int do_unlock(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if ((rc = cs_repo_open(argv[1], 0, &r, why, sizeof(why))))
-		return fail(NULL, rc, why);
+	if ((rc = open_repo(argv[1], 0, &r)))
+		return rc;
 	n = cs_lock_break(r, out, sizeof(out));
 	warnings(r);
 	fputs(out, stdout);

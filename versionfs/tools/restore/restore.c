@@ -136,8 +136,10 @@ int main(int argc, char **argv)
 		switch (o) {
 		case 's': store = optarg; break;
 		case 'c':
+			errno = 0;
 			c = strtoull(optarg, &end, 10);
-			if (*end || !c) {
+			if (*optarg < '0' || *optarg > '9' || *end || errno ||
+			    !c) {
 				fprintf(stderr, "versionfs-restore: bad "
 					"checkpoint '%s'\n", optarg);
 				return 2;
@@ -154,6 +156,10 @@ int main(int argc, char **argv)
 	}
 	spec = argv[optind];
 	dir = argv[optind + 1];
+	if (cs_spec_check(spec, why, sizeof(why))) {	/* bad usage */
+		fprintf(stderr, "versionfs-restore: %s\n", why);
+		return 2;
+	}
 	signal(SIGPIPE, SIG_IGN);	/* backing.c's pipe: EPIPE instead */
 	if ((rc = cs_repo_open(spec, 0, &r, why, sizeof(why)))) {
 		fprintf(stderr, "versionfs-restore: %s\n", why);
