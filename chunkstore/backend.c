@@ -71,6 +71,7 @@
 
 #include "chunkstore/chunkstore.h"
 #include "chunkstore/cs_int.h"
+#include "util/util.h"
 
 #define MARKER		".vfschunk"
 #define MARKER_TEXT	"versionfs chunk store benefactor, format 1\n"
@@ -231,44 +232,24 @@ static int kind_at(struct dir_backend *d, const char *name, bool create,
 /*
  * Entry `rest` of directory dfd opened for reading if it is a regular
  * file, without following a link or opening anything else (a FIFO would
- * block, a device act on its open): O_PATH first, fstat, then the file
- * itself through /proc/self/fd (where /proc is not mounted, the name again
- * with O_NONBLOCK, checked to be the same file).  The descriptor;
- * -ENOENT when absent or not a regular file (*what, if not NULL, then
- * says what is there, or NULL); -errno.
+ * block, a device act on its open): libvfsutil's look-then-open.  The
+ * descriptor; -ENOENT when absent or not a regular file (*what, if not
+ * NULL, then says what is there, or NULL); -errno.
  */
 static int reg_open(int dfd, const char *rest, const char **what)
 {
-	struct stat st, st2;
-	char proc[32];
-	int pfd, fd;
+	struct stat st;
+	char why[160];
+	int fd;
 
 	if (what)
 		*what = NULL;
-	if ((pfd = openat(dfd, rest, O_PATH | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		return -errno;
-	if (fstat(pfd, &st)) {
-		fd = -errno;
-	} else if (!S_ISREG(st.st_mode)) {
-		if (what)
-			*what = ftype(st.st_mode);
-		fd = -ENOENT;
-	} else {
-		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
-		fd = open(proc, O_RDONLY | O_CLOEXEC);
-		if (fd < 0 && errno == ENOENT)
-			fd = openat(dfd, rest, O_RDONLY | O_NOFOLLOW |
-				    O_NONBLOCK | O_CLOEXEC);
-		if (fd < 0) {
-			fd = -errno;
-		} else if (fstat(fd, &st2) || st2.st_dev != st.st_dev ||
-			   st2.st_ino != st.st_ino) {
-			close(fd);
-			fd = -ESTALE;	/* replaced meanwhile */
-		}
-	}
-	close(pfd);
-	return fd;
+	fd = vfs_open_file(dfd, rest, O_RDONLY, 0, NULL, why, sizeof(why));
+	if (fd != -EPERM && fd != -ELOOP)
+		return fd;
+	if (what && fstatat(dfd, rest, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		*what = ftype(st.st_mode);
+	return -ENOENT;
 }
 
 /* Remove entry `rest` of dfd whatever it is, never following it: unlink,
