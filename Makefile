@@ -77,27 +77,30 @@ BTREE_SRC   := $(wildcard btree/*.c)
 BTREE_OBJ   := $(BTREE_SRC:%.c=$(BUILD)/obj/%.o)
 BTREE_LIB   := $(BUILD)/libvfsbtree.a
 
-# versionfs/: one folder per module (README, "A tour of the source tree").
-# Libraries, lowest first: proto (control protocol, finding mounts) and lib
-# form libversionfs; store is libvfsstore; cleaner is libvfsclean.  The
-# daemon links them all and FUSE; the tools link only what they use.
+# Folders in the order the code calls (README, "A tour of the source
+# tree"): util < btree < store < versionfs/{cleaner,proto,lib} and
+# replicator < chunkstore < chunkvfs < versionfs/daemon and cmd/.
+# libversionfs is versionfs/lib and versionfs/proto (the control protocol)
+# with util's mount finding, so that it stands alone when installed.
 PROTO_SRC   := $(wildcard versionfs/proto/*.c)
-CLIENT_SRC  := $(wildcard versionfs/lib/*.c) $(PROTO_SRC)
+CLIENT_SRC  := $(wildcard versionfs/lib/*.c) $(PROTO_SRC) util/mounts.c
 CLIENT_OBJ  := $(CLIENT_SRC:%.c=$(BUILD)/obj/%.o)
 CLIENT_LIB  := $(BUILD)/libversionfs.a
 CLIENT_SO   := $(BUILD)/libversionfs.so.1
 CLIENT_HDR  := $(BUILD)/include/versionfs/client.h
-STORE_SRC   := $(wildcard versionfs/store/*.c)
+# store/: libvfsstore, the store read and written without FUSE.
+STORE_SRC   := $(wildcard store/*.c)
 STORE_LIB   := $(BUILD)/libvfsstore.a
 CLEANER_SRC := $(wildcard versionfs/cleaner/*.c)
 CLEANER_LIB := $(BUILD)/libvfsclean.a
 DAEMON_SRC  := $(wildcard versionfs/daemon/*.c)
 DAEMON_OBJ  := $(DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
 DAEMON_LIBOBJ := $(filter-out $(BUILD)/obj/versionfs/daemon/main.o,$(DAEMON_OBJ))
-CTL_SRC     := $(wildcard versionfs/tools/ctl/*.c)
-CLEAN_SRC   := $(wildcard versionfs/tools/clean/*.c)
-FSCK_SRC    := $(wildcard versionfs/tools/fsck/*.c)
-# replicator/: libvfsrep (checkpoint streams) and its commands.
+# cmd/: one folder per program.
+CTL_SRC     := $(wildcard cmd/ctl/*.c)
+CLEAN_SRC   := $(wildcard cmd/clean/*.c)
+FSCK_SRC    := $(wildcard cmd/fsck/*.c)
+# replicator/: libvfsrep (checkpoint streams).
 REP_SRC     := $(wildcard replicator/*.c)
 REP_LIB     := $(BUILD)/libvfsrep.a
 
@@ -113,14 +116,19 @@ PEER_LIB    := $(BUILD)/libvfspeer.a
 PEER_LINK    = $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LINK) \
                $(CRYPTO_LIBS)
 
-# libvfschunk (chunkstore/): above the store library, below its tools.
-# rados.c (the rados: backend) is built when librados is installed
-# (Debian 12 ships no rados.pc: the header decides).
+# libvfschunk (chunkstore/): the chunk store's core and backends, which
+# know nothing of versionfs stores; backend_rados.c (the rados: backend)
+# is built when librados is installed (Debian 12 ships no rados.pc: the
+# header decides).  libvfschunkvfs (chunkvfs/): its versionfs adapter,
+# pushing from a store and restoring into a backing directory, above the
+# store library and the replicator's receiver.
 HAVE_RADOS  := $(wildcard /usr/include/rados/librados.h)
-CHUNK_SRC   := $(filter-out $(if $(HAVE_RADOS),,chunkstore/rados.c),$(wildcard chunkstore/*.c))
+CHUNK_SRC   := $(filter-out $(if $(HAVE_RADOS),,chunkstore/backend_rados.c),$(wildcard chunkstore/*.c))
 CHUNK_LIB   := $(BUILD)/libvfschunk.a
-CHUNKTOOL_SRC := $(wildcard versionfs/tools/chunk/*.c)
-RESTORE_SRC := $(wildcard versionfs/tools/restore/*.c)
+CHUNKVFS_SRC := $(wildcard chunkvfs/*.c)
+CHUNKVFS_LIB := $(BUILD)/libvfschunkvfs.a
+CHUNKTOOL_SRC := $(wildcard cmd/chunk/*.c)
+RESTORE_SRC := $(wildcard cmd/restore/*.c)
 
 PROGS       := $(BUILD)/versionfs $(BUILD)/versionfs-ctl \
                $(BUILD)/versionfs-clean $(BUILD)/versionfs-fsck \
@@ -129,7 +137,7 @@ PROGS       := $(BUILD)/versionfs $(BUILD)/versionfs-ctl \
                $(BUILD)/versionfs-replicad
 LIBS_OUT    := $(UTIL_LIB) $(BTREE_LIB) $(CLIENT_LIB) $(CLIENT_SO) $(CLIENT_HDR) \
                $(STORE_LIB) $(CLEANER_LIB) $(TRANSPORT_LIB) $(REP_LIB) \
-               $(PEER_LIB) $(CHUNK_LIB)
+               $(PEER_LIB) $(CHUNK_LIB) $(CHUNKVFS_LIB)
 # What a program that reads a store links, in link order.
 STORE_LINK  = $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB) $(LMDB_LIBS) \
               $(ATTR_LIBS) $(XXH_LIBS) $(ZSTD_LIBS)
@@ -195,11 +203,15 @@ $(PEER_LIB): $(PEER_SRC:%.c=$(BUILD)/obj/%.o)
 $(CHUNK_LIB): $(CHUNK_SRC:%.c=$(BUILD)/obj/%.o)
 	rm -f $@ && $(AR) rcs $@ $^
 
+$(CHUNKVFS_LIB): $(CHUNKVFS_SRC:%.c=$(BUILD)/obj/%.o)
+	rm -f $@ && $(AR) rcs $@ $^
+
 # The daemon ships to a peer (replicate.c: libvfspeer and below) and pushes
 # to the chunk store (push.c: libvfschunk).
-$(BUILD)/versionfs: $(DAEMON_OBJ) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
+$(BUILD)/versionfs: $(DAEMON_OBJ) $(CHUNKVFS_LIB) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJ) \
-	    $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LINK) $(FUSE_LIBS) $(CHUNK_LIBS)
+	    $(CHUNKVFS_LIB) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LINK) \
+	    $(FUSE_LIBS) $(CHUNK_LIBS)
 
 $(BUILD)/versionfs-ctl: $(CTL_SRC:%.c=$(BUILD)/obj/%.o) $(CLIENT_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^
@@ -215,22 +227,25 @@ $(BUILD)/versionfs-fsck: $(FSCK_SRC:%.c=$(BUILD)/obj/%.o) $(STORE_LIB) $(CLIENT_
 
 # The replicator's commands: libvfsrep on the store library, no FUSE;
 # versionfs-send (--peer) and versionfs-replicad also speak libvfspeer.
-$(BUILD)/versionfs-recv: $(BUILD)/versionfs-%: $(BUILD)/obj/replicator/tools/%.o $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
+$(BUILD)/versionfs-recv: $(BUILD)/obj/cmd/recv/recv.o $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(REP_LIB) $(STORE_LINK)
 
-$(BUILD)/versionfs-send $(BUILD)/versionfs-replicad: $(BUILD)/versionfs-%: $(BUILD)/obj/replicator/tools/%.o $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
-	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(PEER_LINK)
+$(BUILD)/versionfs-send: $(BUILD)/obj/cmd/send/send.o
+$(BUILD)/versionfs-replicad: $(BUILD)/obj/cmd/replicad/replicad.o
+$(BUILD)/versionfs-send $(BUILD)/versionfs-replicad: $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(PEER_LINK)
 
-$(BUILD)/versionfs-chunk: $(CHUNKTOOL_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
+$(BUILD)/versionfs-chunk: $(CHUNKTOOL_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNKVFS_LIB) $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ \
-	    $(CHUNKTOOL_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(STORE_LINK) \
+	    $(CHUNKTOOL_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNKVFS_LIB) $(CHUNK_LIB) \
+	    $(STORE_LINK) \
 	    $(CHUNK_LIBS)
 
 # versionfs-restore builds a backing directory through the replicator's
 # receiver (checkpoint streams made from manifests): libvfsrep too.
-$(BUILD)/versionfs-restore: $(RESTORE_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
+$(BUILD)/versionfs-restore: $(RESTORE_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNKVFS_LIB) $(CHUNK_LIB) $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ \
-	    $(RESTORE_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNK_LIB) $(REP_LIB) \
+	    $(RESTORE_SRC:%.c=$(BUILD)/obj/%.o) $(CHUNKVFS_LIB) $(CHUNK_LIB) $(REP_LIB) \
 	    $(STORE_LINK) $(CHUNK_LIBS) -lpthread
 
 # Unit suites: test_btree_* link libvfsbtree, test_store the store library,
@@ -255,10 +270,10 @@ $(BUILD)/tests/test_replicator: tests/unit/test_replicator.c $(REP_LIB) $(STORE_
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(REP_LIB) $(STORE_LINK) $(CHECK_LIBS)
 
-$(BUILD)/tests/test_daemon: tests/unit/test_daemon.c $(DAEMON_LIBOBJ) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
+$(BUILD)/tests/test_daemon: tests/unit/test_daemon.c $(DAEMON_LIBOBJ) $(CHUNKVFS_LIB) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
-	    $(DAEMON_LIBOBJ) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LINK) \
+	    $(DAEMON_LIBOBJ) $(CHUNKVFS_LIB) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LINK) \
 	    $(CHECK_LIBS) $(FUSE_LIBS) $(CHUNK_LIBS)
 
 $(BUILD)/tests/test_transport: tests/unit/test_transport.c $(TRANSPORT_LIB)
@@ -271,10 +286,10 @@ $(BUILD)/tests/test_peer: tests/unit/test_peer.c $(PEER_LIB) $(REP_LIB) $(TRANSP
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(PEER_LINK) $(CHECK_LIBS)
 
-$(BUILD)/tests/test_chunkstore: tests/unit/test_chunkstore.c $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
+$(BUILD)/tests/test_chunkstore: tests/unit/test_chunkstore.c $(CHUNKVFS_LIB) $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
-	    $(CHUNK_LIB) $(STORE_LINK) $(CHUNK_LIBS) $(CHECK_LIBS)
+	    $(CHUNKVFS_LIB) $(CHUNK_LIB) $(STORE_LINK) $(CHUNK_LIBS) $(CHECK_LIBS)
 
 $(BUILD)/tests/%: tests/helpers/%.c
 	@mkdir -p $(@D)
@@ -307,9 +322,9 @@ $(BUILD)/bench/%: bench/%.c $(BTREE_LIB) $(CLIENT_LIB)
 	    $(FUSE_LIBS) $(LMDB_LIBS) $(ATTR_LIBS) $(XXH_LIBS)
 
 # The chunk store's micro-benchmark links libvfschunk and its libraries.
-$(BUILD)/bench/chunkstore $(BUILD)/bench/chunkimg: $(BUILD)/bench/%: bench/%.c $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
+$(BUILD)/bench/chunkstore $(BUILD)/bench/chunkimg: $(BUILD)/bench/%: bench/%.c $(CHUNKVFS_LIB) $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(CHUNK_LIB) $(STORE_LINK) \
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(CHUNKVFS_LIB) $(CHUNK_LIB) $(STORE_LINK) \
 	    $(CHUNK_LIBS)
 
 # libFuzzer targets of the frame parser and the stream applier
@@ -417,7 +432,7 @@ install: all
 	    versionfs-clean.timer; do \
 	    sed 's|/usr/local/bin|$(bindir)|g' scripts/$$f \
 	        > $(DESTDIR)$(datadir)/versionfs/$$f; done
-	sed 's|/usr/local/bin|$(bindir)|g' replicator/versionfs-replicad.service \
+	sed 's|/usr/local/bin|$(bindir)|g' cmd/replicad/versionfs-replicad.service \
 	    > $(DESTDIR)$(datadir)/versionfs/versionfs-replicad.service
 	if [ -f cr-hooks/Makefile.inc ]; then \
 	    $(MAKE) -f cr-hooks/Makefile.inc DESTDIR=$(DESTDIR) bindir=$(bindir) \

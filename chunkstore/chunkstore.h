@@ -16,8 +16,9 @@
  *                     parity, Reed-Solomon through ISA-L), each
  *                     with a checked header; and back from any
  *                     M of them
- *   backends          put/get/exists/list/delete of named       backend.c
- *                     objects on one benefactor (dir:)
+ *   backends          put/get/exists/list/delete of named       backend_dir.c,
+ *                     objects on one benefactor (dir:), or in   backend_rados.c
+ *                     a Ceph pool (rados:)
  *   repository        a SPEC: benefactors + redundancy; whole   repo.c
  *                     objects in, whole objects out
  *   writing           fragments placed on benefactors; the      put.c
@@ -28,13 +29,14 @@
  *                                                               index.c
  *   manifests         a checkpoint's tree and chunk lists       manifest.c
  *   writer lock       one writer at a time (put_excl, lease)    lock.c
- *   push, restore     a versionfs store <-> the chunk store     push.c,
- *                     (push: the walk and entries; file data    push_data.c,
- *                     into chunks; base-layer directories)      push_base.c,
- *                                                               restore.c
+ *   restore           a manifest -> a plain tree                restore.c
  *   prune, gc         manifests dropped, mark and sweep         gc.c
  *   repair            lost fragments re-created, per-benefactor repair.c
  *                     counts
+ *
+ * Above these, chunkvfs/ (chunkvfs.h) turns a versionfs store's checkpoint
+ * into chunks and a manifest (push) and manifests back into a backing
+ * directory: the only part of the chunk store that knows versionfs stores.
  *
  * ERRORS.  Functions return 0 (or a documented non-negative value) or a
  * negative errno; CS_ECORRUPT for damaged stored data.  Nothing here
@@ -138,7 +140,7 @@ int cs_frag_decode(const char *name, unsigned char *const *frags,
 		   const size_t *lens, unsigned n, void **obj, size_t *len,
 		   char *why, size_t whylen);
 
-/* ---- backends (backend.c) -------------------------------------------------- */
+/* ---- backends (backend_dir.c, backend_rados.c) ------------------------------ */
 
 /*
  * One benefactor: a flat space of named objects.  Names are "kind/rest"
@@ -153,7 +155,7 @@ int cs_frag_decode(const char *name, unsigned char *const *frags,
  * with -EISDIR, del leaves it); a kind folder that is not a directory
  * holds no object and fails puts of its kind (-ENOTDIR).  strays lists
  * them.
- * A Ceph RADOS backend implements the same operations (rados.c).  The
+ * A Ceph RADOS backend implements the same operations (backend_rados.c).  The
  * repository calls the operations of one backend from one thread at a
  * time (its writer thread while a pipeline of puts runs, the caller's
  * thread otherwise; a flush may run on a thread of its own, beside the
@@ -240,7 +242,7 @@ struct cs_backend {
    marker. */
 int cs_dir_open(const char *path, bool init, struct cs_backend **out);
 
-/* A rados: backend (rados.c, built when librados is present): spec is
+/* A rados: backend (backend_rados.c, built when librados is present): spec is
    what follows "rados:", "POOL[@CONF][,user=NAME][,namespace=NS]".
    Redundancy is the pool's.  -ENOTSUP where librados was not built in. */
 int cs_rados_open(const char *spec, struct cs_backend **out, char *why,
@@ -248,7 +250,7 @@ int cs_rados_open(const char *spec, struct cs_backend **out, char *why,
 /* What the pool of a rados: backend does for redundancy, from its
    monitors ("erasure k=2 m=1 (jerasure), min_size 2 (x1.500)"), for
    stats.  -EINVAL for another backend; declared only where
-   VFS_HAVE_RADOS (rados.c is built). */
+   VFS_HAVE_RADOS (backend_rados.c is built). */
 #ifdef VFS_HAVE_RADOS
 int cs_rados_pool_info(struct cs_backend *b, char *out, size_t len);
 #endif
@@ -571,41 +573,7 @@ struct cs_benef_stats {
 };
 int cs_benef_stats(struct cs_repo *r, unsigned i, struct cs_benef_stats *s);
 
-/* ---- push and restore (push.c, restore.c) ---------------------------------- */
-
-struct vstore;
-
-struct cs_push_opts {
-	int chunking;			/* enum cs_chunking */
-	void (*progress)(uint64_t done, uint64_t total, void *arg);
-	/* Optional: called with `arg` after each chunk read and hashed
-	   (bytes: its length); it may sleep to pace the push, and a
-	   non-zero return stops the push with that error. */
-	int (*pace)(uint64_t bytes, void *arg);
-	void *arg;
-};
-struct cs_push_result {
-	uint64_t files, logical_bytes;
-	uint64_t read_bytes;		/* bytes read and hashed */
-	uint64_t reused_bytes;		/* taken from the parent's manifest */
-	uint64_t chunks, new_chunks, new_bytes;
-	bool already;			/* the manifest was there whole:
-					   nothing done */
-};
-/*
- * Push checkpoint `ckpt` of store st (opened STORE_RDONLY is enough):
- * chunks first, then packs and their index, durable, then the manifest
- * last, so that a crash leaves the checkpoint complete or absent (a
- * manifest whose fragments a crash interrupted is readable from any m of
- * them, or not at all; the next push of the checkpoint writes it again
- * unless all m + k are there, res->already).  When
- * the manifest of the checkpoint's parent is in the repository, files
- * whose data did not change are taken from it without reading, and in
- * FsCH mode so are the chunks whose pages all predate the parent.
- */
-int cs_push(struct cs_repo *r, struct vstore *st, uint64_t ckpt,
-	    const struct cs_push_opts *o, struct cs_push_result *res,
-	    char *why, size_t whylen);
+/* ---- restore (restore.c) ---------------------------------------------------- */
 
 /*
  * Read ahead for a reader that will cs_chunk_get the chunks of manifest

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "chunkstore/chunkstore.h"
-#include "versionfs/store/store.h"	/* le32_put and friends */
+#include "util/util.h"
 
 /* Write the reason into why (may be NULL) and return CS_ECORRUPT. */
 __attribute__((format(printf, 3, 4)))
@@ -60,7 +60,7 @@ int cs_buf_add(struct cs_buf *b, const void *p, size_t n);
 /* ---- the repository (repo.c, put.c, pack.c, index.c) ---- */
 
 /* Split what follows "rados:", "POOL[@CONF][,user=NAME][,namespace=NS]",
-   in place (repo.c checks a spec with it, rados.c opens one): 0, or
+   in place (repo.c checks a spec with it, backend_rados.c opens one): 0, or
    -EINVAL for an empty pool or conf, an empty or unknown option. */
 int cs_rados_split(char *s, char **pool, char **conf, char **user, char **ns);
 
@@ -234,23 +234,6 @@ int cs_pack_no(struct cs_repo *r, const char *name, uint32_t *no);
    name (80 bytes) gets its name, "" when none was written. */
 int cs_index_rewrite(struct cs_repo *r, const bool *keep, char *name,
 		     char *why, size_t whylen);
-
-/* Make room for `need` elements in *v of capacity *cap: 0 or -ENOMEM. */
-static inline int vfs_grow_cs(void **v, size_t *cap, size_t need, size_t elem)
-{
-	size_t c = *cap ? *cap : 64;
-	void *nv;
-
-	if (need <= *cap)
-		return 0;
-	while (c < need)
-		c *= 2;
-	if (!(nv = realloc(*v, c * elem)))
-		return -ENOMEM;
-	*v = nv;
-	*cap = c;
-	return 0;
-}
 
 /* ---- the writer lock (lock.c) ---- */
 

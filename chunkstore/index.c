@@ -411,7 +411,7 @@ int cs_index_rewrite(struct cs_repo *r, const bool *keep, char *name,
 
 			if (e->pack != p)
 				continue;
-			if ((rc = vfs_grow_cs((void **)&blobs, &cap, nb + 1,
+			if ((rc = vfs_grow((void **)&blobs, &cap, nb + 1,
 					      sizeof(*blobs))))
 				break;
 			memcpy(blobs[nb].id, e->id, CS_ID_LEN);

@@ -75,7 +75,7 @@ static struct {
 static void held_add(const char *token)
 {
 	pthread_mutex_lock(&held.mu);
-	if (vfs_grow_cs((void **)&held.tok, &held.cap, held.n + 1,
+	if (vfs_grow((void **)&held.tok, &held.cap, held.n + 1,
 			sizeof(*held.tok)))
 		held.lost = true;
 	else

@@ -77,7 +77,7 @@ static int plan_one(const struct cs_file *f, void *arg)
 		if (cs_chunk_pack(p->r, f->refs[i].id, &no) ||
 		    (p->n && p->v[p->n - 1] == no))
 			continue;
-		if ((p->err = vfs_grow_cs((void **)&p->v, &p->cap, p->n + 1,
+		if ((p->err = vfs_grow((void **)&p->v, &p->cap, p->n + 1,
 					  sizeof(*p->v))))
 			break;		/* only the read-ahead is lost */
 		p->v[p->n++] = no;
@@ -236,7 +236,7 @@ static int restore_one(const struct cs_file *f, void *arg)
 		if (*f->path && mkdirat(s->root, path, 0700))
 			return cs_err(-errno, s->why, s->whylen, "%s: %s", path,
 				      strerror(errno));
-		if ((rc = vfs_grow_cs((void **)&s->dirs, &s->dirs_cap,
+		if ((rc = vfs_grow((void **)&s->dirs, &s->dirs_cap,
 				      s->ndirs + 1, sizeof(*s->dirs))))
 			return rc;
 		d = &s->dirs[s->ndirs];
@@ -267,7 +267,7 @@ static int restore_one(const struct cs_file *f, void *arg)
 						      strerror(errno));
 				return 0;
 			}
-		if ((rc = vfs_grow_cs((void **)&s->links, &s->links_cap,
+		if ((rc = vfs_grow((void **)&s->links, &s->links_cap,
 				      s->nlinks + 1, sizeof(*s->links))))
 			return rc;
 		if (!(s->links[s->nlinks].path = strdup(path)))

@@ -54,7 +54,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "versionfs/store/store.h"
+#include "store/store.h"
 
 /* ---- transport interfaces ------------------------------------------------ */
 

@@ -31,10 +31,15 @@
 #ifndef VFS_UTIL_H
 #define VFS_UTIL_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <syslog.h>
+#include <time.h>
 
 /* What a file or directory must be to be trusted. */
 struct vfs_trust {
@@ -91,5 +96,136 @@ int vfs_open_dir(int dirfd, const char *path, int flags,
 int vfs_trust_at(int dirfd, const char *name, mode_t type,
 		 const struct vfs_trust *t, bool *exists, char *why,
 		 size_t len);
+
+/* ---- logging (log.c) ---------------------------------------------------- */
+
+/* The one log sink of the daemon and the tools: stderr when foreground,
+   else syslog(3) as "versionfs".  Libraries log only what store_open()
+   and the daemon's recovery find unusable. */
+void vfs_log_init(bool foreground, bool debug);
+void vfs_log(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+extern bool vfs_debug;
+#define vfs_dbg(...) do { if (vfs_debug) vfs_log(LOG_DEBUG, __VA_ARGS__); } while (0)
+
+/* ---- small helpers: buffers, time, byte order --------------------------- */
+
+/*
+ * Make room for `need` elements of `elem` bytes in the array *v of
+ * capacity *cap (doubling, at least 64); 0 or -ENOMEM (*v unchanged).
+ * Use: if ((rc = vfs_grow((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v))))
+ */
+static inline int vfs_grow(void **v, size_t *cap, size_t need, size_t elem)
+{
+	size_t c = *cap ? *cap : 64;
+	void *nv;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need)
+		c *= 2;
+	nv = realloc(*v, c * elem);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = c;
+	return 0;
+}
+
+static inline struct timespec vfs_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts;
+}
+
+static inline int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Little-endian fields of the on-disk and on-wire formats (metadata
+ * files, checkpoint streams, chunk-store manifests and packs), byte by
+ * byte: no alignment or host byte order assumed.
+ */
+static inline void le16_put(unsigned char *p, uint16_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+}
+static inline void le32_put(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline void le64_put(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline uint16_t le16_get(const unsigned char *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+static inline uint32_t le32_get(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+static inline uint64_t le64_get(const unsigned char *p)
+{
+	return (uint64_t)le32_get(p) | (uint64_t)le32_get(p + 4) << 32;
+}
+/* n (1..8) bytes little-endian, for variable-width fields */
+static inline void le_put(unsigned char *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline uint64_t le_get(const unsigned char *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = n - 1; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+/* Big-endian 64-bit: LMDB keys, so that byte order is numeric order. */
+static inline void be64_put(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (56 - 8 * i));
+}
+static inline uint64_t be64_get(const unsigned char *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* ---- finding mounts (mounts.c) ------------------------------------------ */
+
+/* A mount from /proc/self/mountinfo. */
+struct vfs_mountinfo {
+	dev_t dev;
+	char point[4096];
+	char source[4096];
+	char type[64];
+	long owner;			/* user_id= of the mount, -1 if absent */
+};
+
+/*
+ * The newest mount with device number dev, or (point not NULL) mounted on
+ * `point`.  -ENOENT if none.
+ */
+int vfs_find_mount(dev_t dev, const char *point, struct vfs_mountinfo *m);
+/* The newest versionfs mount of backing directory `source`; -ENOENT. */
+int vfs_find_versionfs(const char *source, struct vfs_mountinfo *m);
 
 #endif

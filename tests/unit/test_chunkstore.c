@@ -56,7 +56,8 @@
 #include <xxhash.h>
 
 #include "chunkstore/chunkstore.h"
-#include "versionfs/store/store.h"
+#include "chunkvfs/chunkvfs.h"
+#include "store/store.h"
 
 static uint64_t rnd(uint64_t *s)
 {

@@ -22,7 +22,7 @@
 #include <xxhash.h>
 
 #include "versionfs/cleaner/cleaner.h"
-#include "versionfs/store/store.h"
+#include "store/store.h"
 
 static uint64_t rnd(uint64_t *s)
 {

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "versionfs/store/store.h"
+#include "store/store.h"
 
 /* What a cleaning pass did. */
 struct cl_stats {

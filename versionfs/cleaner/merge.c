@@ -437,7 +437,7 @@ static int next_merge(struct cleaner *cl, uint64_t *c, uint64_t *n,
 		return rc;
 	rc = cl_ckpts(txn, &l);
 	/* the replicator's last acknowledged checkpoint: the next stream
-	   starts from it (versionfs/daemon/replicate.c) */
+	   starts from it (versionfs/daemon/sink_repl.c) */
 	if (!rc && bt_kv_get_u64(txn, VFS_KV_REP_ACKED, &keep))
 		keep = 0;
 	bt_txn_abort(txn);

@@ -2,9 +2,9 @@
  * daemon.h — the versionfs daemon's one header, shared by its files (no
  * other module includes it): the global state, in-memory inodes (vnodes),
  * and the functions the daemon's files call in each other.  The store
- * (versionfs/store/store.h) and the cleaner (versionfs/cleaner/cleaner.h)
+ * (store/store.h) and the cleaner (versionfs/cleaner/cleaner.h)
  * are libraries below it; they never call up into the daemon, except
- * through the cleaner's hooks (cleaner.c here).
+ * through the cleaner's hooks (clean_thread.c here).
  *
  * LOCK ORDER (acquire left to right, release in any order):
  *
@@ -40,7 +40,7 @@
 #include "btree/btree.h"
 #include "versionfs/cleaner/cleaner.h"
 #include "versionfs/proto/proto.h"
-#include "versionfs/store/store.h"
+#include "store/store.h"
 
 #define VFS_CKPT_DIR		".checkpoints"
 /* st_ino of (checkpoint c, vino) in a checkpoint view */
@@ -145,7 +145,7 @@ struct vfs {
 	char *backing;			/* absolute path of the backing dir */
 	char *mountpoint;
 	struct vstore *st;		/* the store (libvfsstore) */
-	struct cleaner *cleaner;	/* libvfsclean on it (cleaner.c) */
+	struct cleaner *cleaner;	/* libvfsclean on it (clean_thread.c) */
 	/* copies of the store's, for the hot paths */
 	int backing_fd;			/* O_PATH|O_DIRECTORY of the backing dir */
 	int store_fd;			/* BACKING/.versionfs */
@@ -393,7 +393,7 @@ void vfs_daemon_begin(void);
 /* In the child: the mount works; detach and release the parent. */
 void vfs_daemon_ready(void);
 
-/* ---- cleaner.c: the cleaner thread and the cleaner's hooks ---- */
+/* ---- clean_thread.c: the cleaner thread and the cleaner's hooks ---- */
 /* Create vfs->cleaner with the daemon's hooks. */
 int dc_init(struct vfs *v);
 /* Mark checkpoints deleted (all or none), drop their views; the cleaner
@@ -413,7 +413,7 @@ void *dc_thread(void *arg);
 bool dc_merging(uint64_t vino);
 void dc_wait_merge(uint64_t vino);
 
-/* ---- replicate.c: the replication thread ---- */
+/* ---- sink_repl.c: the replication thread ---- */
 /* Start (or restart) shipping every checkpoint to peer HOST:PORT. */
 /* owner: who must own secret_file (REP_SECRET_ANY_OWNER: this process's
    user or root), the uid of a non-root user who asked for it */
@@ -431,7 +431,7 @@ int rp_wait_acked(uint64_t id, char *err, size_t errlen);
 void rp_status(struct ctl_out *out);
 /* Stream bytes shipped for checkpoint id (*have: it was shipped). */
 uint64_t rp_shipped_bytes(bt_txn *txn, uint64_t id, bool *have);
-/* ---- push.c: pushing checkpoints to a chunk store ---- */
+/* ---- sink_push.c: pushing checkpoints to a chunk store ---- */
 /* Start the pusher thread; spec NULL: no configured chunk store (push
    requests with a SPEC still work).  rate in bytes/s (0: unlimited);
    cdc: FastCDC chunks instead of FsCH, for every push. */

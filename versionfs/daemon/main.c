@@ -49,7 +49,7 @@ struct opts {
 	double timeout;
 	unsigned max_read;
 	int help, version;
-	/* the chunk store (push.c) */
+	/* the chunk store (sink_push.c) */
 	char *chunkstore;
 	int cs_wait;			/* -1: bad value */
 	double cs_rate;			/* MB/s */
@@ -428,7 +428,7 @@ int main(int argc, char *argv[])
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts co = { 0 };
 	struct opts o = { .timeout = 3600 };
-	struct ctl_mount cm;
+	struct vfs_mountinfo cm;
 	struct bt_env_info ei;
 	bool flagged = false;
 	static struct vfs v;
@@ -556,7 +556,7 @@ int main(int argc, char *argv[])
 		vfs_log(LOG_ERR, "installing the FUSE I/O shim failed");
 		goto out_unmount;
 	}
-	if (ctl_find_mount(0, rm, &cm) || strcmp(cm.type, "fuse.versionfs")) {
+	if (vfs_find_mount(0, rm, &cm) || strcmp(cm.type, "fuse.versionfs")) {
 		vfs_log(LOG_ERR, "%s: cannot find the new mount in "
 			"/proc/self/mountinfo", rm);
 		goto out_unmount;

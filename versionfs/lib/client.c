@@ -97,7 +97,7 @@ int vfs_client_open(const char *path, vfs_client **out, char *err,
 	struct ucred cr;
 	socklen_t crlen = sizeof(cr);
 	struct stat st;
-	struct ctl_mount m;
+	struct vfs_mountinfo m;
 	vfs_client *c;
 	socklen_t salen;
 	int rc, n;
@@ -118,7 +118,7 @@ int vfs_client_open(const char *path, vfs_client **out, char *err,
 		goto fail;
 	}
 	memset(&m, 0, sizeof(m));
-	rc = ctl_find_mount(st.st_dev, NULL, &m);
+	rc = vfs_find_mount(st.st_dev, NULL, &m);
 	if (rc || strcmp(m.type, "fuse.versionfs")) {
 		if (rc)
 			cli_seterr(err, errlen, -ENOTSUP, "%s is not in a versionfs "

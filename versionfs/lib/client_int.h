@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "versionfs/lib/client.h"
+#include "util/util.h"
 #include "versionfs/proto/proto.h"
 
 struct vfs_client {

@@ -1,7 +1,7 @@
 /*
  * client_repl.c — libversionfs: continuous replication of a mount to a
  * versionfs-replicad(8) peer (client.h), spoken to the daemon's
- * replication thread (versionfs/daemon/replicate.c).
+ * replication thread (versionfs/daemon/sink_repl.c).
  */
 #include <errno.h>
 #include <stdio.h>

@@ -102,21 +102,4 @@ int ctl_send(int fd, uint16_t op, int32_t status, const void *payload,
 	     size_t len);
 int ctl_recv(int fd, struct ctl_hdr *h, unsigned char **payload, size_t max);
 
-/* A mount from /proc/self/mountinfo. */
-struct ctl_mount {
-	dev_t dev;
-	char point[4096];
-	char source[4096];
-	char type[64];
-	long owner;			/* user_id= of the mount, -1 if absent */
-};
-
-/*
- * The newest mount with device number dev, or (point not NULL) mounted on
- * `point`.  -ENOENT if none.
- */
-int ctl_find_mount(dev_t dev, const char *point, struct ctl_mount *m);
-/* The newest versionfs mount of backing directory `source`; -ENOENT. */
-int ctl_find_versionfs(const char *source, struct ctl_mount *m);
-
 #endif /* VFS_PROTO_H */

@@ -1,0 +1,268 @@
+/*
+ * send.c — versionfs-send(8): write the stream of a checkpoint to standard
+ * output.
+ *
+ *   versionfs-send [-v] [--compress] BACKING|MOUNT C [--from P]
+ *   versionfs-send [-v] [--compress] BACKING|MOUNT --peer HOST:PORT
+ *                  --secret-file F [--bwlimit RATE]
+ *
+ * The second form brings a versionfs-replicad(8) peer up to date once
+ * (libvfspeer's rep_peer_sync: every checkpoint of the store's line the
+ * peer lacks, in order, each acknowledged once durable there), as the
+ * daemon's replication thread does after each checkpoint.
+ *
+ * The store is opened read-only beside its daemon (STORE_RDONLY: no lock;
+ * LMDB readers never block the writer, and a checkpoint's files are
+ * immutable once it is durable: stream.c says why that is safe).  Given a
+ * mount point, the backing directory comes from mountinfo; when versionfs
+ * is mounted over its own backing directory, the backing directory is only
+ * reachable under the mount, so the command moves to a private mount
+ * namespace and detaches the FUSE mount there (root only), which changes
+ * nothing for anyone else.
+ *
+ * Exit status: 0 the stream was written, 1 failure, 2 bad usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "replicator/peer/peer.h"
+#include "versionfs/proto/proto.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: versionfs-send [-v] [--compress] BACKING|MOUNT CHECKPOINT\n"
+"                      [--from BASE]\n"
+"       versionfs-send [-v] [--compress] BACKING|MOUNT --peer HOST:PORT\n"
+"                      --secret-file F [--bwlimit RATE]\n"
+"\n"
+"Write checkpoint CHECKPOINT (an id or a tag) of the versionfs store of\n"
+"BACKING, or of the store mounted on MOUNT, to standard output as a\n"
+"checkpoint stream (versionfs-stream(5)) for versionfs-recv(8).  Without\n"
+"--from the stream is full: the whole state at the checkpoint, for an\n"
+"empty replica.  With --from BASE it carries only what changed since BASE,\n"
+"which must be the checkpoint's parent and the replica's last checkpoint.\n"
+"\n"
+"With --peer, bring the versionfs-replicad(8) on HOST:PORT up to date:\n"
+"every checkpoint it lacks, in order, each acknowledged once durable there.\n"
+"\n"
+"  --from BASE   send incrementally from checkpoint BASE (id or tag)\n"
+"  --compress    zstd-compress the stream (the receiver detects it)\n"
+"  --peer HOST:PORT, --secret-file FILE (mode 600), --bwlimit RATE (bytes\n"
+"                per second, with K, M or G)\n"
+"  -v            print the totals on standard error\n"
+"  -h, --help    this help\n"
+"\n"
+"Exit status: 0 success, 1 failure, 2 bad usage.\n");
+}
+
+/* The backing directory of path, a mount point or a backing directory. */
+static int backing_of(const char *path, char *out, size_t len)
+{
+	struct vfs_mountinfo m;
+	char *rp = realpath(path, NULL);
+
+	if (!rp)
+		return -errno;
+	if (vfs_find_mount(0, rp, &m) == 0 &&
+	    !strcmp(m.type, "fuse.versionfs")) {
+		snprintf(out, len, "%s", m.source);
+		/* mounted over itself: step under the mount, privately */
+		if (!strcmp(m.source, m.point)) {
+			if (unshare(CLONE_NEWNS) ||
+			    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE,
+				  NULL) ||
+			    umount2(m.point, MNT_DETACH)) {
+				int rc = -errno;
+
+				fprintf(stderr, "versionfs-send: %s is mounted "
+					"over its backing directory; reading "
+					"under it needs root: %s\n", rp,
+					strerror(errno));
+				free(rp);
+				return rc;
+			}
+		}
+	} else {
+		snprintf(out, len, "%s", rp);
+	}
+	free(rp);
+	return 0;
+}
+
+/* The --peer form: bring the peer up to date. */
+static int to_peer(const char *backing, const char *peer, const char *sfile,
+		   uint64_t bwlimit, bool compress, bool verbose)
+{
+	struct rep_peer_opts o = { .bwlimit = bwlimit, .compress = compress };
+	struct rep_wire bye = { .type = RW_BYE };
+	struct rep_peer_stats s;
+	struct rep_conn *c = NULL;
+	struct vstore *st = NULL;
+	unsigned char *secret = NULL;
+	size_t slen = 0;
+	char err[512] = "";
+	int fd, rc;
+
+	if ((rc = rep_secret_load(sfile, REP_SECRET_ANY_OWNER, &secret, &slen, err, sizeof(err))))
+		goto out;
+	if ((rc = store_open(backing, STORE_RDONLY, &st)))
+		goto out;
+	if ((fd = rep_dial(peer, 10000, err, sizeof(err))) < 0) {
+		rc = fd;
+		goto out;
+	}
+	if ((rc = rep_conn_open(fd, false, secret, slen, 10000, &c, err,
+				sizeof(err))))
+		goto out;
+	if ((rc = rep_peer_sync(st, c, &o, &s, err, sizeof(err))))
+		goto out;
+	rep_wire_send(c, &bye, NULL);
+	if (verbose)
+		fprintf(stderr, "versionfs-send: %s: shipped %llu checkpoints "
+			"(%llu bytes), discarded %llu, peer at %llu, %llu "
+			"waiting for the cleaner\n", peer,
+			(unsigned long long)s.shipped,
+			(unsigned long long)s.bytes,
+			(unsigned long long)s.discarded,
+			(unsigned long long)s.acked,
+			(unsigned long long)s.pending);
+out:
+	if (rc)
+		fprintf(stderr, "versionfs-send: %s: %s (%s)\n", peer,
+			err[0] ? err : strerror(-rc), strerror(-rc));
+	rep_conn_close(c);
+	store_close(st);
+	rep_secret_free(secret, slen);
+	return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "from", required_argument, NULL, 'f' },
+		{ "peer", required_argument, NULL, 'p' },
+		{ "secret-file", required_argument, NULL, 'S' },
+		{ "bwlimit", required_argument, NULL, 'b' },
+		{ "compress", no_argument, NULL, 'z' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *from_s = NULL, *peer = NULL, *sfile = NULL;
+	uint64_t bwlimit = 0;
+	bool compress = false;
+	struct rep_zsink *z = NULL;
+	char backing[PATH_MAX], err[512];
+	struct vstore *st = NULL;
+	struct rep_stats stats;
+	struct rep_sink sink;
+	uint64_t c, from = 0;
+	bool verbose = false;
+	int o, rc;
+
+	while ((o = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+		switch (o) {
+		case 'f': from_s = optarg; break;
+		case 'p': peer = optarg; break;
+		case 'z': compress = true; break;
+		case 'S': sfile = optarg; break;
+		case 'b':
+			if (rep_parse_rate(optarg, &bwlimit)) {
+				fprintf(stderr, "versionfs-send: bad rate %s\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'v': verbose = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (peer || sfile) {
+		if (!peer || !sfile || from_s || argc - optind != 1) {
+			usage(stderr);
+			return 2;
+		}
+		signal(SIGPIPE, SIG_IGN);
+		vfs_log_init(true, false);
+		if ((rc = backing_of(argv[optind], backing, sizeof(backing))))
+			return 1;
+		return to_peer(backing, peer, sfile, bwlimit, compress,
+			       verbose);
+	}
+	/* --from may also follow the operands */
+	if (optind + 2 < argc && !from_s && argc - optind == 4 &&
+	    !strcmp(argv[optind + 2], "--from")) {
+		from_s = argv[optind + 3];
+		argc -= 2;
+	}
+	if (argc - optind != 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (isatty(STDOUT_FILENO)) {
+		fprintf(stderr, "versionfs-send: refusing to write a stream to "
+			"a terminal\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	vfs_log_init(true, false);
+	if ((rc = backing_of(argv[optind], backing, sizeof(backing)))) {
+		fprintf(stderr, "versionfs-send: %s: %s\n", argv[optind],
+			strerror(-rc));
+		return 1;
+	}
+	if ((rc = store_open(backing, STORE_RDONLY, &st)))
+		return 1;
+	if (rep_ckpt_resolve(st, argv[optind + 1], &c) ||
+	    (from_s && rep_ckpt_resolve(st, from_s, &from))) {
+		fprintf(stderr, "versionfs-send: no checkpoint %s in %s\n",
+			rep_ckpt_resolve(st, argv[optind + 1], &c) ?
+			argv[optind + 1] : from_s, backing);
+		store_close(st);
+		return 1;
+	}
+	if (from_s && from == 0) {
+		fprintf(stderr, "versionfs-send: --from needs a checkpoint\n");
+		store_close(st);
+		return 2;
+	}
+	rep_sink_fd(&sink, STDOUT_FILENO);
+	if (compress) {
+		struct rep_sink raw = sink;
+
+		if (rep_zsink_new(&raw, &z)) {
+			store_close(st);
+			return 1;
+		}
+		rep_zsink_sink(z, &sink);
+	}
+	rc = rep_send(st, c, from, &sink, &stats, err, sizeof(err));
+	if (!rc && z && (rc = rep_zsink_finish(z)))
+		snprintf(err, sizeof(err), "compressing: %s", strerror(-rc));
+	rep_zsink_free(z);
+	store_close(st);
+	if (rc) {
+		fprintf(stderr, "versionfs-send: checkpoint %llu of %s: %s\n",
+			(unsigned long long)c, backing, err);
+		return 1;
+	}
+	if (verbose)
+		fprintf(stderr, "versionfs-send: checkpoint %llu%s%s: frames "
+			"%llu bytes %llu pages %llu base_bytes %llu\n",
+			(unsigned long long)c, from ? " from " : " (full)",
+			from ? from_s : "", (unsigned long long)stats.frames,
+			(unsigned long long)stats.bytes,
+			(unsigned long long)stats.pages,
+			(unsigned long long)stats.base_bytes);
+	return 0;
+}

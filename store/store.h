@@ -1,0 +1,321 @@
+/*
+ * store.h — libvfsstore: the versionfs store, BACKING/.versionfs/, read and
+ * written without FUSE.  The daemon, versionfs-clean, versionfs-fsck, the
+ * cleaner, the replicator and the chunk store link it; none of them needs
+ * the daemon's FUSE code to read a store.  versionfs(5) is the
+ * format; this header is the library's manual.
+ *
+ *   .versionfs/format     magic, format number, creation time, store id,
+ *                         checksum (store_fmt_*)
+ *   .versionfs/lock       flock(2) of the one process that owns the store
+ *   .versionfs/index/     the LMDB index (libvfsbtree, btree/btree.h)
+ *   .versionfs/obj/XX/    "<ino>.meta.<ver>" metadata files (struct vmeta
+ *                         plus the version's xattrs) and "<ino>.content.<ver>"
+ *                         sparse content files at logical offsets
+ *
+ * UNTRUSTED.  The daemon often runs as root over a directory its user owns,
+ * and the user may replace .versionfs while nothing is mounted.  So
+ * .versionfs must be a directory owned by this process's effective uid
+ * that nobody else can write into, and everything in it is reached
+ * relative to its descriptor, never through a symbolic link, and opened
+ * only if it is a regular file (or directory) of ours with one link
+ * (util/util.h); a store file that is not is refused, logged with its
+ * path and what is wrong, and nothing outside the store is touched.
+ *
+ * LAYERS.  util/ < btree/ (the index) < store/ (this) <
+ * cleaner/ < daemon/ and the tools.  Nothing here calls upwards.
+ *
+ * ERRORS.  Functions return 0 (or a documented non-negative value) or a
+ * negative errno; BT_ECORRUPT for damaged on-disk data.  Only store_open()
+ * and the log functions write messages (through vfs_log, so a daemon logs
+ * to syslog and a tool to stderr), naming the file and the field at fault.
+ *
+ * THREADS.  A struct vstore is immutable after store_open() and may be used
+ * from any thread; LMDB transactions follow libvfsbtree's rules (one thread
+ * each).
+ */
+#ifndef VFS_STORE_H
+#define VFS_STORE_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <syslog.h>
+#include <time.h>
+
+#include "btree/btree.h"
+#include "util/util.h"
+
+#define VFS_PAGE		4096u
+#define VFS_PAGE_SHIFT		12
+#define VFS_ROOT_INO		1	/* vino of the root directory */
+#define VFS_FORMAT		1	/* store format version */
+#define VFS_STORE_DIR		".versionfs"
+
+/* u64 tables in libvfsbtree */
+#define VFS_TBL_BASEINO		1	/* backing st_ino -> vino */
+
+/* Trash bits (bt_trash_add) */
+#define VFS_TRASH_META		1
+#define VFS_TRASH_CONTENT	2
+#define VFS_TRASH_RECLAIM	4	/* free content pages nobody uses */
+#define VFS_TRASH_ORPHAN	8	/* with RECLAIM: content.<ver> of the
+					   epoch that wrote it may be left
+					   unused (count it if it is) */
+
+/* ---- opening a store (store.c) ------------------------------------------ */
+
+struct vstore;
+
+#define STORE_CREATE	0x1	/* create the store if there is none */
+#define STORE_RDONLY	0x2	/* a reader beside the owner: no lock, the
+				   index opened read-only (see below) */
+
+/*
+ * Open and lock the store of backing directory `backing` (an absolute
+ * path).  The lock is the store's flock: a second opener waits up to 60 s
+ * for a daemon still saving after its unmount or an offline tool, and is
+ * refused at once (-EBUSY) when a versionfs mount of `backing` exists.
+ * With STORE_CREATE a missing store is created (crash-safe: a store
+ * without a format file is an unfinished creation and is completed).
+ * Errors are logged, naming the file at fault; on failure *out is NULL.
+ *
+ * With STORE_RDONLY the store is opened for reading only, beside whoever
+ * owns it (a mounted daemon, an offline tool): no lock is taken, nothing
+ * is created or recovered, and the index is opened read-only (LMDB's
+ * readers register in lock.mdb and never block its one writer, in this
+ * process or another).  Only what is durable and immutable may be read so:
+ * the records of existing checkpoints and their store files (the
+ * replicator's sender).  store_epoch()/store_parent() are a snapshot.
+ */
+int store_open(const char *backing, unsigned flags, struct vstore **out);
+/* The pid written in a store's lock file (open as lock_fd) into pid[len],
+   "" if none: who holds the lock, for messages. */
+void store_lock_holder(int lock_fd, char *pid, size_t len);
+/* Close the index, release the lock, free st (NULL is fine). */
+void store_close(struct vstore *st);
+
+/* Accessors; descriptors and the environment live until store_close(). */
+bt_env *store_env(const struct vstore *st);
+const char *store_backing(const struct vstore *st);
+int store_backing_fd(const struct vstore *st);	/* O_PATH of BACKING */
+int store_dir_fd(const struct vstore *st);	/* BACKING/.versionfs */
+int store_obj_fd(const struct vstore *st);	/* .versionfs/obj (O_PATH) */
+/* The open epoch and its parent as the index recorded them at open time
+   (a daemon tracks them from there on). */
+uint64_t store_epoch(const struct vstore *st);
+uint64_t store_parent(const struct vstore *st);
+
+/*
+ * The checks store_open() makes, for versionfs-fsck, which opens a damaged
+ * store its own way.  Each returns 0, or -EPERM/-ELOOP with what is wrong
+ * in why[len] and the store file at fault (relative to .versionfs) in
+ * name, or another -errno.
+ *
+ * store_check_fanout: obj/00 .. obj/ff are directories of ours that
+ * nobody else can write into (create: missing ones are made); name >= 3.
+ * store_check_index: index/ likewise, and the files LMDB and libvfsbtree
+ * open by path in it (data.mdb, lock.mdb, durable) regular files of ours
+ * with one link where they exist; *index_fd an O_PATH descriptor of it,
+ * to be opened as "/proc/self/fd/N".
+ */
+int store_check_fanout(int obj_fd, bool create, char *name, char *why,
+		       size_t len);
+int store_check_index(int store_fd, int *index_fd, char *name, size_t nlen,
+		      char *why, size_t len);
+/* A file of store directory dir_fd (a name or "XX/name" beneath it),
+   opened as util.h's vfs_open_file() with the store's rule (ours, one
+   link, never through a link, never a FIFO or device); a refusal is
+   logged naming BACKING/.versionfs/<what>/<name> (what NULL: dir_fd is
+   .versionfs itself). */
+int store_openat(const struct vstore *st, int dir_fd, const char *what,
+		 const char *name, int flags, mode_t mode);
+
+/* ---- names and files of obj/ -------------------------------------------- */
+
+/* "XX/<ino>.meta.<ver>" / ".content.<ver>" relative to obj/, buf >= 64. */
+void store_meta_name(char *buf, size_t len, uint64_t ino, uint64_t ver);
+void store_content_name(char *buf, size_t len, uint64_t ino, uint64_t ver);
+/* What a name in obj/XX/ is: inode and version of a metadata or content
+   file, a leftover temporary, or anything else. */
+enum { STORE_UNKNOWN, STORE_META, STORE_CONTENT, STORE_TMP };
+int store_parse_name(const char *name, uint64_t *ino, uint64_t *ver);
+/* Open a metadata / content file (store_openat(): never through a link,
+   only a regular file of ours; mode 0600 on creation): fd or -errno. */
+int store_open_meta(const struct vstore *st, uint64_t ino, uint64_t ver,
+		    int flags);
+int store_open_content(const struct vstore *st, uint64_t ino, uint64_t ver,
+		       int flags);
+/*
+ * The base layer (files the user put in BACKING) is untrusted too: a path
+ * `rel` of it is resolved beneath BACKING, never through a symbolic link
+ * (a link is shown as a link, never opened through), and only a regular
+ * file (or with O_DIRECTORY a directory) is opened; O_PATH returns the
+ * entry itself, links included.  fd or -errno (-ELOOP: a link on the way,
+ * -EPERM: not a regular file; logged).
+ */
+int store_base_open(const struct vstore *st, const char *rel, int flags);
+/* For path-based calls that do not follow their last component (lstat,
+   l*xattr, readlink, open with O_NOFOLLOW): an O_PATH descriptor of rel's
+   parent directory, reached as store_base_open() does, which the caller
+   closes after use, and in buf the path "/proc/self/fd/N/<last>" through
+   it.  fd or -errno. */
+int store_base_at(const struct vstore *st, const char *rel, char *buf,
+		  size_t len);
+/* Disk space the store uses (st_blocks of every file), bytes. */
+uint64_t store_bytes(const struct vstore *st);
+/* syncfs(2) of the file system holding the store. */
+int store_sync_all(const struct vstore *st);
+
+/* ---- the format file ----------------------------------------------------- */
+
+/* Check a format file's bytes: 0, -EINVAL (bad magic or size),
+   BT_ECORRUPT (checksum) or -EPROTONOSUPPORT (*fmt, another format). */
+int store_fmt_check(const unsigned char *b, size_t n, uint32_t *fmt);
+/* Write a new format file (new store id) through format.tmp, synced. */
+int store_fmt_write(int store_fd);
+/* The 16-byte store id of a format file's bytes (checked first). */
+int store_fmt_id(const unsigned char *b, size_t n, unsigned char id[16]);
+/* This store's id (read from its format file). */
+int store_id(const struct vstore *st, unsigned char id[16]);
+/* Replace the format file (through format.tmp, synced) by one with the
+   given store id: a replica takes the id of the store it copies. */
+int store_fmt_write_id(int store_fd, const unsigned char id[16]);
+
+/* ---- content files (content.c) ------------------------------------------- */
+
+/* A read-only mapping of STORE_ZERO_LEN zero bytes, or NULL (no memory). */
+#define STORE_ZERO_LEN	(4u << 20)
+const void *store_zeros(void);
+/* Write zeros over bytes [a, b) of fd (where a hole cannot be punched). */
+int store_zero_bytes(int fd, uint64_t a, uint64_t b);
+/*
+ * Read page `page` of version `holder` of inode `ino` into buf (VFS_PAGE
+ * bytes): holder 0 reads the base file at base_path (NULL: zeros), a
+ * holder >= 1 its content file; bytes past the end of the file read as
+ * zeros.  For readers outside the daemon (replicator, chunk store).
+ */
+int store_read_page(const struct vstore *st, uint64_t ino, uint64_t holder,
+		    const char *base_path, uint64_t page, void *buf);
+/*
+ * Read len bytes of fd at off into buf, as many preads as it takes; bytes
+ * past the end of the file read as zeros (a content file is sparse and
+ * may end before its extent map does).  0 or -errno.
+ */
+int store_pread_zeros(int fd, void *buf, size_t len, uint64_t off);
+
+/* ---- metadata files (meta.c) --------------------------------------------- */
+
+#define VM_XATTR	0x1	/* the metadata file carries xattrs */
+
+struct vmeta {
+	uint32_t mode;			/* type and permission bits */
+	uint32_t uid, gid;
+	uint32_t nlink;
+	uint32_t flags;			/* VM_* */
+	uint64_t rdev;
+	uint64_t size;
+	struct timespec atime, mtime, ctime;
+	char *target;			/* symlink target (malloc'ed) or NULL */
+};
+
+void vm_clear(struct vmeta *m);
+int vm_copy(struct vmeta *dst, const struct vmeta *src);
+void vm_from_stat(struct vmeta *m, const struct stat *st);
+void vm_to_stat(const struct vmeta *m, uint64_t ino, struct stat *st);
+/* Attributes to/from an LMDB inode record (symlink target in aux). */
+void vm_to_rec(const struct vmeta *m, struct bt_inode *rec);
+int vm_from_rec(struct vmeta *m, const struct bt_inode *rec);
+/* Encode/decode the on-disk metadata record of (ino, ver).  vm_read_fd
+   checks magic, format, length, inode, version and checksum; on
+   BT_ECORRUPT `why` names the field at fault. */
+int vm_write_fd(int fd, uint64_t ino, uint64_t ver, const struct vmeta *m);
+int vm_read_fd(int fd, uint64_t ino, uint64_t ver, struct vmeta *m,
+	       char *why, size_t whylen);
+
+/* ---- xattrs (xattr.c) ----------------------------------------------------- */
+
+/* "user." and "trusted." are versioned; other namespaces are not. */
+bool store_xattr_versioned(const char *name);
+/*
+ * Copy the versioned xattrs of src_fd, or of the file at src_path (not
+ * followed) if src_fd is -1, onto metadata file dst_fd.  Returns 1 if
+ * dst_fd has xattrs afterwards, 0 if not, or -errno.
+ */
+int store_xattr_copy(int src_fd, const char *src_path, int dst_fd);
+
+/* ---- what a checkpoint changed (changes.c) -------------------------------- */
+
+/*
+ * One item of checkpoint c's epoch log, resolved: the replicator's and the
+ * chunk store's reader.  Cost O(what changed in c), never a scan.
+ *
+ *   STORE_CH_INODE    inode `ino` changed in c: `rec` is its record at
+ *                     version c (rec.flags & BT_INO_GONE: it ended in c);
+ *                     `has_map` when c has an extent map of its own
+ *                     (store_changes_map walks it).
+ *   STORE_CH_DIRENT   entry `name` of directory `dir` was born or ended in
+ *                     c: `dent` is the entry (birth, death, ino, type).
+ *   STORE_CH_CONTENT  content file (ino, holder) that c's maps may
+ *                     reference although it was written in an epoch merged
+ *                     into c (the cleaner's CONTENT entries).
+ *
+ * Pointers in the item live until the callback returns.
+ */
+enum { STORE_CH_INODE = 1, STORE_CH_DIRENT, STORE_CH_CONTENT };
+
+struct store_change {
+	int kind;
+	uint64_t ino;			/* INODE, CONTENT: the inode */
+	uint64_t dir;			/* DIRENT: the directory */
+	uint64_t holder;		/* CONTENT: its version */
+	struct bt_inode rec;		/* INODE */
+	bool has_map;			/* INODE */
+	struct bt_dirent dent;		/* DIRENT */
+};
+
+typedef int (*store_change_cb)(const struct store_change *ch, void *arg);
+/* Call cb for every change of checkpoint c, in log order, inside txn.  A
+   non-zero return of cb stops the walk and is returned. */
+int store_changes(bt_txn *txn, uint64_t c, store_change_cb cb, void *arg);
+/* The runs of inode ino's map at version ver that version ver itself
+   wrote (holder == ver): the pages a sink that holds the previous
+   checkpoint lacks.  cb as bt_ext_foreach's. */
+int store_changes_pages(bt_txn *txn, uint64_t ino, uint64_t ver,
+			bt_ext_cb cb, void *arg);
+
+/*
+ * Undo entry l of epoch e's log, as a rollback over e does (the daemon's,
+ * and a replica's discard): drop the inode record and map of e and trash
+ * their files, trash a merged epoch's content file, delete an entry born
+ * in e or revive one that ended in e.  1 when it changed an inode or an
+ * entry (the daemon invalidates the kernel's copy), 0 when not (a content
+ * file, an entry already gone), or -errno.  The caller drops e's log and
+ * checkpoint record after the walk.
+ */
+int store_undo_log(bt_txn *txn, uint64_t e, const struct bt_log *l);
+/*
+ * Undo the whole epoch e (every entry of its log, as store_undo_log), then
+ * drop its log and its checkpoint record.  note (may be NULL) is called
+ * for each entry that changed an inode or a directory entry.
+ */
+int store_undo_epoch(bt_txn *txn, uint64_t e,
+		     void (*note)(void *arg, const struct bt_log *l),
+		     void *arg);
+
+/* ---- a hash set of (u64, u64) pairs (pairset.c) --------------------------- */
+
+struct pairset {
+	uint64_t (*v)[2];		/* open addressing; a == 0: empty */
+	size_t n, cap;			/* cap: 0 or a power of two */
+};
+/* Add (a, b), a != 0: 1 if added, 0 if present, -ENOMEM, -EINVAL. */
+int pset_add(struct pairset *s, uint64_t a, uint64_t b);
+bool pset_has(const struct pairset *s, uint64_t a, uint64_t b);
+void pset_free(struct pairset *s);	/* and empty it again */
+
+#endif /* VFS_STORE_H */
