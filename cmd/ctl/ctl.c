@@ -27,10 +27,6 @@
 
 #define CTL_VERSION_STR	"0.1.0"
 
-const char *prog = "versionfs-ctl";
-const char *cmd = "";
-bool json;
-
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -76,27 +72,6 @@ static void usage(FILE *f)
 "Exit status: 0 success, 1 refused or failed, 2 bad usage.\n");
 }
 
-int die_usage(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
-
-int die_usage(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: %s%s", prog, cmd, cmd[0] ? ": " : "");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, " (try --help)\n");
-	return 2;
-}
-
-int fail(const char *mount, const char *msg)
-{
-	fprintf(stderr, "%s: %s: %s: %s\n", prog, cmd, mount, msg);
-	return 1;
-}
-
 static bool valid_tag(const char *t)
 {
 	size_t n = strlen(t);
@@ -110,43 +85,6 @@ static bool valid_tag(const char *t)
 	return true;
 }
 
-bool parse_id(const char *s, uint64_t *id)
-{
-	char *end;
-
-	if (!*s || *s == '-' || *s == '+')
-		return false;
-	errno = 0;
-	*id = strtoull(s, &end, 10);
-	return !errno && !*end && *id > 0;
-}
-
-const char *opt_value(int argc, char **argv, int *i, const char *name)
-{
-	const char *a = argv[*i];
-	size_t n = strlen(name);
-
-	if (!strcmp(a, name) && *i + 1 < argc)
-		return argv[++*i];
-	if (!strncmp(a, name, n) && a[n] == '=')
-		return a + n + 1;
-	return NULL;
-}
-
-void json_str(const char *s)
-{
-	putchar('"');
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			printf("\\%c", *p);
-		else if (*p < 0x20)
-			printf("\\u%04x", *p);
-		else
-			putchar(*p);
-	}
-	putchar('"');
-}
-
 /* Paths with control characters are printed with octal escapes. */
 static void path_out(const char *s)
 {
@@ -158,62 +96,6 @@ static void path_out(const char *s)
 	}
 }
 
-void fmt_time(uint64_t ns, char *buf, size_t len)
-{
-	time_t t = (time_t)(ns / 1000000000u);
-	struct tm tm;
-
-	localtime_r(&t, &tm);
-	strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
-}
-
-void fmt_bytes(uint64_t b, char *buf, size_t len)
-{
-	const char *u = "BKMGTPE";
-	double v = (double)b;
-
-	while (v >= 1024 && u[1]) {
-		v /= 1024;
-		u++;
-	}
-	if (*u == 'B')
-		snprintf(buf, len, "%llu", (unsigned long long)b);
-	else
-		snprintf(buf, len, "%.1f%c", v, *u);
-}
-
-int open_client(const char *mount, vfs_client **c)
-{
-	char err[512];
-
-	if (vfs_client_open(mount, c, err, sizeof(err))) {
-		fprintf(stderr, "%s: %s: %s\n", prog, cmd, err);
-		return 1;
-	}
-	return 0;
-}
-
-/* The daemon's "no checkpoint N" reads best as "MOUNT has no ...". */
-int refused(vfs_client *c, const char *mount, int rc)
-{
-	const char *msg = vfs_client_error(c);
-
-	if (rc == -ENOENT && !strncmp(msg, "no checkpoint", 13))
-		fprintf(stderr, "%s: %s: %s has %s\n", prog, cmd, mount, msg);
-	else
-		fail(mount, msg);
-	return 1;
-}
-
-int close_client(vfs_client *c, const char *mount, int rc)
-{
-	if (rc)
-		refused(c, mount, rc);
-	vfs_client_close(c);
-	return rc ? 1 : 0;
-}
-
-/* A checkpoint id alone on stdout (the conventions' output), or as JSON. */
 static int print_id(uint64_t id)
 {
 	if (json)

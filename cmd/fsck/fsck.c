@@ -5,7 +5,8 @@
  *   versionfs-fsck [-n | -y | --repair] [--json] [-v] BACKING
  *
  * This file is the command: options, output, exit status, and opening the
- * store; fsck_index.c walks the index, fsck_files.c checks the files.
+ * store; fsck_index.c walks the index, fsck_files.c checks the files,
+ * fsck_report.c (below them all) reports what they find.
  *
  * Opening.  A store in use is refused, never waited for: a versionfs
  * mount of BACKING (the kernel's mount table), or a holder of the store's
@@ -136,45 +137,6 @@ static void oper(const char *fmt, ...)
 	vsnprintf(op_error, sizeof(op_error), fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "versionfs-fsck: %s: %s\n", shown, op_error);
-}
-
-void fsck_problem(struct fsck *f, const char *code, const char *where,
-		  const char *fix, const char *fmt, ...)
-{
-	struct fsck_problem p = { code, where, NULL, f->repair ? fix : NULL };
-	char what[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
-	va_end(ap);
-	p.what = what;
-	f->found++;
-	if (p.fix)
-		f->fixed++;
-	f->report(f->arg, &p);
-}
-
-void fsck_note(struct fsck *f, const char *fmt, ...)
-{
-	char msg[256];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	f->note(f->arg, msg);
-}
-
-int fsck_queue(struct fsck *f, int kind, uint64_t a, uint64_t b, uint64_t c)
-{
-	if (!f->repair)
-		return 0;
-	if (vfs_grow((void **)&f->fix, &f->fixcap, f->nfix + 1,
-		     sizeof(*f->fix)))
-		return -ENOMEM;
-	f->fix[f->nfix++] = (struct fsck_fix){ kind, a, b, c };
-	return 0;
 }
 
 /* ---- opening ---- */

@@ -35,15 +35,6 @@
 
 #include "cmd/fsck/fsck_int.h"
 
-int fsck_open_file(int dir_fd, const char *name, int flags, mode_t mode,
-		   char *why, size_t len)
-{
-	struct vfs_trust own;
-
-	vfs_trust_own(&own);
-	return vfs_open_file(dir_fd, name, flags, mode, &own, why, len);
-}
-
 bool fsck_base_exists(struct fsck *f, const void *p, size_t len)
 {
 	char path[PATH_MAX];
