@@ -8,7 +8,7 @@
  * unlock), so that no checkpoint or rollback changes the versions under
  * it.  Before it changes the versions of some inodes it holds them: under
  * the namespace lock it publishes the set (a vnode load that overlaps it
- * waits in dc_wait_merge or retries after dc_merging), and it locks every
+ * waits in vfs_wait_merge or retries after vfs_merging, state.c), and it locks every
  * vnode of those inodes, in every view.  Released after the commit, with
  * the versions it renamed (c -> n): the vnodes of the live view that held
  * version c switch to n in memory, those of checkpoint views reload.
@@ -161,36 +161,8 @@ static bool manual_clean;
 int dc_init(struct vfs *v)
 {
 	manual_clean = getenv("VFS_TEST_MANUAL_CLEAN") != NULL;
+	v->sink_caught_up = dc_after_checkpoint;
 	return cl_new(v->st, &hooks, &v->cleaner);
-}
-
-/* table_lock held */
-static bool merging_has(uint64_t vino)
-{
-	return vfs->merging && bsearch(&vino, vfs->merging, vfs->nmerging,
-				       sizeof(*vfs->merging), cmp_u64);
-}
-
-bool dc_merging(uint64_t vino)
-{
-	bool r;
-
-	if (!__atomic_load_n(&vfs->merging, __ATOMIC_ACQUIRE))
-		return false;
-	pthread_mutex_lock(&vfs->table_lock);
-	r = merging_has(vino);
-	pthread_mutex_unlock(&vfs->table_lock);
-	return r;
-}
-
-void dc_wait_merge(uint64_t vino)
-{
-	if (!__atomic_load_n(&vfs->merging, __ATOMIC_ACQUIRE))
-		return;
-	pthread_mutex_lock(&vfs->table_lock);
-	while (merging_has(vino))
-		pthread_cond_wait(&vfs->merge_cond, &vfs->table_lock);
-	pthread_mutex_unlock(&vfs->table_lock);
 }
 
 /* ---- deleting and pruning ---- */
@@ -217,13 +189,16 @@ int dc_delete(const uint64_t *ids, size_t n, bool force, char *err,
 
 	if (n == 0)
 		return 0;
-	for (size_t i = 0; !force && i < n; i++)
-		if (pu_unpushed(ids[i])) {
+	for (size_t i = 0; !force && i < n; i++) {
+		const struct vfs_sink *s = sinks_keeper(ids[i]);
+
+		if (s) {
 			snprintf(err, errlen, "checkpoint %" PRIu64 " is not "
-				 "in the chunk store yet (--force deletes it "
-				 "anyway)", ids[i]);
+				 "in %s yet (--force deletes it anyway)",
+				 ids[i], s->name);
 			return -EBUSY;
 		}
+	}
 	pthread_rwlock_wrlock(&vfs->epoch_lock);
 	rc = cl_mark_deleted(vfs->st, ids, n, force, vfs->parent, err, errlen);
 	if (!rc)
@@ -242,6 +217,7 @@ int dc_delete(const uint64_t *ids, size_t n, bool force, char *err,
 	}
 	vfs_log(LOG_INFO, "deleted %zu checkpoint%s", n, n == 1 ? "" : "s");
 	dc_kick();
+	sinks_changed();
 	return 0;
 }
 
@@ -254,9 +230,10 @@ void dc_after_checkpoint(void)
 
 	if (cl_policy_get(vfs->st, &p) || (!p.keep_last && !p.older_than_s))
 		return;
-	/* not yet pushed: left for the pusher to call us again */
+	/* what a sink keeps is left for it to call us again */
 	if (cl_prune_ids(vfs->st, &p, vfs->parent, &ids, &n) == 0 &&
-	    (n = pu_keep(ids, n)) && dc_delete(ids, n, false, err, sizeof(err)))
+	    (n = sinks_keep_filter(ids, n)) &&
+	    dc_delete(ids, n, false, err, sizeof(err)))
 		vfs_log(LOG_WARNING, "pruning policy: %s", err);
 	free(ids);
 }

@@ -90,7 +90,7 @@ static int srv_prune(const struct cl_policy *p, bool dry_run,
 	pthread_rwlock_rdlock(&vfs->epoch_lock);
 	rc = cl_prune_ids(vfs->st, p, vfs->parent, &ids, &n);
 	if (!rc)
-		n = pu_keep(ids, n);	/* the pusher's, for now */
+		n = sinks_keep_filter(ids, n);
 	if (!rc && !(rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))) {
 		for (size_t i = 0; !rc && i < n; i++) {
 			uint64_t u = 0;
@@ -257,14 +257,9 @@ static bool serve(int fd, const char *denied)
 
 		rc = ep_checkpoint(have_tag ? tag : NULL, &id, &existed, err,
 				   sizeof(err));
-		/* wait=peer: only once the peer has it on stable storage */
-		if (!rc && rp_waits())
-			rc = rp_wait_acked(id, err, sizeof(err));
 		if (!rc) {
 			cb_u64(&out.b, F_ID, id);
 			cb_u64(&out.b, F_EXISTED, existed);
-			/* to the chunk store: wakes the pusher, or waits */
-			rc = pu_checkpointed(id, err, sizeof(err));
 		}
 		break;
 	}
@@ -283,10 +278,8 @@ static bool serve(int fd, const char *denied)
 		}
 		rc = ep_rollback(id, have_tag ? tag : NULL, &id, err,
 				 sizeof(err));
-		if (!rc) {
+		if (!rc)
 			cb_u64(&out.b, F_ID, id);
-			rp_kick();	/* the peer discards the same */
-		}
 		break;
 	case CTL_LIST:
 		rc = ep_list(&out);
@@ -351,13 +344,6 @@ static bool serve(int fd, const char *denied)
 	cb_free(&out.b);
 	free(ids);
 	free(spec);
-	/* the checkpoint's caller has its answer: now the policy */
-	if (h.op == CTL_CHECKPOINT && !rc) {
-		rp_kick();
-		dc_after_checkpoint();
-	}
-	if (h.op == CTL_DELETE && !rc)
-		rp_kick();
 	return true;
 }
 

@@ -146,6 +146,9 @@ struct vfs {
 	char *mountpoint;
 	struct vstore *st;		/* the store (libvfsstore) */
 	struct cleaner *cleaner;	/* libvfsclean on it (clean_thread.c) */
+	/* a sink caught up on checkpoints it kept: apply the pruning
+	   policy again (set by dc_init; called by the sinks' threads) */
+	void (*sink_caught_up)(void);
 	/* copies of the store's, for the hot paths */
 	int backing_fd;			/* O_PATH|O_DIRECTORY of the backing dir */
 	int store_fd;			/* BACKING/.versionfs */
@@ -387,6 +390,12 @@ void kf_fix_after_rollback(struct kf_batch *b, struct vnode *vn);
 void kf_batch_run(struct kf_batch *b);
 /* After fix-ups: drop the fix-up directory's entry. */
 void kf_done(void);
+
+/* ---- state.c: the global and what layers share ---- */
+/* A merge is rewriting inode vino's versions (vn_load retries after). */
+bool vfs_merging(uint64_t vino);
+void vfs_wait_merge(uint64_t vino);
+
 /* ---- daemon.c ---- */
 /* Fork; the parent exits when the child is ready or dead. */
 void vfs_daemon_begin(void);
@@ -409,9 +418,7 @@ void dc_kick(void);
    so far (finished when clean_passes reaches it). */
 uint64_t dc_request_pass(void);
 void *dc_thread(void *arg);
-/* A merge is rewriting inode vino's versions (vn_load retries after). */
-bool dc_merging(uint64_t vino);
-void dc_wait_merge(uint64_t vino);
+
 
 /* ---- sink_repl.c: the replication thread ---- */
 /* Start (or restart) shipping every checkpoint to peer HOST:PORT. */
@@ -422,12 +429,7 @@ int rp_start(const char *peer, const char *secret_file, uid_t owner,
 	     size_t errlen);
 /* Stop it; forget: clear the acknowledged id (the cleaner's hold). */
 void rp_stop(bool forget);
-/* A checkpoint, rollback or delete happened: ship what is new. */
-void rp_kick(void);
-/* wait=peer: whether checkpoints wait, and wait for id's ACK. */
-bool rp_waits(void);
-int rp_wait_acked(uint64_t id, char *err, size_t errlen);
-/* The replication fields of status. */
+/* The replication fields of status (also as rp_sink.status). */
 void rp_status(struct ctl_out *out);
 /* Stream bytes shipped for checkpoint id (*have: it was shipped). */
 uint64_t rp_shipped_bytes(bt_txn *txn, uint64_t id, bool *have);
@@ -437,22 +439,41 @@ uint64_t rp_shipped_bytes(bt_txn *txn, uint64_t id, bool *have);
    cdc: FastCDC chunks instead of FsCH, for every push. */
 int pu_start(const char *spec, bool wait_remote, uint64_t rate,
 	     unsigned retry_s, bool cdc);
-/* Stop it: a push under way is abandoned (the next mount resumes it);
-   waiters get -ECANCELED.  Before the control thread is joined. */
-void pu_stop(void);
-/* Checkpoint id was taken: push it; with -o chunkstore_wait=remote wait
-   until the chunk store has it (-EHOSTDOWN with err: it stays local). */
-int pu_checkpointed(uint64_t id, char *err, size_t errlen);
 /* versionfs-ctl push: every checkpoint up to `upto` (0: the newest) to
    spec (NULL: the configured store), waiting if asked. */
 int pu_request(const char *spec, uint64_t upto, bool wait, uint64_t *pushed,
 	       char *err, size_t errlen);
-/* Checkpoint id is not in the configured chunk store yet: the cleaner
-   keeps it. */
-bool pu_unpushed(uint64_t id);
-/* Drop the unpushed ones from ids[0..n) (a policy leaves them for
-   later); the new count. */
-size_t pu_keep(uint64_t *ids, size_t n);
+
+/* ---- sink.c: where checkpoints go once durable ---- */
+/*
+ * A sink (sink.c says which exist and where the daemon calls them): each
+ * callback may be NULL.
+ */
+struct vfs_sink {
+	const char *name;		/* "the replica", "the chunk store" */
+	/* Checkpoint id is durable: take it (wake the thread); where the
+	   user asked to wait for this sink, return only once it has id, or
+	   -errno with err. */
+	int (*checkpointed)(uint64_t id, char *err, size_t errlen);
+	/* A rollback or a delete changed the line of checkpoints. */
+	void (*changed)(void);
+	/* The sink does not have checkpoint id yet: the cleaner keeps it. */
+	bool (*keeps)(uint64_t id);
+	/* The sink's fields of versionfs-ctl status. */
+	void (*status)(struct ctl_out *out);
+	/* Unmount: stop the thread, release waiters. */
+	void (*stop)(void);
+};
+extern const struct vfs_sink rp_sink, pu_sink;
+/* Every sink in turn; the first error stops the walk. */
+int sinks_checkpointed(uint64_t id, char *err, size_t errlen);
+void sinks_changed(void);
+/* The sink that must keep checkpoint id, or NULL. */
+const struct vfs_sink *sinks_keeper(uint64_t id);
+/* Drop from ids[0..n) what some sink keeps; the new count. */
+size_t sinks_keep_filter(uint64_t *ids, size_t n);
+void sinks_status(struct ctl_out *out);
+void sinks_stop(void);
 
 /* ---- ctlsrv.c ---- */
 int ctl_listen(struct vfs *v);

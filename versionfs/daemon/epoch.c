@@ -136,8 +136,8 @@ static int ck_make_durable(char *err, size_t errlen)
 	return rc;
 }
 
-int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
-		  size_t errlen)
+static int take_checkpoint(const char *tag, uint64_t *id, bool *existed,
+			   char *err, size_t errlen)
 {
 	struct ck_arg a = { 0 };
 	struct bt_ckpt old;
@@ -397,8 +397,8 @@ static void dropped_note(struct u64vec *d, uint64_t vino)
 	d->v[d->n++] = vino;
 }
 
-int ep_rollback(uint64_t id, const char *tag, uint64_t *to, char *err,
-		size_t errlen)
+static int do_rollback(uint64_t id, const char *tag, uint64_t *to,
+		       char *err, size_t errlen)
 {
 	struct timespec t0 = { 0 }, t1 = { 0 }, t2 = { 0 };
 	struct u64vec dropped = { 0 };
@@ -575,6 +575,36 @@ static int list_cb(const struct bt_ckpt *c, void *arg)
 	return b->err;
 }
 
+/*
+ * A checkpoint as versionfs-ctl asks for one: taken and durable, then
+ * handed to every sink (sink.c), which may wait for its acknowledgement
+ * where the user asked for that, then the pruning policy, whose deletes
+ * the sinks may hold back.  A sink's error is the checkpoint's caller's:
+ * the checkpoint exists and is durable here either way.
+ */
+int ep_checkpoint(const char *tag, uint64_t *id, bool *existed, char *err,
+		  size_t errlen)
+{
+	int rc = take_checkpoint(tag, id, existed, err, errlen);
+
+	if (!rc)
+		rc = sinks_checkpointed(*id, err, errlen);
+	if (!rc)
+		dc_after_checkpoint();
+	return rc;
+}
+
+/* A rollback, then every sink told (the replica discards the same). */
+int ep_rollback(uint64_t id, const char *tag, uint64_t *to, char *err,
+		size_t errlen)
+{
+	int rc = do_rollback(id, tag, to, err, errlen);
+
+	if (!rc)
+		sinks_changed();
+	return rc;
+}
+
 int ep_list(struct ctl_out *out)
 {
 	bt_txn *txn;
@@ -689,7 +719,7 @@ int ep_status(struct ctl_out *out)
 	cb_u64(&out->b, F_BYTES_FREED, tot.bytes_freed);
 	cb_u64(&out->b, F_ORPHANS_FOUND, tot.orphans_found);
 	cb_u64(&out->b, F_ORPHANS_FREED, tot.orphans_freed);
-	rp_status(out);
+	sinks_status(out);
 	if (vfs->last_ck.id) {	/* written by this (the control) thread */
 		const struct ck_times *t = &vfs->last_ck;
 

@@ -608,8 +608,7 @@ int main(int argc, char *argv[])
 	}
 	ret = ret ? 1 : 0;
 out_unmount:
-	rp_stop(false);
-	pu_stop();		/* first: its waiters hold the control thread */
+	sinks_stop();		/* first: their waiters hold the control thread */
 	stop_threads(&v);
 	/* Save everything still in memory before the store closes. */
 	pthread_rwlock_wrlock(&v.epoch_lock);

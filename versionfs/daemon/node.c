@@ -27,9 +27,6 @@
 
 #include "versionfs/daemon/daemon.h"
 
-/* The daemon (main.c sets it up); global so every layer reaches it. */
-struct vfs *vfs;
-
 static size_t vn_hash(uint64_t view, uint64_t vino, size_t size)
 {
 	uint64_t h = vino * 0x9e3779b97f4a7c15ull ^ view * 0xc2b2ae3d27d4eb4full;
@@ -470,7 +467,7 @@ int vn_load(struct vnode *vn, bt_txn *txn)
 	if (!rc && (vn->m.mode & S_IFMT) != vn->type)
 		rc = vn_corrupt(vn, "metadata", "file type differs from the "
 				"inode record");
-	if (!rc && dc_merging(vn->vino)) {
+	if (!rc && vfs_merging(vn->vino)) {
 		vn->stale = true;	/* read amid a merge: again, after it */
 		rc = -EINPROGRESS;
 		goto out;
@@ -623,7 +620,7 @@ int vn_refresh(struct vnode *vn)
 		if (rc != -EINPROGRESS)
 			return rc;
 		pthread_mutex_unlock(&vn->lock);
-		dc_wait_merge(vn->vino);
+		vfs_wait_merge(vn->vino);
 		pthread_mutex_lock(&vn->lock);
 	}
 }

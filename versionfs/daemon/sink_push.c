@@ -335,7 +335,8 @@ static void mark_configured(uint64_t v)
 	pthread_cond_broadcast(&pu.cond);
 	pthread_mutex_unlock(&pu.lock);
 	/* what the policy left for us may go now */
-	dc_after_checkpoint();
+	if (vfs->sink_caught_up)
+		vfs->sink_caught_up();
 }
 
 static void do_job(struct pu_job *j)
@@ -459,7 +460,9 @@ int pu_start(const char *spec, bool wait_remote, uint64_t rate,
 	return 0;
 }
 
-void pu_stop(void)
+/* Stop the pusher: a push under way is abandoned (the next mount resumes
+   it); waiters get -ECANCELED.  Before the control thread is joined. */
+static void pu_stop(void)
 {
 	struct pu_job *j;
 
@@ -514,7 +517,9 @@ static int wait_configured(uint64_t c, char *err, size_t errlen)
 	return rc;
 }
 
-int pu_checkpointed(uint64_t id, char *err, size_t errlen)
+/* Checkpoint id was taken: push it; with -o chunkstore_wait=remote wait
+   until the chunk store has it (-EHOSTDOWN with err: it stays local). */
+static int pu_checkpointed(uint64_t id, char *err, size_t errlen)
 {
 	int rc = 0;
 
@@ -607,7 +612,8 @@ int pu_request(const char *spec, uint64_t upto, bool wait, uint64_t *pushed,
 	return rc;
 }
 
-bool pu_unpushed(uint64_t id)
+/* Checkpoint id is not in the configured chunk store yet. */
+static bool pu_unpushed(uint64_t id)
 {
 	bool r;
 
@@ -619,12 +625,11 @@ bool pu_unpushed(uint64_t id)
 	return r;
 }
 
-size_t pu_keep(uint64_t *ids, size_t n)
-{
-	size_t k = 0;
-
-	for (size_t i = 0; i < n; i++)
-		if (!pu_unpushed(ids[i]))
-			ids[k++] = ids[i];
-	return k;
-}
+/* The sink: a durable checkpoint wakes the pusher (wait=remote: and waits
+   until the chunk store has it); the cleaner keeps what is not pushed. */
+const struct vfs_sink pu_sink = {
+	.name = "the chunk store",
+	.checkpointed = pu_checkpointed,
+	.keeps = pu_unpushed,
+	.stop = pu_stop,
+};

@@ -335,7 +335,7 @@ int rp_start(const char *peer, const char *secret_file, uid_t owner,
 	return 0;
 }
 
-void rp_kick(void)
+static void rp_kick(void)
 {
 	pthread_mutex_lock(&rp.lock);
 	rp.kick = true;
@@ -343,7 +343,7 @@ void rp_kick(void)
 	pthread_mutex_unlock(&rp.lock);
 }
 
-int rp_wait_acked(uint64_t id, char *err, size_t errlen)
+static int rp_wait_acked(uint64_t id, char *err, size_t errlen)
 {
 	struct timespec dl;
 	int rc = 0;
@@ -372,7 +372,7 @@ int rp_wait_acked(uint64_t id, char *err, size_t errlen)
 	return rc;
 }
 
-bool rp_waits(void)
+static bool rp_waits(void)
 {
 	bool w;
 
@@ -446,3 +446,29 @@ uint64_t rp_shipped_bytes(bt_txn *txn, uint64_t id, bool *have)
 	*have = bt_kv_get_u64(txn, name, &v) == 0;
 	return v;
 }
+
+/* The sink: a durable checkpoint wakes the thread (wait=peer: and waits
+   for the peer's acknowledgement); a rollback or a delete wakes it too
+   (the peer discards the same).  What the cleaner keeps for the replica
+   is not asked here: libvfsclean never merges away the acknowledged
+   checkpoint (kv rep.acked), the base of the next stream. */
+static int rp_checkpointed(uint64_t id, char *err, size_t errlen)
+{
+	if (rp_waits())
+		return rp_wait_acked(id, err, errlen);
+	rp_kick();
+	return 0;
+}
+
+static void rp_sink_stop(void)
+{
+	rp_stop(false);
+}
+
+const struct vfs_sink rp_sink = {
+	.name = "the replica",
+	.checkpointed = rp_checkpointed,
+	.changed = rp_kick,
+	.status = rp_status,
+	.stop = rp_sink_stop,
+};
