@@ -9,8 +9,8 @@
  * system is not mounted shows an empty mount point, which must read as
  * "benefactor missing", never as an empty benefactor to write into.
  *
- * A BENEFACTOR IS UNTRUSTED INPUT (doc/design.md, "Failure and bad
- * input"): a directory lent by someone else, where anyone with write
+ * A BENEFACTOR IS UNTRUSTED INPUT (doc/design.md, "Security and
+ * untrusted input"): a directory lent by someone else, where anyone with write
  * access may plant a symlink, a directory or a FIFO under an object's
  * name, or replace a kind folder by a link.  So every name is reached in
  * one place (kind_at): the kind folder opened O_DIRECTORY|O_NOFOLLOW
@@ -45,7 +45,7 @@
  * once.  An
  * object is still whole or absent after a crash; what changes is that a
  * push pays one barrier per benefactor for all its packs instead of two
- * per fragment (doc/design.md, "Pushes without a wait per fragment").
+ * per fragment (doc/design.md, "The chunk store").
  * The test crash points: flush-synced once a benefactor's temporaries are
  * durable and none is renamed yet; put-frag, put-frag-index and
  * put-frag-manifest after each rename, when a fragment has become part of

@@ -25,8 +25,8 @@
  * and a branch per byte).  Interleaving the gear steps with SHA-NI rounds
  * in one hand-written SHA-256 reached 0.96-0.98 of OpenSSL (measured,
  * 2026-11-26) but was not kept: the project takes its cryptographic hash
- * from OpenSSL and writes none of its own (doc/design.md, "FastCDC and
- * SHA-256").  The FsCH path, which the daemon uses, hashes at OpenSSL's
+ * from OpenSSL and writes none of its own (doc/design.md, "The chunk
+ * store"; bench/README.md).  The FsCH path, which the daemon uses, hashes at OpenSSL's
  * speed.
  */
 #include <pthread.h>

@@ -5,8 +5,8 @@
  * Metadata files.  A record (I, V), V >= 1, with BT_INO_META has
  * obj/XX/I.meta.V, which must decode (magic, format, length, inode,
  * version, checksum: meta.c) and carry the attributes the index holds.
- * The index is the copy the daemon reads (doc/design.md, "Attributes are
- * also in the index"), so --repair rewrites a damaged or disagreeing file
+ * The index is the copy the daemon reads (doc/design.md,
+ * "Versioning"), so --repair rewrites a damaged or disagreeing file
  * from it, in place, which keeps the file's extended attributes; a missing
  * file is recreated with the extended attributes of the version before
  * (what the daemon does for the open epoch after a crash), and says so.

@@ -18,8 +18,9 @@
  * their version 0 is the base file, read in place.
  *
  * Namespace changes hold ns_lock (so any number of vnode locks may be taken
- * without ordering rules), update the affected inodes' metadata files and
- * commit entries, inode records and log in one LMDB transaction.
+ * without ordering rules), commit entries, inode records and log in one
+ * LMDB transaction, and mark the affected inodes dirty: their metadata
+ * files are written when they are persisted (persist.c), not here.
  */
 #include <dirent.h>
 #include <errno.h>

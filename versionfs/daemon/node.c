@@ -1,6 +1,7 @@
 /*
- * node.c — vnodes: the daemon's in-memory inodes, their table, loading and
- * persisting.
+ * node.c — vnodes: the daemon's in-memory inodes, their table, loading
+ * them from the index and the store, and their descriptors (persisting
+ * them is persist.c's).
  *
  * Identity.  A vnode is (view, vino): view 0 is the live file system, view c
  * the read-only view of checkpoint c.  The FUSE node id is the vnode's
