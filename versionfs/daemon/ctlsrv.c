@@ -133,208 +133,271 @@ static uid_t secret_owner(int fd)
 	return cr.uid == 0 ? REP_SECRET_ANY_OWNER : cr.uid;
 }
 
-static bool serve(int fd, const char *denied)
+/* A request's fields, as parsed (parse_req); what a handler reads. */
+struct req {
+	int fd;				/* the connection (SO_PEERCRED) */
+	char tag[BT_TAG_MAX + 2], *spec;
+	uint64_t id, a, b, *ids;
+	size_t nids, idcap;
+	bool have_tag, have_id, live, force, dry_run, set, wait;
+	struct cl_policy pol;
+	char peer[256], secret[4096];
+	uint64_t bwlimit;
+	bool wait_peer, stop, zst;
+};
+
+/* A string field into buf[cap], NUL-free: 0 or -EINVAL. */
+static int field_str(const struct cfield *f, char *buf, size_t cap)
 {
-	struct ctl_out out;
-	struct ctl_hdr h;
+	if (f->len >= cap || memchr(f->val, 0, f->len))
+		return -EINVAL;
+	memcpy(buf, f->val, f->len);
+	buf[f->len] = 0;
+	return 0;
+}
+
+/* Every field of payload p[0..len) into r: 0, -EINVAL (a bad value),
+   -EPROTO (malformed) or -ENOMEM. */
+static int parse_req(const unsigned char *p, size_t len, struct req *r)
+{
 	struct cfield f;
-	unsigned char *req;
-	char err[512] = "", tag[BT_TAG_MAX + 2] = "", *spec = NULL;
-	uint64_t id = 0, a = 0, b = 0, *ids = NULL;
-	bool have_tag = false, have_id = false, live = false;
-	bool force = false, dry_run = false, set = false, wait = false;
-	struct cl_policy pol = { 0 };
-	char peer[256] = "", secret[4096] = "";
-	uint64_t bwlimit = 0;
-	bool wait_peer = false, stop = false, zst = false;
-	size_t pos = 0, nids = 0;
+	size_t pos = 0;
 	int rc;
 
-	rc = ctl_recv(fd, &h, &req, CTL_MAX_REQ);
+	while ((rc = cp_next(p, len, &pos, &f)) == 1) {
+		switch (f.key) {
+		case F_TAG:
+			rc = field_str(&f, r->tag, sizeof(r->tag));
+			r->have_tag = true;
+			break;
+		case F_ID:
+			r->id = cf_u64(&f);
+			r->have_id = true;
+			if ((rc = vfs_grow((void **)&r->ids, &r->idcap,
+					   r->nids + 1, sizeof(*r->ids))))
+				break;
+			r->ids[r->nids++] = r->id;
+			break;
+		case F_FORCE: r->force = cf_u64(&f) != 0; break;
+		case F_DRY_RUN: r->dry_run = cf_u64(&f) != 0; break;
+		case F_SET: r->set = cf_u64(&f) != 0; break;
+		case F_KEEP_LAST: r->pol.keep_last = cf_u64(&f); break;
+		case F_OLDER_THAN: r->pol.older_than_s = cf_u64(&f); break;
+		case F_MAX_FILES: r->pol.max_files = cf_u64(&f); break;
+		case F_A: r->a = cf_u64(&f); break;
+		case F_B: r->b = cf_u64(&f); break;
+		case F_LIVE: r->live = cf_u64(&f) != 0; break;
+		case F_REPL_PEER:
+			rc = field_str(&f, r->peer, sizeof(r->peer));
+			break;
+		case F_REPL_SECRET:
+			rc = field_str(&f, r->secret, sizeof(r->secret));
+			break;
+		case F_REPL_BWLIMIT: {
+			char rate[32];
+
+			if (!(rc = field_str(&f, rate, sizeof(rate))) &&
+			    rep_parse_rate(rate, &r->bwlimit))
+				rc = -EINVAL;
+			break;
+		}
+		case F_REPL_WAIT: r->wait_peer = cf_u64(&f) != 0; break;
+		case F_REPL_STOP: r->stop = cf_u64(&f) != 0; break;
+		case F_REPL_COMPRESS: r->zst = cf_u64(&f) != 0; break;
+		case F_WAIT: r->wait = cf_u64(&f) != 0; break;
+		case F_SPEC:
+			free(r->spec);
+			r->spec = NULL;
+			if (memchr(f.val, 0, f.len))
+				rc = -EPROTO;
+			else if (!(r->spec = strndup((const char *)f.val,
+						     f.len)))
+				rc = -ENOMEM;
+			break;
+		}
+		if (rc < 0)
+			return rc;
+	}
+	return rc;
+}
+
+/* ---- one function per request: 0 or -errno with err set ---- */
+
+static int rq_ping(struct req *r, struct ctl_out *out, char *err,
+		   size_t errlen)
+{
+	return 0;
+}
+
+static int rq_checkpoint(struct req *r, struct ctl_out *out, char *err,
+			 size_t errlen)
+{
+	bool existed;
+	int rc = ep_checkpoint(r->have_tag ? r->tag : NULL, &r->id, &existed,
+			       err, errlen);
+
+	if (!rc) {
+		cb_u64(&out->b, F_ID, r->id);
+		cb_u64(&out->b, F_EXISTED, existed);
+	}
+	return rc;
+}
+
+static int rq_push(struct req *r, struct ctl_out *out, char *err,
+		   size_t errlen)
+{
+	int rc = pu_request(r->spec, r->have_id ? r->id : 0, r->wait, &r->id,
+			    err, errlen);
+
+	if (!rc)
+		cb_u64(&out->b, F_ID, r->id);
+	return rc;
+}
+
+static int rq_rollback(struct req *r, struct ctl_out *out, char *err,
+		       size_t errlen)
+{
+	int rc;
+
+	if (!r->have_tag && !r->have_id) {
+		snprintf(err, errlen, "rollback needs an id or a tag");
+		return -EINVAL;
+	}
+	rc = ep_rollback(r->id, r->have_tag ? r->tag : NULL, &r->id, err,
+			 errlen);
+	if (!rc)
+		cb_u64(&out->b, F_ID, r->id);
+	return rc;
+}
+
+static int rq_list(struct req *r, struct ctl_out *out, char *err,
+		   size_t errlen)
+{
+	return ep_list(out);
+}
+
+static int rq_status(struct req *r, struct ctl_out *out, char *err,
+		     size_t errlen)
+{
+	return ep_status(out);
+}
+
+static int rq_diff(struct req *r, struct ctl_out *out, char *err,
+		   size_t errlen)
+{
+	return ep_diff(r->a, r->b, r->live, out, err, errlen);
+}
+
+static int rq_delete(struct req *r, struct ctl_out *out, char *err,
+		     size_t errlen)
+{
+	return dc_delete(r->ids, r->nids, r->force, err, errlen);
+}
+
+static int rq_prune(struct req *r, struct ctl_out *out, char *err,
+		    size_t errlen)
+{
+	return srv_prune(r->set ? &r->pol : NULL, r->dry_run, out, err,
+			 errlen);
+}
+
+static int rq_policy(struct req *r, struct ctl_out *out, char *err,
+		     size_t errlen)
+{
+	int rc = r->set ? cl_policy_set(vfs->st, &r->pol) : 0;
+
+	if (!rc)
+		rc = cl_policy_get(vfs->st, &r->pol);
+	if (rc) {
+		snprintf(err, errlen, "index: %s", bt_last_error());
+		return -EIO;
+	}
+	cb_u64(&out->b, F_KEEP_LAST, r->pol.keep_last);
+	cb_u64(&out->b, F_OLDER_THAN, r->pol.older_than_s);
+	cb_u64(&out->b, F_MAX_FILES, r->pol.max_files);
+	return 0;
+}
+
+static int rq_clean(struct req *r, struct ctl_out *out, char *err,
+		    size_t errlen)
+{
+	cb_u64(&out->b, F_PASS, dc_request_pass());
+	return 0;
+}
+
+static int rq_replicate(struct req *r, struct ctl_out *out, char *err,
+			size_t errlen)
+{
+	int rc = 0;
+
+	if (r->stop)
+		rp_stop(true);
+	else if (r->peer[0] || r->secret[0])
+		rc = r->peer[0] && r->secret[0] ?
+		     rp_start(r->peer, r->secret, secret_owner(r->fd),
+			      r->bwlimit, r->wait_peer, r->zst, err, errlen) :
+		     -EINVAL;
+	if (rc == -EINVAL && !err[0])
+		snprintf(err, errlen, "replicate needs a peer and a secret "
+			 "file");
+	if (!rc)
+		rp_status(out);
+	return rc;
+}
+
+static const struct {
+	uint16_t op;
+	int (*fn)(struct req *r, struct ctl_out *out, char *err,
+		  size_t errlen);
+} handlers[] = {
+	{ CTL_PING, rq_ping },		{ CTL_CHECKPOINT, rq_checkpoint },
+	{ CTL_PUSH, rq_push },		{ CTL_ROLLBACK, rq_rollback },
+	{ CTL_LIST, rq_list },		{ CTL_STATUS, rq_status },
+	{ CTL_DIFF, rq_diff },		{ CTL_DELETE, rq_delete },
+	{ CTL_PRUNE, rq_prune },	{ CTL_POLICY, rq_policy },
+	{ CTL_CLEAN, rq_clean },	{ CTL_REPLICATE, rq_replicate },
+};
+
+/*
+ * One request on connection fd: receive, parse, refuse (denied: the
+ * caller may not control this mount), or hand it to its function, reply.
+ * false: close the connection.
+ */
+static bool serve(int fd, const char *denied)
+{
+	struct req r = { .fd = fd };
+	struct ctl_out out;
+	struct ctl_hdr h;
+	unsigned char *payload;
+	char err[512] = "";
+	int rc;
+
+	rc = ctl_recv(fd, &h, &payload, CTL_MAX_REQ);
 	if (rc) {
 		if (rc == -EPROTO || rc == -EMSGSIZE)
 			reply_err(fd, 0, rc, "malformed request");
 		return false;
 	}
-	while ((rc = cp_next(req, h.len, &pos, &f)) == 1) {
-		switch (f.key) {
-		case F_TAG:
-			if (f.len >= sizeof(tag) || memchr(f.val, 0, f.len)) {
-				rc = -EINVAL;
-				break;
-			}
-			memcpy(tag, f.val, f.len);
-			tag[f.len] = 0;
-			have_tag = true;
-			break;
-		case F_ID:
-			id = cf_u64(&f);
-			have_id = true;
-			if (nids % 256 == 0) {
-				uint64_t *nv = realloc(ids, (nids + 256) *
-						       sizeof(*ids));
-
-				if (!nv) {
-					rc = -ENOMEM;
-					break;
-				}
-				ids = nv;
-			}
-			ids[nids++] = id;
-			break;
-		case F_FORCE: force = cf_u64(&f) != 0; break;
-		case F_DRY_RUN: dry_run = cf_u64(&f) != 0; break;
-		case F_SET: set = cf_u64(&f) != 0; break;
-		case F_KEEP_LAST: pol.keep_last = cf_u64(&f); break;
-		case F_OLDER_THAN: pol.older_than_s = cf_u64(&f); break;
-		case F_MAX_FILES: pol.max_files = cf_u64(&f); break;
-		case F_A: a = cf_u64(&f); break;
-		case F_B: b = cf_u64(&f); break;
-		case F_LIVE: live = cf_u64(&f) != 0; break;
-		case F_REPL_PEER: case F_REPL_SECRET: {
-			char *to = f.key == F_REPL_PEER ? peer : secret;
-			size_t cap = f.key == F_REPL_PEER ? sizeof(peer) :
-				     sizeof(secret);
-
-			if (f.len >= cap || memchr(f.val, 0, f.len)) {
-				rc = -EINVAL;
-				break;
-			}
-			memcpy(to, f.val, f.len);
-			to[f.len] = 0;
-			break;
-		}
-		case F_REPL_BWLIMIT: {
-			char r[32];
-
-			if (f.len >= sizeof(r)) {
-				rc = -EINVAL;
-				break;
-			}
-			memcpy(r, f.val, f.len);
-			r[f.len] = 0;
-			if (rep_parse_rate(r, &bwlimit))
-				rc = -EINVAL;
-			break;
-		}
-		case F_REPL_WAIT: wait_peer = cf_u64(&f) != 0; break;
-		case F_REPL_STOP: stop = cf_u64(&f) != 0; break;
-		case F_REPL_COMPRESS: zst = cf_u64(&f) != 0; break;
-		case F_WAIT: wait = cf_u64(&f) != 0; break;
-		case F_SPEC:
-			free(spec);
-			if (memchr(f.val, 0, f.len))
-				rc = -EPROTO;
-			else if (!(spec = strndup((const char *)f.val, f.len)))
-				rc = -ENOMEM;
-			break;
-		}
-		if (rc < 0)
-			break;
-	}
-	free(req);
-	if (denied) {
-		reply_err(fd, h.op, -EPERM, denied);
-		free(ids);
-		free(spec);
-		return false;
-	}
-	if (rc < 0) {
-		reply_err(fd, h.op, rc == -EINVAL ? rc : -EPROTO,
-			  rc == -EINVAL ? "malformed tag or argument" : rc == -ENOMEM ?
+	rc = parse_req(payload, h.len, &r);
+	free(payload);
+	if (denied || rc < 0) {
+		reply_err(fd, h.op, denied ? -EPERM : rc == -EINVAL ? rc :
+			  -EPROTO, denied ? denied : rc == -EINVAL ?
+			  "malformed tag or argument" : rc == -ENOMEM ?
 			  "out of memory" : "malformed request");
-		free(ids);
-		free(spec);
+		free(r.ids);
+		free(r.spec);
 		return false;
 	}
 	cb_init(&out.b);
-	switch (h.op) {
-	case CTL_PING:
-		rc = 0;
-		break;
-	case CTL_CHECKPOINT: {
-		bool existed;
-
-		rc = ep_checkpoint(have_tag ? tag : NULL, &id, &existed, err,
-				   sizeof(err));
-		if (!rc) {
-			cb_u64(&out.b, F_ID, id);
-			cb_u64(&out.b, F_EXISTED, existed);
-		}
-		break;
-	}
-	case CTL_PUSH:
-		rc = pu_request(spec, have_id ? id : 0, wait, &id, err,
-				sizeof(err));
-		if (!rc)
-			cb_u64(&out.b, F_ID, id);
-		break;
-	case CTL_ROLLBACK:
-		if (!have_tag && !have_id) {
-			rc = -EINVAL;
-			snprintf(err, sizeof(err), "rollback needs an id or a "
-				 "tag");
+	rc = -EOPNOTSUPP;
+	snprintf(err, sizeof(err), "unknown request %u", h.op);
+	for (size_t i = 0; i < sizeof(handlers) / sizeof(*handlers); i++)
+		if (handlers[i].op == h.op) {
+			err[0] = 0;
+			rc = handlers[i].fn(&r, &out, err, sizeof(err));
 			break;
 		}
-		rc = ep_rollback(id, have_tag ? tag : NULL, &id, err,
-				 sizeof(err));
-		if (!rc)
-			cb_u64(&out.b, F_ID, id);
-		break;
-	case CTL_LIST:
-		rc = ep_list(&out);
-		break;
-	case CTL_STATUS:
-		rc = ep_status(&out);
-		break;
-	case CTL_DIFF:
-		rc = ep_diff(a, b, live, &out, err, sizeof(err));
-		break;
-	case CTL_DELETE:
-		rc = dc_delete(ids, nids, force, err, sizeof(err));
-		break;
-	case CTL_PRUNE:
-		rc = srv_prune(set ? &pol : NULL, dry_run, &out, err,
-			       sizeof(err));
-		break;
-	case CTL_POLICY:
-		rc = set ? cl_policy_set(vfs->st, &pol) : 0;
-		if (!rc)
-			rc = cl_policy_get(vfs->st, &pol);
-		if (!rc) {
-			cb_u64(&out.b, F_KEEP_LAST, pol.keep_last);
-			cb_u64(&out.b, F_OLDER_THAN, pol.older_than_s);
-			cb_u64(&out.b, F_MAX_FILES, pol.max_files);
-		} else {
-			snprintf(err, sizeof(err), "index: %s",
-				 bt_last_error());
-			rc = -EIO;
-		}
-		break;
-	case CTL_CLEAN:
-		cb_u64(&out.b, F_PASS, dc_request_pass());
-		rc = 0;
-		break;
-	case CTL_REPLICATE:
-		rc = 0;
-		if (stop)
-			rp_stop(true);
-		else if (peer[0] || secret[0])
-			rc = peer[0] && secret[0] ?
-			     rp_start(peer, secret, secret_owner(fd), bwlimit,
-				      wait_peer, zst, err, sizeof(err)) :
-			     -EINVAL;
-		if (rc == -EINVAL && !err[0])
-			snprintf(err, sizeof(err), "replicate needs a peer and "
-				 "a secret file");
-		if (!rc)
-			rp_status(&out);
-		break;
-	default:
-		rc = -EOPNOTSUPP;
-		snprintf(err, sizeof(err), "unknown request %u", h.op);
-		break;
-	}
 	if (!rc && out.b.err)
 		rc = out.b.err;
 	if (rc)
@@ -342,8 +405,8 @@ static bool serve(int fd, const char *denied)
 	else
 		ctl_send(fd, h.op, 0, out.b.p, out.b.len);
 	cb_free(&out.b);
-	free(ids);
-	free(spec);
+	free(r.ids);
+	free(r.spec);
 	return true;
 }
 
