@@ -97,16 +97,20 @@ static int check_plan(struct rcv *r, bt_txn *txn)
 		const struct bt_inode *p = &r->recs[i].rec;
 		struct bt_inode old;
 
+		/* (a directory made and removed in C: older senders send
+		   its record with a link count of 0) */
 		if (pset_has(&r->named, p->ino, 1) ||
-		    ((p->flags & BT_INO_ATTR) && p->attr.nlink == 0 &&
-		     p->type != S_IFDIR))
+		    ((p->flags & BT_INO_ATTR) && p->attr.nlink == 0))
 			continue;
 		rc = bt_inode_find(txn, p->ino, r->C - 1, &old);
 		if (rc == -ENOENT) {
-			RERR(r, "inode %llu is new to this replica but was "
-			     "not created in checkpoint %llu (a base-layer "
-			     "file imported after the first stream?)",
+			RERR(r, "inode %llu is new to this replica, reachable "
+			     "at checkpoint %llu, but no entry born in %llu "
+			     "names it: the stream was not made from what this "
+			     "replica holds (or names a base-layer file "
+			     "imported after the first stream)",
 			     (unsigned long long)p->ino,
+			     (unsigned long long)r->C,
 			     (unsigned long long)r->C);
 			return -EPROTO;
 		}

@@ -21,8 +21,9 @@
  * ended in C, and the content files of deleted epochs merged into C (the
  * pages C's maps take from them).  Cost O(what changed in C).  A page
  * written k times in the epoch is in C's map once and is sent once; a file
- * created and deleted within the epoch has no record and sends nothing,
- * or, if the daemon had persisted it before the unlink, a record with a
+ * or directory created after P and removed by C sends nothing at all
+ * (born_dead() below), even where the daemon had persisted it before the
+ * unlink; one that P had and C no longer reaches sends a record with a
  * link count of 0 and an empty map: no data (unreachable() below).
  *
  * Full (no base): a walk of the namespace visible at C from the root,
@@ -50,6 +51,7 @@ struct snd {
 	struct vstore *st;
 	bt_txn *txn;
 	uint64_t c;
+	uint64_t from;			/* incremental: the base P, else 0 */
 	struct rep_writer w;
 	unsigned char *pages;		/* REP_DATA_PAGES pages */
 	unsigned char *ext;		/* REP_EXT_CHUNK extents */
@@ -636,6 +638,27 @@ static bool unreachable(const struct bt_inode *r)
 	       r->type != S_IFDIR;
 }
 
+/*
+ * An inode born after the base P and no longer reachable at C (a scratch
+ * file or directory made and removed between the two checkpoints): the
+ * replica, which holds P, never had it and will never need it, so the
+ * stream carries nothing of it, neither its record nor an entry naming
+ * it (DESIGN.md §5: created and deleted within an epoch, never sent).
+ * 1 if so, 0 if not, or -errno.
+ */
+static int born_dead(struct snd *s, uint64_t ino)
+{
+	struct bt_inode rec;
+	int rc = bt_inode_find(s->txn, ino, s->c, &rec);
+
+	if (rc)
+		return rc == -ENOENT ? 1 : rc;
+	if (!(rec.flags & BT_INO_ATTR) || rec.attr.nlink != 0)
+		return 0;
+	rc = bt_inode_find(s->txn, ino, s->from, &rec);
+	return rc == -ENOENT ? 1 : rc ? rc : 0;
+}
+
 static int send_empty_map(struct snd *s, uint64_t ino, uint64_t ver)
 {
 	struct map_walk m = { s, ino, ver, 0, REP_EXT_FIRST };
@@ -652,6 +675,8 @@ static int incr_change(const struct store_change *ch, void *arg)
 
 	switch (ch->kind) {
 	case STORE_CH_INODE:
+		if ((rc = born_dead(s, ch->ino)))
+			return rc < 0 ? rc : 0;
 		if ((rc = send_inode(s, &ch->rec)))
 			return rc;
 		/* no name reaches it: no metadata file either (fsck allows
@@ -667,6 +692,8 @@ static int incr_change(const struct store_change *ch, void *arg)
 			return rc;
 		return 0;
 	case STORE_CH_DIRENT:
+		if ((rc = born_dead(s, ch->dent.ino)))
+			return rc < 0 ? rc : 0;
 		memset(&r, 0, sizeof(r));
 		r.type = REP_DIRENT;
 		r.u.dirent.dir = ch->dir;
@@ -680,6 +707,8 @@ static int incr_change(const struct store_change *ch, void *arg)
 		r.u.dirent.namelen = (uint32_t)ch->dent.namelen;
 		return rep_put(&s->w, &r);
 	case STORE_CH_CONTENT:
+		if ((rc = born_dead(s, ch->ino)))
+			return rc < 0 ? rc : 0;
 		memset(&r, 0, sizeof(r));
 		r.type = REP_CONTENT;
 		r.u.content.ino = ch->ino;
@@ -749,7 +778,8 @@ int rep_send(struct vstore *st, uint64_t c, uint64_t from,
 	     const struct rep_sink *sink, struct rep_stats *stats,
 	     char *err, size_t errlen)
 {
-	struct snd s = { .st = st, .c = c, .err = err, .errlen = errlen };
+	struct snd s = { .st = st, .c = c, .from = from, .err = err,
+			 .errlen = errlen };
 	struct rep_rec end = { .type = REP_END };
 	struct bt_ckpt ck, base;
 	int rc;

@@ -79,7 +79,7 @@ op() {
 	local m=$1 f g d
 	f=d$(rnd 3)/f$(rnd 8)
 	g=d$(rnd 3)/f$(rnd 8)
-	case $(rnd 13) in
+	case $(rnd 17) in
 	0|1) head -c $(( $(rnd 40000) + 1 )) /dev/urandom > "$m/$f" ;;
 	2) [ -f "$m/$f" ] && head -c $(rnd 9000) /dev/urandom >> "$m/$f" ;;
 	3) [ -f "$m/$f" ] && dd if=/dev/urandom of="$m/$f" bs=4096 \
@@ -94,6 +94,15 @@ op() {
 	10) [ -f "$m/$f" ] && chmod 6$(rnd 8)$(rnd 8) "$m/$f" ;;
 	11) echo "line $RANDOM" >> "$m/in/base1" ;;
 	12) [ -f "$m/$f" ] && chown $(( 1000 + $(rnd 3) )):$(rnd 5) "$m/$f" ;;
+	# scratch directories and files born and gone within one epoch (a
+	# directory made and removed once stopped replication for good)
+	13) d=d$(rnd 3)/tmp$RANDOM; mkdir -p "$m/$d/sub" &&
+		head -c $(rnd 9000) /dev/urandom > "$m/$d/sub/x" &&
+		rm -rf "$m/$d" ;;
+	14) head -c $(( $(rnd 20000) + 1 )) /dev/urandom > "$m/$f.scratch" &&
+		rm -f "$m/$f.scratch" ;;
+	15) d=d$(rnd 3)/s$(rnd 4); [ ! -e "$m/$d" ] && mkdir "$m/$d" ;;
+	16) d=d$(rnd 3)/s$(rnd 4); [ -d "$m/$d" ] && rmdir "$m/$d" 2>/dev/null ;;
 	esac
 	return 0
 }
