@@ -267,8 +267,9 @@ static int drain(struct rep_reader *rd, char *err, size_t errlen)
 	return 0;
 }
 
-int rep_recv(const char *dir, const struct rep_source *src,
-	     struct rep_stats *stats, char *err, size_t errlen)
+static int recv_one(const char *dir, const struct rep_source *src,
+		    bool whole, struct rep_stats *stats, char *err,
+		    size_t errlen)
 {
 	struct rcv r = { .dir = dir, .dir_fd = -1, .stage_fd = -1,
 			 .meta_fd = -1, .data_fd = -1, .base_fd = -1,
@@ -324,6 +325,19 @@ int rep_recv(const char *dir, const struct rep_source *src,
 		if ((rc = ap_on_frame(&r, &x)))
 			goto out;
 	}
+	/* a stream alone on its source (versionfs-recv's standard input):
+	   anything after END refuses the whole stream, before the commit */
+	if (whole) {
+		unsigned char b;
+		ssize_t got = src->read(src->arg, &b, 1);
+
+		if (got != 0) {
+			RERR(&r, "%s after the END frame: not one stream, "
+			     "refused", got > 0 ? "bytes" : "a read error");
+			rc = -EPROTO;
+			goto out;
+		}
+	}
 	rc = ap_finish(&r);
 out:
 	if (rc != -EEXIST)
@@ -369,4 +383,16 @@ out:
 	pset_free(&r.staged_content);
 	rep_reader_release(&rd);
 	return rc;
+}
+
+int rep_recv(const char *dir, const struct rep_source *src,
+	     struct rep_stats *stats, char *err, size_t errlen)
+{
+	return recv_one(dir, src, false, stats, err, errlen);
+}
+
+int rep_recv_whole(const char *dir, const struct rep_source *src,
+		   struct rep_stats *stats, char *err, size_t errlen)
+{
+	return recv_one(dir, src, true, stats, err, errlen);
 }

@@ -321,6 +321,11 @@ int rep_ckpt_resolve(struct vstore *st, const char *spec, uint64_t *id);
  */
 int rep_recv(const char *dir, const struct rep_source *src,
 	     struct rep_stats *stats, char *err, size_t errlen);
+/* The same for a source that holds this one stream and nothing else
+   (versionfs-recv's standard input): bytes after END refuse the stream
+   (-EPROTO), before anything is committed. */
+int rep_recv_whole(const char *dir, const struct rep_source *src,
+		   struct rep_stats *stats, char *err, size_t errlen);
 
 /*
  * What the replica in dir holds (discard.c): its store id (zeros if dir

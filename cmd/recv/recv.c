@@ -93,7 +93,7 @@ int main(int argc, char **argv)
 		free(dir);
 		return 1;
 	}
-	rc = rep_recv(dir, &src, &stats, err, sizeof(err));
+	rc = rep_recv_whole(dir, &src, &stats, err, sizeof(err));
 	rep_zsource_free(z);
 	if (rc == -EEXIST) {
 		fprintf(stderr, "versionfs-recv: %s\n", err);

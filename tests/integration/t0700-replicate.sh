@@ -11,7 +11,8 @@
 # rewritten k times: one page; an empty checkpoint: BEGIN and END only);
 # a checkpoint sent over a deleted and merged one;
 # bad input refused with the replica untouched (truncated, garbage,
-# oversized, another store, missing base, ".." and absolute names); kill
+# oversized, bytes after END, another store, missing base, ".." and
+# absolute names); kill
 # -9 of the receiver mid-stream leaves the previous checkpoint, fsck
 # clean, and a re-send succeeds.
 # timeout: 900
@@ -252,6 +253,8 @@ run_fs() {
 	printf '\x5a' | dd of="$T/flip" bs=1 seek=$(( $(stat -c %s "$s") / 2 )) \
 		conv=notrunc status=none
 	refuse "flipped byte" "$T/flip" "$R"
+	{ cat "$s"; echo trailing; } > "$T/trailing"
+	refuse "bytes after END" "$T/trailing" "$R"
 	head -c 100000 /dev/urandom > "$T/garbage"
 	refuse garbage "$T/garbage" "$R"
 	# oversized: a valid BEGIN then a DATA header announcing 2 GiB
