@@ -483,7 +483,8 @@ struct bt_ckpt {
 	uint32_t state;		/* BT_CKPT_* */
 	uint32_t flags;		/* reserved, 0 */
 	uint64_t files;		/* inodes changed in the epoch it closed */
-	uint64_t bytes;		/* bytes written in that epoch (pages * 4096) */
+	uint64_t bytes;		/* bytes written in that epoch (every write
+				   request counted: what a mirror sends) */
 	char tag[BT_TAG_MAX + 1];	/* NUL-terminated, "" if none */
 };
 

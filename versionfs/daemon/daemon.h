@@ -208,6 +208,8 @@ struct vfs {
 
 	/* statistics of the open epoch (epoch_lock shared + atomics) */
 	uint64_t epoch_pages;		/* pages persisted in the open epoch */
+	uint64_t epoch_written;		/* bytes written in it, every write
+					   counted (atomic adds) */
 
 	/* the space reserve of the index and metadata files (reserve.c) */
 	pthread_mutex_t reserve_lock;

@@ -202,7 +202,7 @@ static int take_checkpoint(const char *tag, uint64_t *id, bool *existed,
 	a.c.id = E;
 	a.c.parent = vfs->parent;
 	a.c.state = BT_CKPT_ACTIVE;
-	a.c.bytes = vfs->epoch_pages * VFS_PAGE;
+	a.c.bytes = __atomic_load_n(&vfs->epoch_written, __ATOMIC_RELAXED);
 	a.c.time_ns = (uint64_t)t[3].tv_sec * 1000000000u +
 		      (uint64_t)t[3].tv_nsec;
 	if (tag)
@@ -220,6 +220,7 @@ static int take_checkpoint(const char *tag, uint64_t *id, bool *existed,
 	vfs->parent = E;
 	vfs->epoch = E + 1;
 	vfs->epoch_pages = 0;
+	vfs->epoch_written = 0;
 	/* write descriptors of E retire on their next use (vn_cur_wfd) */
 	pthread_rwlock_unlock(&vfs->epoch_lock);
 	t[4] = vfs_now();
@@ -461,6 +462,7 @@ static int do_rollback(uint64_t id, const char *tag, uint64_t *to,
 	vfs->epoch = a.E + 1;
 	vfs->parent = c.id;
 	vfs->epoch_pages = 0;
+	vfs->epoch_written = 0;
 	vn_foreach(rb_reset_vnode, &a);
 	/* Collect the kernel invalidations while vnodes cannot go away. */
 	nt = calloc(a.n ? a.n : 1, sizeof(*nt));

@@ -558,6 +558,9 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
 		kill_suidgid(req, vn);
 	if (!rc && vn->delta.n > 8192)
 		rc = vn_persist(vn, false);	/* bound the delta's memory */
+	/* inside the epoch (op_enter): every byte a write brought, what a
+	   synchronous mirror below the page cache would have sent */
+	__atomic_add_fetch(&vfs->epoch_written, written, __ATOMIC_RELAXED);
 	op_leave(vn);
 	if (rc && !written)
 		fuse_reply_err(req, -rc);

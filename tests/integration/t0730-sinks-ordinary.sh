@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# t0730-sinks-ordinary — sinks under what ordinary jobs do (issue 28): the
+# sequences a job's own habits produce, each a named case, on XFS.
+#   - scratch directories and files made and removed within one epoch
+#     replicate (once stopped replication for good);
+#   - versionfs-recv refuses a stream followed by anything;
+#   - the bytes a checkpoint "wrote" count every write, as a synchronous
+#     mirror would have sent them (a 32 KiB file rewritten ten times with
+#     fsync between is 320 KiB, not 32).
+# timeout: 600
+. "$(dirname "$0")/lib.sh"
+need_root
+command -v mkfs.xfs >/dev/null || skip "mkfs.xfs not installed"
+
+SEND="$VFS_BUILD/versionfs-send"
+RECV="$VFS_BUILD/versionfs-recv"
+root=$(make_fs xfs 384M)
+[ -d "$root" ] || fail "no file system"
+
+scratch_dirs() {
+	local b=$root/s1 m=$root/m1 r=$root/r1 p c
+	vfs_mount "$b" "$m"
+	echo a >"$m/f"
+	p=$(ctl checkpoint "$m") || fail "checkpoint"
+	"$SEND" "$m" "$p" | "$RECV" "$r" || fail "first stream"
+	for i in 1 2 3; do
+		mkdir "$m/d$i" && rmdir "$m/d$i"
+		mkdir -p "$m/t$i/sub" && echo x >"$m/t$i/sub/x" && rm -rf "$m/t$i"
+		echo y >"$m/scratch$i" && rm "$m/scratch$i"
+		echo "$i" >>"$m/f"
+		c=$(ctl checkpoint "$m") || fail "checkpoint $i"
+		"$SEND" "$m" "$c" --from "$p" | "$RECV" "$r" ||
+			fail "stream $c after scratch directories"
+		p=$c
+	done
+	[ "$(cat "$m/.checkpoints/$c/f")" = "$(printf 'a\n1\n2\n3')" ] ||
+		fail "the view"
+	vfs_umount "$m"
+	vfs_mount "$r" "$root/rm1"
+	[ "$(cat "$root/rm1/f")" = "$(printf 'a\n1\n2\n3')" ] ||
+		fail "the replica's live state"
+	[ ! -e "$root/rm1/d1" ] && [ ! -e "$root/rm1/t1" ] ||
+		fail "a scratch directory on the replica"
+	vfs_umount "$root/rm1"
+}
+
+trailing_bytes() {
+	local b=$root/s2 m=$root/m2 r=$root/r2 c out
+	vfs_mount "$b" "$m"
+	echo a >"$m/f"
+	c=$(ctl checkpoint "$m") || fail "checkpoint"
+	vfs_umount "$m"
+	out=$({ "$SEND" "$b" "$c"; echo more; } | "$RECV" "$r" 2>&1) &&
+		fail "a stream with bytes after END was applied"
+	grep -q "after the END frame" <<<"$out" || fail "no reason: $out"
+	[ ! -d "$r/.versionfs" ] || [ -z "$(ls "$r/.checkpoints" 2>/dev/null)" ] ||
+		fail "the refused checkpoint is in the replica"
+	"$SEND" "$b" "$c" | "$RECV" "$r" || fail "the stream alone"
+	vfs_fsck "$r"
+}
+
+written_bytes() {
+	local b=$root/s3 m=$root/m3 c w
+	vfs_mount "$b" "$m"
+	for i in $(seq 10); do
+		dd if=/dev/urandom of="$m/f" bs=32k count=1 conv=notrunc,fsync \
+			status=none || fail "write $i"
+	done
+	c=$(ctl checkpoint "$m") || fail "checkpoint"
+	w=$(ctl --json list "$m" | tr '{' '\n' | grep "\"id\":$c," |
+		sed 's/.*"bytes":\([0-9]*\).*/\1/')
+	[ "$w" -ge $((320 << 10)) ] ||
+		fail "checkpoint $c wrote $w bytes, want at least 327680"
+	vfs_umount "$m"
+}
+
+test_case "scratch directories and files within an epoch replicate" scratch_dirs
+test_case "versionfs-recv refuses bytes after END" trailing_bytes
+test_case "a checkpoint's written bytes count every write" written_bytes
+cases_done
