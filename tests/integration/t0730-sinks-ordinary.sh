@@ -6,7 +6,9 @@
 #   - versionfs-recv refuses a stream followed by anything;
 #   - the bytes a checkpoint "wrote" count every write, as a synchronous
 #     mirror would have sent them (a 32 KiB file rewritten ten times with
-#     fsync between is 320 KiB, not 32).
+#     fsync between is 320 KiB, not 32);
+#   - versionfs-ctl reaches the daemon from another network namespace (a
+#     job step in a namespace of its own), by the path socket.
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -74,7 +76,26 @@ written_bytes() {
 	vfs_umount "$m"
 }
 
+other_netns() {
+	local b=$root/s4 m=$root/m4 ns=vfs-t0730-$$ c dev
+	command -v ip >/dev/null || skip "no ip(8)"
+	vfs_mount "$b" "$m"
+	dev=$(stat -c '%Hd:%Ld' "$m")
+	[ -S "/run/versionfs/$dev.sock" ] || fail "no path socket for $dev"
+	ip netns add "$ns" || fail "ip netns add"
+	c=$(ip netns exec "$ns" "$VFSCTL" checkpoint "$m" 2>&1)
+	ip netns exec "$ns" "$VFSCTL" status "$m" >/dev/null 2>&1
+	local st=$?
+	ip netns del "$ns"
+	[ "$c" = 1 ] || fail "checkpoint from another namespace: $c"
+	[ $st = 0 ] || fail "status from another namespace"
+	vfs_umount "$m"
+	[ ! -e "/run/versionfs/$dev.sock" ] ||
+		fail "the path socket outlived the mount"
+}
+
 test_case "scratch directories and files within an epoch replicate" scratch_dirs
 test_case "versionfs-recv refuses bytes after END" trailing_bytes
 test_case "a checkpoint's written bytes count every write" written_bytes
+test_case "versionfs-ctl from another network namespace" other_netns
 cases_done

@@ -16,10 +16,12 @@
  * write outside its store.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -27,6 +29,52 @@
 
 #include "versionfs/daemon/daemon.h"
 #include "replicator/peer/peer.h"
+
+/*
+ * The same socket by path, CTL_SOCK_DIR/<major>:<minor>.sock, for clients
+ * in another network namespace, which cannot see an abstract name (a job
+ * step that srun or a container started in a namespace of its own).  Only
+ * for a daemon running as root: the directory is root's and nobody else
+ * may write into it, so no user can put a socket of theirs in the mount's
+ * name (clients still check SO_PEERCRED, and the daemon checks each
+ * caller).  The name is ours once the abstract one is: a file left by a
+ * daemon that died is replaced.  A failure only costs the path; logged.
+ */
+static void ctl_listen_path(struct vfs *v)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd;
+
+	v->ctl_path_fd = -1;
+	v->ctl_path[0] = 0;
+	if (geteuid() != 0)
+		return;
+	if ((mkdir(CTL_SOCK_DIR, 0755) && errno != EEXIST) ||
+	    lstat(CTL_SOCK_DIR, &st) || !S_ISDIR(st.st_mode) ||
+	    st.st_uid != 0 || (st.st_mode & 022)) {
+		vfs_log(LOG_WARNING, "%s: not a directory of root's that only "
+			"root may write; the control socket is reachable "
+			"from this network namespace only", CTL_SOCK_DIR);
+		return;
+	}
+	snprintf(sa.sun_path, sizeof(sa.sun_path), CTL_SOCK_PATH_FMT,
+		 major(v->dev), minor(v->dev));
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	unlink(sa.sun_path);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    chmod(sa.sun_path, 0666) < 0 || listen(fd, 16) < 0) {
+		vfs_log(LOG_WARNING, "%s: %s; the control socket is reachable "
+			"from this network namespace only", sa.sun_path,
+			strerror(errno));
+		close(fd);
+		return;
+	}
+	v->ctl_path_fd = fd;
+	snprintf(v->ctl_path, sizeof(v->ctl_path), "%s", sa.sun_path);
+}
 
 int ctl_listen(struct vfs *v)
 {
@@ -52,6 +100,7 @@ int ctl_listen(struct vfs *v)
 		return n;
 	}
 	v->ctl_fd = fd;
+	ctl_listen_path(v);
 	return 0;
 }
 
@@ -416,9 +465,17 @@ void *ctl_thread(void *arg)
 
 	for (;;) {
 		struct timeval tv = { .tv_sec = 30 };
+		struct pollfd pf[2] = { { v->ctl_fd, POLLIN, 0 },
+					{ v->ctl_path_fd, POLLIN, 0 } };
 		struct ucred cr;
 		socklen_t crlen = sizeof(cr);
-		int fd = accept4(v->ctl_fd, NULL, NULL, SOCK_CLOEXEC);
+		int fd, lfd = v->ctl_fd;
+
+		/* a shut-down socket reads as ready: accept then fails */
+		if (v->ctl_path_fd >= 0 && poll(pf, 2, -1) > 0 &&
+		    !(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
+			lfd = v->ctl_path_fd;
+		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 
 		if (fd < 0) {
 			if (v->stopping)

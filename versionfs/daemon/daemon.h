@@ -164,6 +164,8 @@ struct vfs {
 	bool wb_cache;			/* the kernel's writeback cache is on:
 					   it owns size and times of files */
 	int ctl_fd;			/* listening control socket */
+	int ctl_path_fd;		/* the same by path, or -1 */
+	char ctl_path[108];		/* its path, "" if none */
 	uint64_t repl_bwlimit;		/* -o repl_bwlimit, bytes/s */
 	bool repl_wait;			/* -o repl_wait=peer */
 	bool repl_zstd;			/* -o repl_compress=zstd */

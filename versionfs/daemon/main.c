@@ -321,6 +321,8 @@ static void stop_threads(struct vfs *v)
 		return;
 	v->stopping = true;
 	shutdown(v->ctl_fd, SHUT_RDWR);
+	if (v->ctl_path_fd >= 0)
+		shutdown(v->ctl_path_fd, SHUT_RDWR);
 	pthread_mutex_lock(&v->purge_lock);
 	pthread_cond_broadcast(&v->purge_cond);
 	pthread_mutex_unlock(&v->purge_lock);
@@ -332,6 +334,11 @@ static void stop_threads(struct vfs *v)
 	   number must be able to bind it while we save. */
 	close(v->ctl_fd);
 	v->ctl_fd = -1;
+	if (v->ctl_path_fd >= 0) {
+		unlink(v->ctl_path);
+		close(v->ctl_path_fd);
+		v->ctl_path_fd = -1;
+	}
 	pthread_join(v->purge_thread, NULL);
 	pthread_join(v->flush_thread, NULL);
 }
@@ -436,7 +443,7 @@ int main(int argc, char *argv[])
 	int ret = 1, rc;
 
 	vfs = &v;
-	v.ctl_fd = -1;
+	v.ctl_fd = v.ctl_path_fd = -1;
 	if (fuse_opt_parse(&args, &o, vfs_optspec, opt_proc) < 0) {
 		ret = 2;
 		goto out_args;
@@ -640,6 +647,10 @@ out_store:
 	store_close(v.st);
 	if (v.ctl_fd >= 0)
 		close(v.ctl_fd);
+	if (v.ctl_path_fd >= 0) {
+		unlink(v.ctl_path);
+		close(v.ctl_path_fd);
+	}
 out_args:
 	free(fsopt);
 	free(o.backing);

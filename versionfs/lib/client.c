@@ -140,10 +140,27 @@ int vfs_client_open(const char *path, vfs_client **out, char *err,
 		     major(st.st_dev), minor(st.st_dev));
 	salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 	if (connect(c->sock, (struct sockaddr *)&sa, salen) < 0) {
-		rc = -errno;
-		cli_seterr(err, errlen, rc, "%s: cannot reach its versionfs "
-		       "daemon: %s", c->mount, strerror(errno));
-		goto fail;
+		int e = errno;
+		bool ok = false;
+
+		/* another network namespace than the daemon's (abstract
+		   names are per namespace): the same socket by path */
+		if (e == ECONNREFUSED || e == ENOENT) {
+			memset(&sa, 0, sizeof(sa));
+			sa.sun_family = AF_UNIX;
+			snprintf(sa.sun_path, sizeof(sa.sun_path),
+				 CTL_SOCK_PATH_FMT, major(st.st_dev),
+				 minor(st.st_dev));
+			ok = connect(c->sock, (struct sockaddr *)&sa,
+				     sizeof(sa)) == 0;
+		}
+		if (!ok) {
+			rc = -e;
+			cli_seterr(err, errlen, rc, "%s: cannot reach its "
+				   "versionfs daemon: %s", c->mount,
+				   strerror(e));
+			goto fail;
+		}
 	}
 	if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 ||
 	    (cr.uid != 0 && (m.owner < 0 || cr.uid != (uid_t)m.owner))) {

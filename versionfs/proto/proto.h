@@ -16,8 +16,12 @@
 #define CTL_HDR		16
 #define CTL_MAX_REQ	(64u << 10)
 #define CTL_MAX_REPLY	(256u << 20)
-/* Abstract unix socket name: "\0versionfs/<major>:<minor>" of the mount. */
+/* Abstract unix socket name: "\0versionfs/<major>:<minor>" of the mount;
+   the same socket by path for clients in another network namespace
+   (abstract names are per namespace), when the daemon runs as root. */
 #define CTL_SOCK_FMT	"versionfs/%u:%u"
+#define CTL_SOCK_DIR	"/run/versionfs"
+#define CTL_SOCK_PATH_FMT CTL_SOCK_DIR "/%u:%u.sock"
 
 enum ctl_op {
 	CTL_PING = 1,
