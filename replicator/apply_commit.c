@@ -45,10 +45,128 @@ static int holder_ok(struct rcv *r, bt_txn *txn, uint64_t ino, uint64_t h)
 	return -EPROTO;
 }
 
+/* The version of inode ino's data in force at the base, in the replica's
+   own numbering: 0 or -errno (EPROTO: the replica has no such inode). */
+static int base_data_ver(struct rcv *r, bt_txn *txn, uint64_t ino,
+			 uint64_t *dv)
+{
+	struct bt_inode old;
+	int rc = bt_inode_find(txn, ino, r->b.base, &old);
+
+	if (rc == -ENOENT || (!rc && (old.flags & BT_INO_GONE))) {
+		RERR(r, "inode %llu: the stream keeps its data as at "
+		     "checkpoint %llu, where this replica has no such inode",
+		     (unsigned long long)ino, (unsigned long long)r->b.base);
+		return -EPROTO;
+	}
+	if (!rc)
+		*dv = old.data_ver;
+	return rc;
+}
+
+/*
+ * Resolve the stream's references to the state at its base P (apply_int.h,
+ * AP_FROM_BASE) through what this replica holds at P: a record's data
+ * version becomes the replica's own at P, a run of a map taken from P
+ * becomes the runs of the replica's map at P over the same pages (holes
+ * stay holes), an entry the stream ends is found by its name as visible at
+ * P.  So neither side's renumbering (merges of deleted checkpoints,
+ * consolidation) matters: the replica keeps what it holds, and the pages
+ * are the same pages.
+ */
+static int resolve_base(struct rcv *r, bt_txn *txn)
+{
+	struct p_ext *out = NULL;
+	size_t n = 0, cap = 0;
+	struct bt_dirent de;
+	uint64_t dv;
+	int rc = 0;
+
+	for (size_t i = 0; i < r->nrecs && !rc; i++)
+		if (r->recs[i].rec.data_ver == AP_FROM_BASE &&
+		    !(rc = base_data_ver(r, txn, r->recs[i].rec.ino, &dv)))
+			r->recs[i].rec.data_ver = dv;
+	for (size_t i = 0; i < r->nexts && !rc; i++) {
+		const struct p_ext *e = &r->exts[i];
+		uint64_t page = e->page, end = e->page + e->count;
+
+		if (e->holder != AP_FROM_BASE) {
+			if (!(rc = vfs_grow((void **)&out, &cap, n + 1,
+					    sizeof(*out))))
+				out[n++] = *e;
+			continue;
+		}
+		if ((rc = base_data_ver(r, txn, e->ino, &dv)))
+			break;
+		while (!rc && page < end) {
+			struct bt_extent runs[64];
+			size_t nr = 0;
+
+			if (!dv) {	/* no map at P: holes */
+				page = end;
+				break;
+			}
+			if ((rc = bt_ext_runs(txn, e->ino, dv, page,
+					      end - page, runs, 64, &nr)))
+				break;
+			if (!nr) {
+				RERR(r, "inode %llu: its map at version %llu "
+				     "has no run at page %llu",
+				     (unsigned long long)e->ino,
+				     (unsigned long long)dv,
+				     (unsigned long long)page);
+				rc = BT_ECORRUPT;
+				break;
+			}
+			for (size_t k = 0; k < nr && !rc; k++) {
+				page = runs[k].page + runs[k].count;
+				if (runs[k].holder == BT_HOLE)
+					continue;
+				if (!(rc = vfs_grow((void **)&out, &cap, n + 1,
+						    sizeof(*out))))
+					out[n++] = (struct p_ext){
+						e->ino, e->ver, runs[k].page,
+						runs[k].count, runs[k].holder
+					};
+			}
+		}
+	}
+	for (size_t i = 0; i < r->ndents && !rc; i++) {
+		struct p_dirent *d = &r->dents[i];
+
+		if (d->birth != AP_FROM_BASE)
+			continue;
+		rc = bt_dir_lookup(txn, d->dir, d->name, d->namelen,
+				   r->b.base, &de);
+		if (rc == -ENOENT || (!rc && de.ino != d->ino)) {
+			RERR(r, "the stream ends entry '%.*s' of directory "
+			     "%llu, which this replica does not hold at "
+			     "checkpoint %llu", (int)d->namelen, d->name,
+			     (unsigned long long)d->dir,
+			     (unsigned long long)r->b.base);
+			rc = -EPROTO;
+		} else if (!rc) {
+			d->birth = de.birth;
+		}
+	}
+	if (rc) {
+		free(out);
+		return rc;
+	}
+	free(r->exts);
+	r->exts = out;
+	r->nexts = n;
+	r->capexts = cap;
+	return 0;
+}
+
 static int check_plan(struct rcv *r, bt_txn *txn)
 {
 	struct bt_dirent de;
 	int rc;
+
+	if (!r->full && (rc = resolve_base(r, txn)))
+		return rc;
 
 	for (size_t i = 0; i < r->nexts; i++)
 		if ((rc = holder_ok(r, txn, r->exts[i].ino,

@@ -81,6 +81,8 @@ static int on_inode(struct rcv *r, const struct bt_inode *in)
 	p->rec.ver = ver;
 	if (r->full)
 		p->rec.data_ver = in->data_ver ? r->C : 0;
+	else if (from_base(r, in->data_ver))
+		p->rec.data_ver = AP_FROM_BASE;
 	else
 		p->rec.data_ver = xlate(r, in->data_ver);
 	p->rec.aux = NULL;
@@ -200,7 +202,9 @@ static int on_extents(struct rcv *r, const struct rep_extents *x)
 			continue;
 		r->exts[r->nexts++] = (struct p_ext){
 			x->ino, ver, e.page, e.count,
-			r->full ? (e.holder ? r->C : 0) : xlate(r, e.holder)
+			r->full ? (e.holder ? r->C : 0) :
+			from_base(r, e.holder) ? AP_FROM_BASE :
+			xlate(r, e.holder)
 		};
 	}
 	return 0;
@@ -270,7 +274,9 @@ static int on_data(struct rcv *r, const struct rep_data *d)
 static int on_dirent(struct rcv *r, const struct rep_dirent *d)
 {
 	struct p_dirent *p;
-	uint64_t birth = r->full ? (d->birth ? r->C : 0) : xlate(r, d->birth);
+	uint64_t birth = r->full ? (d->birth ? r->C : 0) :
+			 d->birth <= r->b.base ? AP_FROM_BASE :
+			 xlate(r, d->birth);
 	int rc;
 
 	/* full: entries visible at C; a later death is a later stream's */

@@ -105,6 +105,24 @@ static inline uint64_t xlate(const struct rcv *r, uint64_t v)
 	return v > 0 && v < r->F && v != BT_HOLE ? r->F : v;
 }
 
+/*
+ * A reference of an incremental stream to the past (a map's holder, a
+ * record's data version, an entry's birth at or before the stream's base
+ * P) means "as in the state at P", never a version number: the primary's
+ * cleaner may have renumbered what the replica holds since it was sent
+ * (a deleted checkpoint merged into its successor), the replica's own
+ * cleaner may have too.  Such references are marked AP_FROM_BASE while
+ * the frames arrive and resolved through the replica's own state at P
+ * before the commit (apply_commit.c, resolve_base).  Internal: never
+ * stored.
+ */
+#define AP_FROM_BASE	(BT_HOLE - 1)
+
+static inline bool from_base(const struct rcv *r, uint64_t v)
+{
+	return !r->full && v > 0 && v <= r->b.base;
+}
+
 /* apply_stage.c */
 /* Open (creating with O_CREAT in flags) the staged metadata or content
    file of (ino, ver), noting its name for the move: fd or -errno. */

@@ -3,10 +3,14 @@
 # sequences a job's own habits produce, each a named case, on XFS.
 #   - scratch directories and files made and removed within one epoch
 #     replicate (once stopped replication for good);
+#   - a keep-last policy deleting checkpoints after they were shipped, the
+#     cleaner merging them away, and streams that keep applying (once
+#     refused for good: "its data is in map version N, which this replica
+#     lacks"), every view of the replica equal to the primary's;
 #   - versionfs-recv refuses a stream followed by anything;
 #   - the bytes a checkpoint "wrote" count every write, as a synchronous
-#     mirror would have sent them (a 32 KiB file rewritten ten times with
-#     fsync between is 320 KiB, not 32);
+#     mirror would have sent them (a 32 KiB file rewritten ten times
+#     with O_DIRECT is 320 KiB, not 32);
 #   - versionfs-ctl reaches the daemon from another network namespace (a
 #     job step in a namespace of its own), by the path socket.
 # timeout: 600
@@ -46,6 +50,37 @@ scratch_dirs() {
 	vfs_umount "$root/rm1"
 }
 
+keep_last() {
+	local b=$root/s5 m=$root/m5 r=$root/r5 rm=$root/rm5 p c i v
+	vfs_mount "$b" "$m"
+	ctl policy "$m" --keep-last 3 >/dev/null || fail "policy"
+	for i in $(seq 10); do
+		head -c $((RANDOM % 30000 + 1)) /dev/urandom >"$m/f$((i % 4))"
+		echo "$i" >>"$m/log"
+		[ $((i % 3)) = 0 ] && rm -f "$m/f$(((i + 1) % 4))"
+		mkdir -p "$m/d$i" && echo "$i" >"$m/d$i/x"
+		[ $i -gt 2 ] && rm -rf "$m/d$((i - 2))"
+		c=$(ctl checkpoint "$m") || fail "checkpoint $i"
+		"$VFS_BUILD/versionfs-clean" "$m" >/dev/null || fail "clean"
+		if [ -z "${p:-}" ]; then
+			"$SEND" "$m" "$c" | "$RECV" "$r" || fail "stream $c"
+		else
+			"$SEND" "$m" "$c" --from "$p" | "$RECV" "$r" ||
+				fail "stream $c from $p under keep-last 3"
+		fi
+		p=$c
+	done
+	vfs_mount "$r" "$rm"
+	for v in $(ls "$m/.checkpoints"); do
+		[ "$(sig "$m/.checkpoints/$v" ALL)" = \
+		  "$(sig "$rm/.checkpoints/$v" ALL)" ] ||
+			fail "checkpoint $v differs on the replica"
+	done
+	[ "$(sig "$m" ALL)" = "$(sig "$rm" ALL)" ] || fail "the live state"
+	vfs_umount "$rm"
+	vfs_umount "$m"
+}
+
 trailing_bytes() {
 	local b=$root/s2 m=$root/m2 r=$root/r2 c out
 	vfs_mount "$b" "$m"
@@ -65,8 +100,8 @@ written_bytes() {
 	local b=$root/s3 m=$root/m3 c w
 	vfs_mount "$b" "$m"
 	for i in $(seq 10); do
-		dd if=/dev/urandom of="$m/f" bs=32k count=1 conv=notrunc,fsync \
-			status=none || fail "write $i"
+		dd if=/dev/urandom of="$m/f" bs=32k count=1 conv=notrunc \
+			oflag=direct status=none || fail "write $i"
 	done
 	c=$(ctl checkpoint "$m") || fail "checkpoint"
 	w=$(ctl --json list "$m" | tr '{' '\n' | grep "\"id\":$c," |
@@ -95,6 +130,7 @@ other_netns() {
 }
 
 test_case "scratch directories and files within an epoch replicate" scratch_dirs
+test_case "keep-last 3 with every checkpoint shipped" keep_last
 test_case "versionfs-recv refuses bytes after END" trailing_bytes
 test_case "a checkpoint's written bytes count every write" written_bytes
 test_case "versionfs-ctl from another network namespace" other_netns
