@@ -6,7 +6,6 @@
 #define VFS_CS_INT_H
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -15,46 +14,37 @@
 #include "chunkstore/chunkstore.h"
 #include "util/util.h"
 
-/* Write the reason into why (may be NULL) and return CS_ECORRUPT. */
-__attribute__((format(printf, 3, 4)))
-static inline int cs_fail(char *why, size_t whylen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why && whylen) {
-		va_start(ap, fmt);
-		vsnprintf(why, whylen, fmt, ap);
-		va_end(ap);
-	}
-	return CS_ECORRUPT;
-}
-
-/* Same, with a given error code. */
-__attribute__((format(printf, 4, 5)))
-static inline int cs_err(int rc, char *why, size_t whylen, const char *fmt,
-			 ...)
-{
-	va_list ap;
-
-	if (why && whylen) {
-		va_start(ap, fmt);
-		vsnprintf(why, whylen, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
+/* The reason of a failure into why[whylen] (why may be NULL) and rc
+   returned: util's vfs_errf, the libraries' one formatter. */
+#define cs_err(rc, why, whylen, ...) vfs_errf(why, whylen, rc, __VA_ARGS__)
+/* Same for damaged stored data: CS_ECORRUPT. */
+#define cs_fail(why, whylen, ...) \
+	vfs_errf(why, whylen, CS_ECORRUPT, __VA_ARGS__)
 
 /* Run fn(arg + i * size) for i < n, each on a thread of its own (or in
    turn where a thread cannot be made), and wait for all. */
 void cs_each(void *(*fn)(void *), void *arg, size_t size, unsigned n);
 
-/* A growing byte buffer. */
+/* A growing byte buffer (util's vfs_grow): room for `more` bytes after
+   len, or append n bytes; 0 or -ENOMEM (the buffer unchanged). */
 struct cs_buf {
 	unsigned char *p;
 	size_t len, cap;
 };
-int cs_buf_need(struct cs_buf *b, size_t more);
-int cs_buf_add(struct cs_buf *b, const void *p, size_t n);
+static inline int cs_buf_need(struct cs_buf *b, size_t more)
+{
+	return vfs_grow((void **)&b->p, &b->cap, b->len + more, 1);
+}
+static inline int cs_buf_add(struct cs_buf *b, const void *p, size_t n)
+{
+	int rc = cs_buf_need(b, n);
+
+	if (!rc && n) {
+		memcpy(b->p + b->len, p, n);
+		b->len += n;
+	}
+	return rc;
+}
 
 
 /* ---- the repository (repo.c, put.c, pack.c, index.c) ---- */

@@ -50,33 +50,6 @@ void cs_each(void *(*fn)(void *), void *arg, size_t size, unsigned n)
 	}
 }
 
-int cs_buf_need(struct cs_buf *b, size_t more)
-{
-	size_t c = b->cap ? b->cap : 4096;
-	unsigned char *p;
-
-	if (b->len + more <= b->cap)
-		return 0;
-	while (c < b->len + more)
-		c *= 2;
-	if (!(p = realloc(b->p, c)))
-		return -ENOMEM;
-	b->p = p;
-	b->cap = c;
-	return 0;
-}
-
-int cs_buf_add(struct cs_buf *b, const void *p, size_t n)
-{
-	int rc = cs_buf_need(b, n);
-
-	if (!rc && n) {
-		memcpy(b->p + b->len, p, n);
-		b->len += n;
-	}
-	return rc;
-}
-
 void cs_warn(struct cs_repo *r, const char *fmt, ...)
 {
 	char line[512];
