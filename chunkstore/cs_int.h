@@ -21,6 +21,18 @@
 #define cs_fail(why, whylen, ...) \
 	vfs_errf(why, whylen, CS_ECORRUPT, __VA_ARGS__)
 
+/* ---- test hooks (crash.c: what enables them, every point) ---- */
+
+/* SIGKILL at the n-th passage through point `where` when VFS_CHUNK_CRASH
+   is "where:n" (or "where", n = 1); SIGSTOP when VFS_CHUNK_STOP is. */
+void cs_crash_point(const char *where);
+/* The point a fragment of object `name` passes once it is part of the
+   store: put-frag, put-frag-index or put-frag-manifest by its kind. */
+void cs_crash_frag(const char *name);
+/* Whether a crash or stop point is set (the barrier then flushes the
+   benefactors one after the other, so that "the n-th" is exact). */
+bool cs_crash_armed(void);
+
 /* Run fn(arg + i * size) for i < n, each on a thread of its own (or in
    turn where a thread cannot be made), and wait for all. */
 void cs_each(void *(*fn)(void *), void *arg, size_t size, unsigned n);
@@ -230,13 +242,5 @@ int cs_index_rewrite(struct cs_repo *r, const bool *keep, char *name,
 /* Renew the lease of a held lock when it is due (called by cs_obj_put). */
 int cs_lock_renew(struct cs_repo *r);
 bool cs_lock_renew_due(const struct cs_repo *r);
-/* Test-only fault injection: raise SIGKILL at the n-th passage through
-   point `where` when VFS_CHUNK_CRASH is "where:n" (or "where", n = 1);
-   raise SIGSTOP there when VFS_CHUNK_STOP is (the test then breaks a
-   benefactor, or runs a second writer, and sends SIGCONT). */
-void cs_crash_point(const char *where);
-/* Whether a crash or stop point is set (the barrier then flushes the
-   benefactors one after the other, so that "the n-th" is exact). */
-bool cs_crash_armed(void);
 
 #endif /* VFS_CS_INT_H */

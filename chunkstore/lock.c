@@ -457,37 +457,3 @@ bool cs_repo_locked(const struct cs_repo *r)
 {
 	return r->locked;
 }
-
-/* Whether env var `var` ("where" or "where:n") fires at this passage. */
-static bool fires(const char *var, const char *where, unsigned *count)
-{
-	const char *e = getenv(var);
-	size_t wl = strlen(where);
-	unsigned n = 1;
-
-	if (!e || strncmp(e, where, wl) || (e[wl] && e[wl] != ':'))
-		return false;
-	if (e[wl] == ':')
-		n = (unsigned)strtoul(e + wl + 1, NULL, 10);
-	return __atomic_add_fetch(count, 1, __ATOMIC_SEQ_CST) == n;
-}
-
-bool cs_crash_armed(void)
-{
-	return getenv("VFS_CHUNK_CRASH") || getenv("VFS_CHUNK_STOP");
-}
-
-/* Called from the writer thread and the barrier's threads too: the
-   counts are atomic, and both signals act on the whole process. */
-void cs_crash_point(const char *where)
-{
-	static unsigned crash, stop;
-
-	if (fires("VFS_CHUNK_CRASH", where, &crash))
-		raise(SIGKILL);
-	if (fires("VFS_CHUNK_STOP", where, &stop)) {
-		fprintf(stderr, "versionfs-chunk: stopped at %s "
-			"(VFS_CHUNK_STOP)\n", where);
-		raise(SIGSTOP);
-	}
-}

@@ -174,9 +174,7 @@ static int obj_write(struct cs_repo *r, const char *name, const void *buf,
 			r->dirty = true;
 		/* deferred: the backend's flush says when it is stored */
 		if (!b->ops->put_deferred)
-			cs_crash_point(!refers(name) ? "put-frag" :
-				       name[0] == 'm' ? "put-frag-manifest" :
-				       "put-frag-index");
+			cs_crash_frag(name);
 	}
 	cs_frag_views_free(v, n);
 	if (done < n)
