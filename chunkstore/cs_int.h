@@ -33,6 +33,30 @@ void cs_crash_frag(const char *name);
    benefactors one after the other, so that "the n-th" is exact). */
 bool cs_crash_armed(void);
 
+/* ---- SPECs (spec.c) ---- */
+
+/* A SPEC taken apart (cs_spec_parse); the pieces point into s. */
+struct cs_spec {
+	char *s;
+	bool rados;			/* item[0]: what follows "rados:" */
+	char *item[CS_MAX_FRAGS];	/* dir: the benefactors' paths */
+	unsigned n;
+	struct cs_redund red;
+};
+/*
+ * Take SPEC apart and check all of it before any benefactor is touched:
+ * the scheme, no empty benefactor ("dir:/a,,/b", "dir:/a,"), none named
+ * twice, at most CS_MAX_FRAGS, a redundancy they can hold; a rados: spec's
+ * syntax.  0, or -EINVAL with why; sp->s is malloc'ed either way.
+ */
+int cs_spec_parse(const char *spec, struct cs_spec *sp, char *why,
+		  size_t whylen);
+/* Split what follows "rados:", "POOL[@CONF][,user=NAME][,namespace=NS]",
+   in place (cs_spec_parse checks a spec with it, backend_rados.c opens
+   one): 0, or -EINVAL for an empty pool or conf, an empty or unknown
+   option. */
+int cs_rados_split(char *s, char **pool, char **conf, char **user, char **ns);
+
 /* Run fn(arg + i * size) for i < n, each on a thread of its own (or in
    turn where a thread cannot be made), and wait for all. */
 void cs_each(void *(*fn)(void *), void *arg, size_t size, unsigned n);
@@ -61,10 +85,6 @@ static inline int cs_buf_add(struct cs_buf *b, const void *p, size_t n)
 
 /* ---- the repository (repo.c, put.c, pack.c, index.c) ---- */
 
-/* Split what follows "rados:", "POOL[@CONF][,user=NAME][,namespace=NS]",
-   in place (repo.c checks a spec with it, backend_rados.c opens one): 0, or
-   -EINVAL for an empty pool or conf, an empty or unknown option. */
-int cs_rados_split(char *s, char **pool, char **conf, char **user, char **ns);
 
 /* One chunk of the index: in pack `pack` (an index into packs[]). */
 struct cs_ient {
