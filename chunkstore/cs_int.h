@@ -213,8 +213,16 @@ void cs_pack_name(char *buf, size_t len, const unsigned char id[CS_ID_LEN]);
 #define CS_INDEX_VERSION 1		/* of index objects */
 #define CS_ENTRY_LEN	56		/* a blob's entry in either */
 #define CS_OPEN_PACK	UINT32_MAX	/* index entry: in the open pack */
+#define CS_BLOB_MAX	(16u << 20)	/* no chunk is larger */
 void cs_entry_put(unsigned char *e, const struct cs_blob *b);
 void cs_entry_get(const unsigned char *e, struct cs_blob *b);
+/* Close pack pk (its blobs, n of them, already in it): their entries and
+   the trailer appended.  0 or -ENOMEM (pk->len unchanged). */
+int cs_pack_seal(struct cs_buf *pk, const struct cs_blob *blobs, size_t n);
+/* Blob b, whose bytes are at src, into out (b->ulen bytes), checked
+   against its id; zd a zstd decompression context, or NULL. */
+int cs_blob_decode(const void *src, const struct cs_blob *b, void *out,
+		   void *zd, char *why, size_t whylen);
 /* The index entry of chunk id, or NULL; add one (a chunk already there
    keeps its first). */
 struct cs_ient *cs_tab_find(struct cs_repo *r,
@@ -222,7 +230,7 @@ struct cs_ient *cs_tab_find(struct cs_repo *r,
 int cs_tab_add(struct cs_repo *r, const struct cs_blob *b, uint32_t pack);
 /*
  * Pack id -> its number, adding it; *fresh when it was not known.  With
- * `slot`, always a new number (a pack not named yet: pack.c's pack_write);
+ * `slot`, always a new number (a pack not named yet: chunkio.c's pack_write);
  * cs_pack_unslot takes back the last one.
  */
 int cs_pack_slot(struct cs_repo *r, const unsigned char id[CS_ID_LEN],

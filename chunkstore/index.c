@@ -471,6 +471,16 @@ int cs_pack_foreach(struct cs_repo *r,
 	return rc;
 }
 
+/* (cs_int.h.)  The plan is of pack numbers, which are the index's: it is
+   forgotten with them. */
+void cs_pack_plan(struct cs_repo *r, uint32_t *plan, size_t n)
+{
+	free(r->plan);
+	r->plan = plan;
+	r->plan_n = plan ? n : 0;
+	r->plan_at = r->plan_next = 0;
+}
+
 /*
  * Forget the in-memory index (a writer that just took the lock: another
  * writer may have added or swept packs since it was loaded); the next use

@@ -11,7 +11,7 @@
  * THE PIPELINE.  A push is a producer (read, SHA-256 of each chunk, the
  * dedup lookup, zstd, in the caller's thread) and a consumer (the pack's
  * SHA-256, which names it; its fragments: RS or XOR, checksums; writing
- * them).  pack.c hands each closed pack to the repository's writer thread
+ * them).  chunkio.c hands each closed pack to the repository's writer thread
  * (cs_pack_hand) with a slot in the chunk index whose id is filled in
  * later, so that the pack's chunks deduplicate at once; the caller goes on
  * chunking and blocks only when PQ_SLOTS packs are in flight.  The two
