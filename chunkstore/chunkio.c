@@ -35,6 +35,27 @@
 #define PROBE_SLICES	8
 #define PROBE_SLICE	512
 
+static void chunkio_event(struct cs_repo *r, enum cs_event ev);
+
+/*
+ * What the writer thread hands back (put.c calls it in the caller's
+ * thread, through the pointer handed over with the pack), once it is
+ * done with pack `no`: its id, and (written whole) its section of the
+ * next index object; not written whole, it is not deduplicated against.
+ */
+static int pack_done(struct cs_repo *r, uint32_t no,
+		     const unsigned char id[CS_ID_LEN], size_t len,
+		     const struct cs_blob *blobs, size_t n, bool written)
+{
+	memcpy(r->packs[no], id, CS_ID_LEN);
+	if (!written) {		/* not deduplicated against, in no index */
+		r->pack_weak[no] = true;
+		return 0;
+	}
+	r->st.packs_written++;
+	return cs_pending_add(r, id, len, blobs, n);
+}
+
 /*
  * Close the open pack: its header, then a slot in the index whose id the
  * writer thread fills in once it has hashed the pack (put.c; until then
@@ -57,8 +78,8 @@ static int pack_write(struct cs_repo *r, char *why, size_t whylen)
 	plen = r->open.len;
 	if ((rc = cs_pack_slot(r, unnamed, plen, &no, &fresh, true)))
 		goto fail;
-	if ((rc = cs_pack_hand(r, no, r->open.p, plen, r->open.cap,
-			       r->oblobs, r->nob, why, whylen))) {
+	if ((rc = cs_put_pack(r, no, r->open.p, plen, r->open.cap,
+			      r->oblobs, r->nob, pack_done, why, whylen))) {
 		cs_pack_unslot(r);
 		goto fail;
 	}
@@ -77,19 +98,6 @@ static int pack_write(struct cs_repo *r, char *why, size_t whylen)
 fail:
 	r->open.len = hoff;		/* the blobs stay in the open pack */
 	return rc;
-}
-
-int cs_pack_done(struct cs_repo *r, uint32_t no,
-		 const unsigned char id[CS_ID_LEN], size_t len,
-		 const struct cs_blob *blobs, size_t n, bool written)
-{
-	memcpy(r->packs[no], id, CS_ID_LEN);
-	if (!written) {		/* not deduplicated against, in no index */
-		r->pack_weak[no] = true;
-		return 0;
-	}
-	r->st.packs_written++;
-	return cs_pending_add(r, id, len, blobs, n);
 }
 
 /* Whether zstd is worth running over the chunk: its sample compresses. */
@@ -118,6 +126,7 @@ int cs_chunk_put(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
 	size_t bound, c;
 	int rc;
 
+	cs_repo_listen(r, CS_LAYER_CHUNKIO, chunkio_event);
 	if (!r->loaded && (rc = cs_index_load(r, why, whylen)))
 		return rc;
 	if (len > CS_BLOB_MAX)
@@ -130,17 +139,10 @@ int cs_chunk_put(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
 	if (!r->zc && !(r->zc = ZSTD_createCCtx()))
 		return -ENOMEM;
 	bound = ZSTD_compressBound(len);
-	if ((rc = cs_buf_need(&r->open, bound)))
+	if ((rc = cs_buf_need(&r->open, bound)) ||
+	    (rc = vfs_grow((void **)&r->oblobs, &r->ob_cap, r->nob + 1,
+			   sizeof(*r->oblobs))))
 		return rc;
-	if (r->nob == r->ob_cap) {
-		size_t nc = r->ob_cap ? 2 * r->ob_cap : 128;
-		void *nv = realloc(r->oblobs, nc * sizeof(*r->oblobs));
-
-		if (!nv)
-			return -ENOMEM;
-		r->oblobs = nv;
-		r->ob_cap = nc;
-	}
 	if (worth_compressing(r, data, len)) {
 		c = ZSTD_compressCCtx(r->zc, r->open.p + r->open.len, bound,
 				      data, len, ZSTD_LEVEL);
@@ -257,6 +259,7 @@ int cs_chunk_get(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
 	const unsigned char *base;
 	int rc;
 
+	cs_repo_listen(r, CS_LAYER_CHUNKIO, chunkio_event);
 	if (!r->loaded && (rc = cs_index_load(r, why, whylen)))
 		return rc;
 	if (!(e = cs_tab_find(r, id))) {
@@ -288,18 +291,29 @@ int cs_chunk_get(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
 	return cs_blob_decode(base + b.off, &b, out, r->zd, why, whylen);
 }
 
-/* Everything of the index and the packs (repo.c's close). */
-void cs_repo_index_free(struct cs_repo *r)
+/*
+ * What the layers below tell this one (repo.c's hook chain): the
+ * repository closes (every pack handed back by the writer first, while
+ * the index it names them in is still there; then the open pack, the
+ * cache and the zstd contexts go), or a barrier failed, losing what it
+ * cannot name (the open pack is dropped, the index below reloads).
+ */
+static void chunkio_event(struct cs_repo *r, enum cs_event ev)
 {
-	free(r->tab);
-	free(r->packs);
-	free(r->pack_bytes);
-	free(r->pack_weak);
-	free(r->open.p);
-	free(r->oblobs);
-	free(r->cache);
-	free(r->plan);
-	free(r->pending.p);
-	ZSTD_freeCCtx(r->zc);
-	ZSTD_freeDCtx(r->zd);
+	switch (ev) {
+	case CS_EV_CLOSE:
+		cs_put_settle(r);
+		free(r->open.p);
+		free(r->oblobs);
+		free(r->cache);
+		ZSTD_freeCCtx(r->zc);
+		ZSTD_freeDCtx(r->zd);
+		break;
+	case CS_EV_LOST:
+		r->nob = 0;
+		r->open.len = 0;
+		break;
+	case CS_EV_LOCKED:
+		break;
+	}
 }

@@ -76,7 +76,6 @@ static int obj_del(struct cs_repo *r, const char *name)
 {
 	int first = 0;
 
-	cs_put_settle(r);		/* an object put is deleted whole */
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		int rc;

@@ -313,6 +313,13 @@ static int try_lock(struct cs_repo *r, char *why, size_t whylen)
 	return 0;
 }
 
+/* The repository closes: a lock still held is released. */
+static void lock_event(struct cs_repo *r, enum cs_event ev)
+{
+	if (ev == CS_EV_CLOSE && r->locked)
+		cs_unlock(r);
+}
+
 int cs_lock(struct cs_repo *r, const char *what, char *why, size_t whylen)
 {
 	uint64_t deadline = now_s() + r->lock_wait;
@@ -321,7 +328,6 @@ int cs_lock(struct cs_repo *r, const char *what, char *why, size_t whylen)
 
 	if (r->locked)
 		return 0;
-	cs_put_settle(r);
 	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
 		for (size_t i = 0; i < sizeof(rnd); i++)
 			rnd[i] = (unsigned char)random();
@@ -345,11 +351,12 @@ int cs_lock(struct cs_repo *r, const char *what, char *why, size_t whylen)
 		sleep(1);
 	}
 	if (rc == 1) {
-		/* what another writer did before us is not in our cache */
-		cs_index_forget(r);
 		held_add(r->lock_token);
 		r->locked = true;
 		r->lock_renew = now_s() + CS_LOCK_LEASE / 5;
+		cs_repo_listen(r, CS_LAYER_LOCK, lock_event);
+		/* what another writer did before us is in no cache above */
+		cs_repo_event(r, CS_EV_LOCKED);
 		rc = 0;
 	}
 	return rc;
@@ -377,7 +384,6 @@ int cs_lock_renew(struct cs_repo *r)
 
 void cs_unlock(struct cs_repo *r)
 {
-	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct holder h;
 
@@ -399,7 +405,6 @@ int cs_lock_break(struct cs_repo *r, char *out, size_t len)
 
 	if (out && len)
 		out[0] = '\0';
-	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		struct holder h;
@@ -428,7 +433,6 @@ int cs_lock_break(struct cs_repo *r, char *out, size_t len)
 
 int cs_lock_describe(struct cs_repo *r, char *out, size_t len)
 {
-	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		struct holder h;

@@ -7,9 +7,9 @@
  * fragment of an object, and the fragment's header says which (writing:
  * put.c).  A read asks the benefactors in turn, checks each fragment it
  * gets (a corrupt one is reported and counted as lost) and stops as soon
- * as it holds m good ones: replicas read one copy.  Reads, listings and
- * deletes first settle what put.c has in flight, so they see every object
- * put before them.
+ * as it holds m good ones: replicas read one copy.  Reads and listings
+ * run with put.c's writer idle (cs_int.h, THE WRITER IS BUSY), so they
+ * see every object put before them.
  *
  * A benefactor that fails an operation (other than "no such object") is
  * marked down for the rest of the session and named in the warnings
@@ -20,6 +20,16 @@
  * reports them, gc and repair remove them).
  *
  * A SPEC is checked whole before any benefactor is touched (spec.c).
+ *
+ * THE HOOK CHAIN.  This file is below every layer that keeps state in a
+ * repository (the lock, the writer, the index, the chunk layer), and
+ * calls none of them: each registers a listener at its place
+ * (cs_repo_listen) when it first has something to keep, and
+ * cs_repo_event tells them, the highest first, that the repository
+ * closes (here), that the writer lock was taken (lock.c) or that a
+ * barrier lost writes (put.c).  Highest first, so that at the close the
+ * chunk layer has the writer hand back its packs while the index is
+ * still there, and the lock goes last, once the writer thread is joined.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -68,7 +78,6 @@ const char *cs_repo_warnings(struct cs_repo *r)
 {
 	const char *out = "";
 
-	cs_put_settle(r);
 	pthread_mutex_lock(&r->warn_mu);
 	free(r->warn_out);
 	r->warn_out = NULL;
@@ -180,14 +189,26 @@ int cs_rados_open(const char *spec, struct cs_backend **out, char *why,
 }
 #endif
 
+void cs_repo_listen(struct cs_repo *r, enum cs_layer at, cs_listener *fn)
+{
+	r->listen[at] = fn;
+}
+
+void cs_repo_event(struct cs_repo *r, enum cs_event ev)
+{
+	for (int i = CS_NLAYERS - 1; i >= 0; i--)
+		if (r->listen[i])
+			r->listen[i](r, ev);
+}
+
 void cs_repo_close(struct cs_repo *r)
 {
 	if (!r)
 		return;
-	cs_put_settle(r);		/* what was put is kept */
-	cs_put_stop(r);
-	if (r->locked)
-		cs_unlock(r);
+	/* the layers above first, the highest first: the pack layer has
+	   the writer hand back every pack (what was put is kept), the
+	   index goes, the writer thread is joined, a held lock released */
+	cs_repo_event(r, CS_EV_CLOSE);
 	for (unsigned i = 0; i < r->nb; i++) {
 		if (r->b[i] && r->b[i]->ops)
 			r->b[i]->ops->close(r->b[i]);
@@ -196,7 +217,6 @@ void cs_repo_close(struct cs_repo *r)
 			free(r->b[i]);
 		}
 	}
-	cs_repo_index_free(r);
 	free(r->warn.p);
 	free(r->warn_out);
 	pthread_mutex_destroy(&r->warn_mu);
@@ -257,7 +277,6 @@ int cs_obj_get(struct cs_repo *r, const char *name, void **buf, size_t *len,
 	struct cs_redund g;
 	int rc;
 
-	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb && good < need; i++) {
 		void *f;
 		size_t fl;
@@ -314,7 +333,6 @@ void cs_obj_prefetch(struct cs_repo *r, const char *name)
 
 int cs_obj_exists(struct cs_repo *r, const char *name)
 {
-	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		int rc;
@@ -367,7 +385,6 @@ int cs_obj_list(struct cs_repo *r, const char *kind, char ***names,
 	size_t j = 0;
 	int rc;
 
-	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 
@@ -413,7 +430,6 @@ int cs_obj_fragments(struct cs_repo *r, const char *name, unsigned *good,
 	*good = 0;
 	if (why && whylen)
 		why[0] = '\0';
-	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		void *f;
 		size_t fl;
@@ -482,7 +498,6 @@ int cs_strays(struct cs_repo *r, bool remove,
 {
 	struct strays s = { NULL, remove, say, arg, 0, 0 };
 
-	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		int rc;

@@ -422,6 +422,10 @@ out:
 	if (rc && why && !why[0])
 		cs_err(rc, why, whylen, "%s", rc == -EIO ? bt_last_error() :
 		       strerror(-rc));
+	/* failed with packs handed to the writer: written (kept for gc or
+	   the next push) before the lock goes and the caller goes on */
+	if (rc)
+		cs_put_settle(r);
 	bt_txn_abort(p.txn);
 	if (took)
 		cs_unlock(r);
