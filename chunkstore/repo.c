@@ -358,15 +358,8 @@ static int list_one(const char *name, void *arg)
 	struct list_acc *a = arg;
 	char *s;
 
-	if (a->n == a->cap) {
-		size_t c = a->cap ? 2 * a->cap : 64;
-		char **nv = realloc(a->v, c * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		a->v = nv;
-		a->cap = c;
-	}
+	if (vfs_grow((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v)))
+		return -ENOMEM;
 	if (!(s = strdup(name)))
 		return -ENOMEM;
 	a->v[a->n++] = s;
