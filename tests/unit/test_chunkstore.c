@@ -443,6 +443,17 @@ static void spec_of(char *buf, size_t len, const char *q)
 
 #define NCH 40
 
+/* n incompressible chunks of 100000 bytes, chunk i from seed i * mul +
+   add, at data + i * 100000, and their ids. */
+static void rand_chunks(unsigned char *data, unsigned char (*id)[CS_ID_LEN],
+			int n, uint64_t mul, uint64_t add)
+{
+	for (int i = 0; i < n; i++) {
+		fill(data + (size_t)i * 100000, 100000, (uint64_t)i * mul + add);
+		cs_sha256(data + (size_t)i * 100000, 100000, id[i]);
+	}
+}
+
 /* Chunks 0..n-1 of 100000 bytes each, data + i * 100000, all read back. */
 static void get_all(struct cs_repo *r, unsigned char (*id)[CS_ID_LEN],
 		    const unsigned char *data, int n)
@@ -765,10 +776,7 @@ START_TEST(deferred_writes)
 	b->ops->close(b);
 
 	/* packs named at the barrier only */
-	for (int i = 0; i < 100; i++) {
-		fill(data + i * 100000, 100000, (uint64_t)i * 31 + 7);
-		cs_sha256(data + i * 100000, 100000, id[i]);
-	}
+	rand_chunks(data, id, 100, 31, 7);
 	spec_of(spec, sizeof(spec), "?rs=2+2");
 	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
 				      why, sizeof(why)), 0);
@@ -844,10 +852,7 @@ START_TEST(close_in_flight)
 	struct cs_repo *r;
 
 	mk_benef();
-	for (int i = 0; i < 100; i++) {
-		fill(data + i * 100000, 100000, (uint64_t)i * 17 + 3);
-		cs_sha256(data + i * 100000, 100000, id[i]);
-	}
+	rand_chunks(data, id, 100, 17, 3);
 	spec_of(spec, sizeof(spec), "?rs=2+2");
 	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
 				      why, sizeof(why)), 0);
