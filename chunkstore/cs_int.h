@@ -153,15 +153,14 @@ enum cs_layer {
 };
 /* What the hook chain tells the layers (cs_repo_event). */
 enum cs_event {
-	CS_EV_CLOSE,			/* cs_repo_close: stop what runs, free
-					   what is held (the benefactors are
-					   closed after) */
-	CS_EV_LOCKED,			/* the writer lock was just taken:
-					   what another writer did since a
-					   cache was filled is not in it */
-	CS_EV_LOST,			/* a barrier failed: what was written
-					   since the last one is lost, and
-					   which objects is not known */
+	CS_EV_CLOSE,		/* cs_repo_close: stop what runs, free what
+				   is held (the benefactors close after) */
+	CS_EV_LOCKED,		/* the writer lock was just taken: what
+				   another writer did since a cache was
+				   filled is not in it */
+	CS_EV_LOST,		/* a barrier failed: what was written since
+				   the last one is lost, and which objects
+				   is not known */
 };
 struct cs_repo;
 typedef void cs_listener(struct cs_repo *r, enum cs_event ev);

@@ -1,9 +1,10 @@
 /*
  * versionfs-chunk — the chunk store's commands: init, push, list, stats,
  * check and main, which dispatches, here; prune, gc, repair, unlock in
- * chunk_gc.c; what both use in chunk_common.c (versionfs-chunk(8)).  Everything is done by libvfschunk
- * (chunkstore/chunkstore.h); these files parse options, print, and turn
- * errors into "versionfs-chunk: push: ..." lines and exit codes.
+ * chunk_gc.c; what both use in chunk_common.c (versionfs-chunk(8)).
+ * Everything is done by libvfschunk (chunkstore/chunkstore.h); these
+ * files parse options, print, and turn errors into "versionfs-chunk:
+ * push: ..." lines and exit codes.
  *
  * push opens the versionfs store read-only and without its lock
  * (STORE_RDONLY), so it runs beside a mounted daemon.  Writers (push,

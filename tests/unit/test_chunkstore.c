@@ -449,8 +449,10 @@ static void rand_chunks(unsigned char *data, unsigned char (*id)[CS_ID_LEN],
 			int n, uint64_t mul, uint64_t add)
 {
 	for (int i = 0; i < n; i++) {
-		fill(data + (size_t)i * 100000, 100000, (uint64_t)i * mul + add);
-		cs_sha256(data + (size_t)i * 100000, 100000, id[i]);
+		unsigned char *c = data + (size_t)i * 100000;
+
+		fill(c, 100000, (uint64_t)i * mul + add);
+		cs_sha256(c, 100000, id[i]);
 	}
 }
 
