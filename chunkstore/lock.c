@@ -39,6 +39,12 @@
  *
  * A backend without put_excl gets exists-then-put: not atomic; such a
  * backend must be used with one writer at a time (documented).
+ *
+ * Below put.c: the lock's calls reach the benefactors from the caller's
+ * thread with put.c's writer idle (cs_int.h, THE WRITER IS BUSY), and
+ * put.c renews the lease (cs_lock_renew) once its writer is idle.  Taking
+ * the lock tells the layers above (CS_EV_LOCKED: the index forgets what
+ * it cached); the repository's close releases a lock still held.
  */
 #include <errno.h>
 #include <inttypes.h>
