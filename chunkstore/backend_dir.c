@@ -467,10 +467,7 @@ static int dir_flush(struct cs_backend *cb)
 			tmp_unlink(d, p->tmp);
 		} else {
 			touched[k] = true;
-			cs_crash_point(!strcmp(kinds[k], "index") ?
-				       "put-frag-index" :
-				       !strcmp(kinds[k], "manifest") ?
-				       "put-frag-manifest" : "put-frag");
+			cs_crash_frag(p->name);
 		}
 		free(p->tmp);
 		free(p->name);

@@ -7,8 +7,13 @@
  * library's manual; versionfs-chunk(8) and versionfs-restore(8) are its
  * commands.
  *
- * LAYERS, lowest first (each may call only those before it):
+ * LAYERS, lowest first.  Each file calls only those before it; where a
+ * lower layer must tell an upper one something (the writer thread
+ * handing back a finished pack, the repository closing), it does so
+ * through a function the upper one registered (cs_int.h, CALLS UP):
  *
+ *   test hooks        crash and stop points for tests           crash.c
+ *                     (VFS_CHUNK_CRASH, VFS_CHUNK_STOP)
  *   hash, chunking    cs_sha256, ids                            chunk.c
  *                     cs_cdc_cut, cs_cdc_chunk (FastCDC cuts,   cdc.c
  *                     and the chunk's id)
@@ -16,19 +21,24 @@
  *                     parity, Reed-Solomon through ISA-L), each
  *                     with a checked header; and back from any
  *                     M of them
+ *   formats           a pack's bytes (header, id, blobs); a     pack.c,
+ *                     manifest's (a checkpoint's tree and its   manifest.c
+ *                     chunk lists)
+ *   SPECs             a SPEC taken apart and checked, no        spec.c
+ *                     benefactor touched
  *   backends          put/get/exists/list/delete of named       backend_dir.c,
  *                     objects on one benefactor (dir:), or in   backend_rados.c
  *                     a Ceph pool (rados:)
- *   repository        a SPEC: benefactors + redundancy; whole   repo.c
- *                     objects in, whole objects out
- *   writing           fragments placed on benefactors; the      put.c
- *                     writer thread packs go to (it hands each
- *                     one back to pack.c when done); the
- *                     durability barrier
- *   packs, index      chunks in packs; the chunk -> pack index  pack.c,
- *                                                               index.c
- *   manifests         a checkpoint's tree and chunk lists       manifest.c
+ *   repository        a SPEC opened: benefactors + redundancy;  repo.c
+ *                     whole objects out; the hook chain that
+ *                     tells the layers above of its close
  *   writer lock       one writer at a time (put_excl, lease)    lock.c
+ *   writing           whole objects in: fragments placed on     put.c
+ *                     benefactors; the writer thread packs go
+ *                     to (each handed back through a callback);
+ *                     the durability barrier
+ *   index             the chunk -> pack index, index objects    index.c
+ *   chunks            chunks into packs and back out            chunkio.c
  *   restore           a manifest -> a plain tree                restore.c
  *   prune, gc         manifests dropped, mark and sweep         gc.c
  *   repair            lost fragments re-created, per-benefactor repair.c
@@ -46,10 +56,17 @@
  * missing, a fragment that is corrupt).
  *
  * THREADS.  A struct cs_repo is used by one thread at a time.  Inside,
- * packs are encoded and written by a writer thread of the repository
- * while the caller goes on chunking (put.c), and the backends' durability
- * barriers run in parallel; both are joined before any call that reads,
- * deletes or refers to what was written returns.
+ * while a push puts chunks (cs_chunk_put), packs are encoded and written
+ * by a writer thread of the repository as the caller goes on chunking
+ * (put.c), and the backends' durability barriers run in parallel.
+ * cs_chunk_flush and cs_obj_put join both before they return, and so do
+ * cs_chunk_get of a chunk whose pack is still being written and
+ * cs_repo_close; until one of them, the repository takes only
+ * cs_chunk_put, cs_chunk_has, cs_chunk_get, cs_chunk_flush, cs_obj_put,
+ * cs_repo_stats, cs_repo_warnings (what the writer found so far) and
+ * cs_repo_close.  cs_push keeps to that, and joins them before it
+ * returns, failed or not: every other call (a read, a listing, a delete,
+ * the lock) finds the writer idle and everything put before it visible.
  */
 #ifndef VFS_CHUNKSTORE_H
 #define VFS_CHUNKSTORE_H
@@ -357,7 +374,7 @@ int cs_lock_break(struct cs_repo *r, char *out, size_t len);
    0 (for check). */
 int cs_lock_describe(struct cs_repo *r, char *out, size_t len);
 
-/* ---- packs and the chunk index (pack.c, index.c) --------------------------- */
+/* ---- packs and the chunk index (pack.c, index.c, chunkio.c) ------------- */
 
 #define CS_PACK_TARGET	(4u << 20)	/* a pack is closed past this */
 #define CS_READAHEAD	8		/* packs a restore reads ahead */

@@ -76,7 +76,6 @@ static int obj_del(struct cs_repo *r, const char *name)
 {
 	int first = 0;
 
-	cs_put_settle(r);		/* an object put is deleted whole */
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		int rc;
@@ -224,7 +223,7 @@ int cs_gc_mark(struct cs_repo *r, bool *live, char ***broken, size_t *nbroken,
 {
 	struct mark mk = { r, live, NULL, why, whylen };
 	char **names = NULL;
-	size_t n = 0;
+	size_t n = 0, bcap = 0;
 	int rc;
 
 	*broken = NULL;
@@ -244,15 +243,10 @@ int cs_gc_mark(struct cs_repo *r, bool *live, char ***broken, size_t *nbroken,
 
 		cs_obj_fragments(r, names[i], &good, &g, NULL, 0);
 		if (good < g.m) {	/* never acknowledged: garbage */
-			char **nb = realloc(*broken, (*nbroken + 1) *
-					    sizeof(char *));
-
-			if (!nb) {
-				rc = -ENOMEM;
+			if ((rc = vfs_grow((void **)broken, &bcap,
+					   *nbroken + 1, sizeof(**broken))))
 				break;
-			}
-			*broken = nb;
-			nb[(*nbroken)++] = names[i];
+			(*broken)[(*nbroken)++] = names[i];
 			names[i] = NULL;
 			continue;
 		}
@@ -275,26 +269,18 @@ int cs_gc_mark(struct cs_repo *r, bool *live, char ***broken, size_t *nbroken,
 struct pend {
 	char **name;
 	uint64_t *since;
-	size_t n, cap;
+	size_t n, name_cap, since_cap;
 };
 
 static int pend_add(struct pend *p, const char *name, uint64_t since)
 {
-	size_t c = p->cap;
+	int rc;
 
-	if (p->n == p->cap) {
-		char **nn;
-		uint64_t *ns;
-
-		c = c ? 2 * c : 64;
-		if (!(nn = realloc(p->name, c * sizeof(*nn))))
-			return -ENOMEM;
-		p->name = nn;
-		if (!(ns = realloc(p->since, c * sizeof(*ns))))
-			return -ENOMEM;
-		p->since = ns;
-		p->cap = c;
-	}
+	if ((rc = vfs_grow((void **)&p->name, &p->name_cap, p->n + 1,
+			   sizeof(*p->name))) ||
+	    (rc = vfs_grow((void **)&p->since, &p->since_cap, p->n + 1,
+			   sizeof(*p->since))))
+		return rc;
 	if (!(p->name[p->n] = strdup(name)))
 		return -ENOMEM;
 	p->since[p->n++] = since;

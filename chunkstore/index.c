@@ -22,6 +22,8 @@
 #define INDEX_MAGIC	"VFSCINDX"
 #define INDEX_HDR	32
 
+static void index_event(struct cs_repo *r, enum cs_event ev);
+
 static struct cs_ient *tab_slot(struct cs_repo *r,
 				const unsigned char id[CS_ID_LEN])
 {
@@ -100,28 +102,21 @@ int cs_tab_add(struct cs_repo *r, const struct cs_blob *b, uint32_t pack)
 int cs_pack_slot(struct cs_repo *r, const unsigned char id[CS_ID_LEN],
 		 uint64_t bytes, uint32_t *no, bool *fresh, bool slot)
 {
+	int rc;
+
 	for (size_t i = 0; i < r->npacks && !slot; i++)
 		if (!memcmp(r->packs[i], id, CS_ID_LEN)) {
 			*no = (uint32_t)i;
 			*fresh = false;
 			return 0;
 		}
-	if (r->npacks == r->packs_cap) {
-		size_t c = r->packs_cap ? 2 * r->packs_cap : 64;
-		void *a = realloc(r->packs, c * CS_ID_LEN);
-		void *b;
-
-		if (!a)
-			return -ENOMEM;
-		r->packs = a;
-		if (!(b = realloc(r->pack_bytes, c * sizeof(uint64_t))))
-			return -ENOMEM;
-		r->pack_bytes = b;
-		if (!(b = realloc(r->pack_weak, c * sizeof(bool))))
-			return -ENOMEM;
-		r->pack_weak = b;
-		r->packs_cap = c;
-	}
+	if ((rc = vfs_grow((void **)&r->packs, &r->packs_cap, r->npacks + 1,
+			   CS_ID_LEN)) ||
+	    (rc = vfs_grow((void **)&r->pack_bytes, &r->pack_bytes_cap,
+			   r->npacks + 1, sizeof(*r->pack_bytes))) ||
+	    (rc = vfs_grow((void **)&r->pack_weak, &r->pack_weak_cap,
+			   r->npacks + 1, sizeof(*r->pack_weak))))
+		return rc;
 	memcpy(r->packs[r->npacks], id, CS_ID_LEN);
 	r->pack_bytes[r->npacks] = bytes;
 	r->pack_weak[r->npacks] = false;
@@ -229,6 +224,7 @@ int cs_index_load(struct cs_repo *r, char *why, size_t whylen)
 	size_t n = 0;
 	int rc;
 
+	cs_repo_listen(r, CS_LAYER_INDEX, index_event);
 	if (r->loaded)
 		return 0;
 	if ((rc = cs_obj_list(r, "index", &names, &n)))
@@ -371,7 +367,6 @@ int cs_pack_no(struct cs_repo *r, const char *name, uint32_t *no)
 {
 	unsigned char id[CS_ID_LEN];
 
-	cs_put_settle(r);		/* every slot named */
 	if (strncmp(name, "pack/", 5) || cs_id_parse(name + 5, id))
 		return -EINVAL;
 	for (size_t i = 0; i < r->npacks; i++)
@@ -399,7 +394,6 @@ int cs_index_rewrite(struct cs_repo *r, const bool *keep, char *name,
 	if (r->nob)
 		return cs_err(-EBUSY, why, whylen, "index rewrite during a "
 			      "write");
-	cs_put_settle(r);		/* every slot named */
 	r->pending.len = 0;		/* what the load noted: covered here */
 	r->pending_packs = 0;
 	for (size_t p = 0; p < r->npacks && !rc; p++) {
@@ -457,7 +451,6 @@ int cs_pack_foreach(struct cs_repo *r,
 	char name[80];
 	int rc = 0;
 
-	cs_put_settle(r);		/* every slot named */
 	if (!(cnt = calloc(r->npacks + 1, sizeof(size_t))))
 		return -ENOMEM;
 	for (size_t i = 0; i < r->tab_cap; i++)
@@ -469,6 +462,17 @@ int cs_pack_foreach(struct cs_repo *r,
 	}
 	free(cnt);
 	return rc;
+}
+
+/* (cs_int.h.)  The plan is of pack numbers, which are the index's: it is
+   forgotten with them. */
+void cs_pack_plan(struct cs_repo *r, uint32_t *plan, size_t n)
+{
+	cs_repo_listen(r, CS_LAYER_INDEX, index_event);
+	free(r->plan);
+	r->plan = plan;
+	r->plan_n = plan ? n : 0;
+	r->plan_at = r->plan_next = 0;
 }
 
 /*
@@ -492,16 +496,35 @@ void cs_index_forget(struct cs_repo *r)
 	r->pack_bytes = NULL;
 	r->pack_weak = NULL;
 	r->tab_n = r->tab_cap = r->npacks = r->packs_cap = 0;
-	r->pack_bytes_cap = r->indexed_from = 0;
+	r->pack_bytes_cap = r->pack_weak_cap = 0;
 	r->pending.len = 0;
 	r->cached = false;
 	r->loaded = false;
 	cs_pack_plan(r, NULL, 0);	/* its pack numbers are gone */
 }
 
-void cs_index_forget_all(struct cs_repo *r)
+/*
+ * What the layers below tell this one (repo.c's hook chain): the
+ * repository closes (the tables go; the chunk layer above has had every
+ * pack handed back already), the writer lock was just taken (what another
+ * writer did before is not in the cache: forgotten), or a barrier failed
+ * losing what it cannot name (forgotten: reloaded from the store; the
+ * layer above has dropped the open pack).
+ */
+static void index_event(struct cs_repo *r, enum cs_event ev)
 {
-	r->nob = 0;
-	r->open.len = 0;
-	cs_index_forget(r);
+	switch (ev) {
+	case CS_EV_CLOSE:
+		free(r->tab);
+		free(r->packs);
+		free(r->pack_bytes);
+		free(r->pack_weak);
+		free(r->plan);
+		free(r->pending.p);
+		break;
+	case CS_EV_LOCKED:
+	case CS_EV_LOST:
+		cs_index_forget(r);
+		break;
+	}
 }

@@ -39,6 +39,12 @@
  *
  * A backend without put_excl gets exists-then-put: not atomic; such a
  * backend must be used with one writer at a time (documented).
+ *
+ * Below put.c: the lock's calls reach the benefactors from the caller's
+ * thread with put.c's writer idle (cs_int.h, THE WRITER IS BUSY), and
+ * put.c renews the lease (cs_lock_renew) once its writer is idle.  Taking
+ * the lock tells the layers above (CS_EV_LOCKED: the index forgets what
+ * it cached); the repository's close releases a lock still held.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -313,6 +319,13 @@ static int try_lock(struct cs_repo *r, char *why, size_t whylen)
 	return 0;
 }
 
+/* The repository closes: a lock still held is released. */
+static void lock_event(struct cs_repo *r, enum cs_event ev)
+{
+	if (ev == CS_EV_CLOSE && r->locked)
+		cs_unlock(r);
+}
+
 int cs_lock(struct cs_repo *r, const char *what, char *why, size_t whylen)
 {
 	uint64_t deadline = now_s() + r->lock_wait;
@@ -321,7 +334,6 @@ int cs_lock(struct cs_repo *r, const char *what, char *why, size_t whylen)
 
 	if (r->locked)
 		return 0;
-	cs_put_settle(r);
 	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
 		for (size_t i = 0; i < sizeof(rnd); i++)
 			rnd[i] = (unsigned char)random();
@@ -345,11 +357,12 @@ int cs_lock(struct cs_repo *r, const char *what, char *why, size_t whylen)
 		sleep(1);
 	}
 	if (rc == 1) {
-		/* what another writer did before us is not in our cache */
-		cs_index_forget(r);
 		held_add(r->lock_token);
 		r->locked = true;
 		r->lock_renew = now_s() + CS_LOCK_LEASE / 5;
+		cs_repo_listen(r, CS_LAYER_LOCK, lock_event);
+		/* what another writer did before us is in no cache above */
+		cs_repo_event(r, CS_EV_LOCKED);
 		rc = 0;
 	}
 	return rc;
@@ -377,7 +390,6 @@ int cs_lock_renew(struct cs_repo *r)
 
 void cs_unlock(struct cs_repo *r)
 {
-	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct holder h;
 
@@ -399,7 +411,6 @@ int cs_lock_break(struct cs_repo *r, char *out, size_t len)
 
 	if (out && len)
 		out[0] = '\0';
-	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		struct holder h;
@@ -428,7 +439,6 @@ int cs_lock_break(struct cs_repo *r, char *out, size_t len)
 
 int cs_lock_describe(struct cs_repo *r, char *out, size_t len)
 {
-	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		struct holder h;
@@ -456,38 +466,4 @@ void cs_repo_set_lock_wait(struct cs_repo *r, unsigned secs)
 bool cs_repo_locked(const struct cs_repo *r)
 {
 	return r->locked;
-}
-
-/* Whether env var `var` ("where" or "where:n") fires at this passage. */
-static bool fires(const char *var, const char *where, unsigned *count)
-{
-	const char *e = getenv(var);
-	size_t wl = strlen(where);
-	unsigned n = 1;
-
-	if (!e || strncmp(e, where, wl) || (e[wl] && e[wl] != ':'))
-		return false;
-	if (e[wl] == ':')
-		n = (unsigned)strtoul(e + wl + 1, NULL, 10);
-	return __atomic_add_fetch(count, 1, __ATOMIC_SEQ_CST) == n;
-}
-
-bool cs_crash_armed(void)
-{
-	return getenv("VFS_CHUNK_CRASH") || getenv("VFS_CHUNK_STOP");
-}
-
-/* Called from the writer thread and the barrier's threads too: the
-   counts are atomic, and both signals act on the whole process. */
-void cs_crash_point(const char *where)
-{
-	static unsigned crash, stop;
-
-	if (fires("VFS_CHUNK_CRASH", where, &crash))
-		raise(SIGKILL);
-	if (fires("VFS_CHUNK_STOP", where, &stop)) {
-		fprintf(stderr, "versionfs-chunk: stopped at %s "
-			"(VFS_CHUNK_STOP)\n", where);
-		raise(SIGSTOP);
-	}
 }

@@ -11,14 +11,16 @@
  * THE PIPELINE.  A push is a producer (read, SHA-256 of each chunk, the
  * dedup lookup, zstd, in the caller's thread) and a consumer (the pack's
  * SHA-256, which names it; its fragments: RS or XOR, checksums; writing
- * them).  pack.c hands each closed pack to the repository's writer thread
- * (cs_pack_hand) with a slot in the chunk index whose id is filled in
- * later, so that the pack's chunks deduplicate at once; the caller goes on
- * chunking and blocks only when PQ_SLOTS packs are in flight.  The two
- * halves cost about the same per byte, so they use two cores.  Finished
- * packs are reaped in the caller's thread (cs_pack_done: the id, the
- * section of the next index object; a pack not written whole is left
- * weak: not deduplicated against, in no index) and their buffers reused.
+ * them).  chunkio.c hands each closed pack to the repository's writer
+ * thread (cs_put_pack) with a slot in the chunk index whose id is filled
+ * in later, so that the pack's chunks deduplicate at once; the caller
+ * goes on chunking and blocks only when PQ_SLOTS packs are in flight.
+ * The two halves cost about the same per byte, so they use two cores.
+ * Finished packs are reaped in the caller's thread and handed back
+ * through the function chunkio.c gave with each (the id, the section of
+ * the next index object; a pack not written whole is left weak: not
+ * deduplicated against, in no index): this file never calls the layers
+ * above it by name.  Their buffers are reused.
  * One writer thread, not one per benefactor: with deferred durability
  * (below) a fragment write is a copy into the page cache, and one thread
  * keeps the calls to a backend on one thread at a time (rados: is not
@@ -40,9 +42,16 @@
  * fails a write is passed over as before.
  *
  * Failures of the writer and of a barrier are kept (put_err) and returned
- * by the next put or barrier.  Everything that reads, lists or deletes
- * objects, and the lock, settles first (cs_put_settle): the writer idle,
- * its packs reaped, deferred objects visible.
+ * by the next put or barrier; a barrier that lost what it cannot name
+ * tells the layers above (CS_EV_LOST: the index reloads).
+ *
+ * WHO SETTLES.  cs_put_settle (the writer idle, its packs handed back,
+ * deferred objects visible) is needed only where a push's chunk phase
+ * can end, since only chunkio.c hands packs over: here (the barriers of
+ * cs_chunk_flush and cs_obj_put, and the close), chunkio.c (a chunk read
+ * from a pack in flight, the close) and chunkvfs/push.c (a push that
+ * fails).  Reads, listings, deletes, the lock and repair run with the
+ * writer idle (cs_int.h, THE WRITER IS BUSY).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -60,6 +69,7 @@ struct pq_job {
 	size_t len, cap;
 	struct cs_blob *blobs;		/* its entries, for the index */
 	size_t nblobs;
+	cs_pack_done_fn *back;		/* hands it back (cs_put_pack) */
 	unsigned char id[CS_ID_LEN];	/* out: its SHA-256 */
 	int rc;				/* out */
 	bool done;
@@ -174,9 +184,7 @@ static int obj_write(struct cs_repo *r, const char *name, const void *buf,
 			r->dirty = true;
 		/* deferred: the backend's flush says when it is stored */
 		if (!b->ops->put_deferred)
-			cs_crash_point(!refers(name) ? "put-frag" :
-				       name[0] == 'm' ? "put-frag-manifest" :
-				       "put-frag-index");
+			cs_crash_frag(name);
 	}
 	cs_frag_views_free(v, n);
 	if (done < n)
@@ -223,6 +231,8 @@ static void *writer(void *arg)
 	return NULL;
 }
 
+static void put_event(struct cs_repo *r, enum cs_event ev);
+
 /* Start the writer thread (0, or -errno: the caller writes itself). */
 static int pq_start(struct cs_repo *r)
 {
@@ -243,6 +253,7 @@ static int pq_start(struct cs_repo *r)
 		r->pq = NULL;
 		return -rc;
 	}
+	cs_repo_listen(r, CS_LAYER_PUT, put_event);
 	return 0;
 }
 
@@ -255,12 +266,12 @@ static void note_err(struct cs_repo *r, int rc, const char *why)
 	}
 }
 
-/* A pack the writer is done with: its name to the index, its buffer
-   kept for the next pack. */
+/* A pack the writer is done with: handed back to the pack layer (its
+   name to the index), its buffer kept for the next pack. */
 static void reap_one(struct cs_repo *r, struct pq_job *j)
 {
-	int rc = cs_pack_done(r, j->no, j->id, j->len, j->blobs, j->nblobs,
-			      j->rc == 0);
+	int rc = j->back(r, j->no, j->id, j->len, j->blobs, j->nblobs,
+			 j->rc == 0);
 
 	note_err(r, j->rc ? j->rc : rc, j->rc ? j->why : "out of memory");
 	free(j->blobs);
@@ -302,9 +313,10 @@ static void pq_wait(struct cs_repo *r, bool room)
  * The first failure of the writer or of a barrier since the last call,
  * handed to the caller and forgotten.  A pack the writer could not write
  * whole was already taken out of the chunk index's dedup and next index
- * object (cs_pack_done); where what was lost is not known (a barrier
- * failed: a benefactor lost what it had not made durable) the index is
- * reloaded from what the store holds.
+ * object (its done callback); where what was lost is not known (a barrier
+ * failed: a benefactor lost what it had not made durable) the layers
+ * above are told (CS_EV_LOST: the index is reloaded from what the store
+ * holds).
  */
 static int take_err(struct cs_repo *r, char *why, size_t whylen)
 {
@@ -313,13 +325,15 @@ static int take_err(struct cs_repo *r, char *why, size_t whylen)
 	if (rc)
 		cs_err(rc, why, whylen, "%s", r->put_why);
 	r->put_err = 0;
-	if (r->put_lost_unknown)
-		cs_index_forget_all(r);
-	r->put_lost_unknown = false;
+	if (r->put_lost_unknown) {
+		r->put_lost_unknown = false;
+		cs_repo_event(r, CS_EV_LOST);
+	}
 	return rc;
 }
 
-void cs_put_stop(struct cs_repo *r)
+/* Join the writer thread (after a settle: nothing left to hand back). */
+static void put_stop(struct cs_repo *r)
 {
 	struct cs_putq *q = r->pq;
 
@@ -422,6 +436,16 @@ int cs_put_barrier(struct cs_repo *r, char *why, size_t whylen)
 	return take_err(r, why, whylen);
 }
 
+/* The repository closes: what was put is kept, the thread joined (the
+   pack layer, above, settled first: every pack handed back). */
+static void put_event(struct cs_repo *r, enum cs_event ev)
+{
+	if (ev != CS_EV_CLOSE)
+		return;
+	cs_put_settle(r);
+	put_stop(r);
+}
+
 /* ---- puts ---- */
 
 /* The lease of the lock, renewed with the writer idle (lock.c's writes
@@ -434,9 +458,9 @@ static void renew(struct cs_repo *r)
 	}
 }
 
-int cs_pack_hand(struct cs_repo *r, uint32_t no, unsigned char *buf,
-		 size_t len, size_t cap, const struct cs_blob *blobs,
-		 size_t nblobs, char *why, size_t whylen)
+int cs_put_pack(struct cs_repo *r, uint32_t no, unsigned char *buf,
+		size_t len, size_t cap, const struct cs_blob *blobs,
+		size_t nblobs, cs_pack_done_fn *done, char *why, size_t whylen)
 {
 	struct pq_job *j, solo;
 	struct cs_putq *q;
@@ -449,7 +473,7 @@ int cs_pack_hand(struct cs_repo *r, uint32_t no, unsigned char *buf,
 	if (pq_start(r)) {		/* no thread: written here, deferred */
 		solo = (struct pq_job){ .no = no, .buf = buf, .len = len,
 					.cap = cap, .blobs = bl,
-					.nblobs = nblobs };
+					.nblobs = nblobs, .back = done };
 		pack_job(r, &solo);
 		reap_one(r, &solo);
 		return 0;
@@ -463,7 +487,7 @@ int cs_pack_hand(struct cs_repo *r, uint32_t no, unsigned char *buf,
 	pthread_mutex_lock(&q->mu);
 	j = &q->q[(q->head + q->n) % PQ_SLOTS];
 	*j = (struct pq_job){ .no = no, .buf = buf, .len = len, .cap = cap,
-			      .blobs = bl, .nblobs = nblobs };
+			      .blobs = bl, .nblobs = nblobs, .back = done };
 	q->n++;
 	pthread_cond_broadcast(&q->cv);
 	pthread_mutex_unlock(&q->mu);

@@ -228,7 +228,6 @@ static int count_one(const char *name, void *arg)
 
 int cs_benef_stats(struct cs_repo *r, unsigned i, struct cs_benef_stats *s)
 {
-	cs_put_settle(r);
 	struct cs_backend *b;
 	int rc = 0;
 

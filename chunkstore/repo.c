@@ -7,9 +7,9 @@
  * fragment of an object, and the fragment's header says which (writing:
  * put.c).  A read asks the benefactors in turn, checks each fragment it
  * gets (a corrupt one is reported and counted as lost) and stops as soon
- * as it holds m good ones: replicas read one copy.  Reads, listings and
- * deletes first settle what put.c has in flight, so they see every object
- * put before them.
+ * as it holds m good ones: replicas read one copy.  Reads and listings
+ * run with put.c's writer idle (cs_int.h, THE WRITER IS BUSY), so they
+ * see every object put before them.
  *
  * A benefactor that fails an operation (other than "no such object") is
  * marked down for the rest of the session and named in the warnings
@@ -19,17 +19,22 @@
  * fragment, never a failed benefactor; cs_strays walks those (check
  * reports them, gc and repair remove them).
  *
- * A SPEC is checked whole (spec_parse, cs_spec_check) before any
- * benefactor is touched: a benefactor named twice, or an empty one, would
- * not read as a bad spec but as a store that fails every push (two
- * fragments of one object under one file name).
+ * A SPEC is checked whole before any benefactor is touched (spec.c).
+ *
+ * THE HOOK CHAIN.  This file is below every layer that keeps state in a
+ * repository (the lock, the writer, the index, the chunk layer), and
+ * calls none of them: each registers a listener at its place
+ * (cs_repo_listen) when it first has something to keep, and
+ * cs_repo_event tells them, the highest first, that the repository
+ * closes (here), that the writer lock was taken (lock.c) or that a
+ * barrier lost writes (put.c).  Highest first, so that at the close the
+ * chunk layer has the writer hand back its packs while the index is
+ * still there, and the lock goes last, once the writer thread is joined.
  */
 #include <errno.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "chunkstore/chunkstore.h"
 #include "chunkstore/cs_int.h"
@@ -48,33 +53,6 @@ void cs_each(void *(*fn)(void *), void *arg, size_t size, unsigned n)
 		else
 			fn((char *)arg + i * size);
 	}
-}
-
-int cs_buf_need(struct cs_buf *b, size_t more)
-{
-	size_t c = b->cap ? b->cap : 4096;
-	unsigned char *p;
-
-	if (b->len + more <= b->cap)
-		return 0;
-	while (c < b->len + more)
-		c *= 2;
-	if (!(p = realloc(b->p, c)))
-		return -ENOMEM;
-	b->p = p;
-	b->cap = c;
-	return 0;
-}
-
-int cs_buf_add(struct cs_buf *b, const void *p, size_t n)
-{
-	int rc = cs_buf_need(b, n);
-
-	if (!rc && n) {
-		memcpy(b->p + b->len, p, n);
-		b->len += n;
-	}
-	return rc;
 }
 
 void cs_warn(struct cs_repo *r, const char *fmt, ...)
@@ -100,7 +78,6 @@ const char *cs_repo_warnings(struct cs_repo *r)
 {
 	const char *out = "";
 
-	cs_put_settle(r);
 	pthread_mutex_lock(&r->warn_mu);
 	free(r->warn_out);
 	r->warn_out = NULL;
@@ -122,197 +99,11 @@ void cs_mark_down(struct cs_repo *r, struct cs_backend *b, int err,
 	b->err = err;
 }
 
-/* A decimal number at *p, digits only (no sign, no space): *v and *p past
-   it. */
-static bool num(const char **p, unsigned *v)
-{
-	unsigned long x;
-	char *end;
-
-	if (**p < '0' || **p > '9')
-		return false;
-	errno = 0;
-	x = strtoul(*p, &end, 10);
-	if (errno || x > UINT_MAX)
-		return false;
-	*v = (unsigned)x;
-	*p = end;
-	return true;
-}
-
-/* The redundancy q names (NULL: the default) over nb benefactors. */
-static int parse_redund(const char *q, unsigned nb, struct cs_redund *red,
-			char *why, size_t whylen)
-{
-	const char *p = q;
-	unsigned a, b;
-
-	if (!q) {
-		*red = (struct cs_redund){ CS_REPLICA, 1, nb > 1 ? 1 : 0 };
-	} else if (!strncmp(q, "replicas=", 9) && (p = q + 9, num(&p, &a)) &&
-		   !*p) {
-		if (a < 1 || a > nb)
-			return cs_err(-EINVAL, why, whylen, "replicas=%u needs "
-				      "1 to %u benefactors", a, nb);
-		*red = (struct cs_redund){ CS_REPLICA, 1, a - 1 };
-	} else if (!strcmp(q, "parity")) {
-		if (nb < 2)
-			return cs_err(-EINVAL, why, whylen, "parity needs at "
-				      "least 2 benefactors");
-		*red = (struct cs_redund){ CS_XOR, nb - 1, 1 };
-	} else if (!strncmp(q, "rs=", 3) && (p = q + 3, num(&p, &a)) &&
-		   *p++ == '+' && num(&p, &b) && !*p) {
-		if (a < 1 || b < 1 || a > nb || b > nb || a + b > nb)
-			return cs_err(-EINVAL, why, whylen, "rs=%u+%u needs %u "
-				      "benefactors, the spec names %u", a, b,
-				      a + b, nb);
-		*red = (struct cs_redund){ CS_RS, a, b };
-	} else {
-		return cs_err(-EINVAL, why, whylen, "unknown redundancy '%s' "
-			      "(replicas=R, parity or rs=M+K)", q);
-	}
-	return 0;
-}
-
-int cs_rados_split(char *s, char **pool, char **conf, char **user, char **ns)
-{
-	char *opt = strchr(s, ',');
-
-	*conf = *user = *ns = NULL;
-	if (opt)
-		*opt++ = 0;
-	*pool = s;
-	if ((*conf = strchr(s, '@')))
-		*(*conf)++ = 0;
-	if (!**pool || (*conf && !**conf))
-		return -EINVAL;
-	while (opt) {			/* an empty one too: "P,", "P,,user=U" */
-		char *next = strchr(opt, ',');
-
-		if (next)
-			*next++ = 0;
-		if (!strncmp(opt, "user=", 5) && opt[5])
-			*user = opt + 5;
-		else if (!strncmp(opt, "namespace=", 10))
-			*ns = opt + 10;
-		else
-			return -EINVAL;
-		opt = next;
-	}
-	return 0;
-}
-
-/* A SPEC taken apart (spec_parse); the pieces point into s. */
-struct spec {
-	char *s;
-	bool rados;			/* item[0]: what follows "rados:" */
-	char *item[CS_MAX_FRAGS];	/* dir: the benefactors' paths */
-	unsigned n;
-	struct cs_redund red;
-};
-
-/* No two benefactors of a dir: spec are one directory, by name or, where
-   they exist, by st_dev/st_ino (links resolved). */
-static int spec_distinct(const char *spec, const struct spec *sp, char *why,
-			 size_t whylen)
-{
-	struct stat st[CS_MAX_FRAGS];
-	bool ok[CS_MAX_FRAGS];
-
-	for (unsigned i = 0; i < sp->n; i++) {
-		ok[i] = !stat(sp->item[i], &st[i]);
-		for (unsigned j = 0; j < i; j++)
-			if (!strcmp(sp->item[i], sp->item[j]) ||
-			    (ok[i] && ok[j] && st[i].st_dev == st[j].st_dev &&
-			     st[i].st_ino == st[j].st_ino))
-				return cs_err(-EINVAL, why, whylen, "'%s': %s "
-					      "and %s are the same directory "
-					      "(benefactor %u and %u): a "
-					      "benefactor may be named once, it "
-					      "holds one fragment of an object",
-					      spec, sp->item[j], sp->item[i],
-					      j + 1, i + 1);
-	}
-	return 0;
-}
-
-/*
- * Take SPEC apart and check all of it before any benefactor is touched:
- * the scheme, no empty benefactor ("dir:/a,,/b", "dir:/a,"), none named
- * twice, at most CS_MAX_FRAGS, a redundancy they can hold; a rados: spec's
- * syntax.  0, or -EINVAL with why; sp->s is malloc'ed either way.
- */
-static int spec_parse(const char *spec, struct spec *sp, char *why,
-		      size_t whylen)
-{
-	char *p, *q, *tmp, *a, *b, *c, *d;
-	int rc;
-
-	memset(sp, 0, sizeof(*sp));
-	if (!(sp->s = strdup(spec)))
-		return -ENOMEM;
-	if (!strncmp(sp->s, "rados:", 6)) {
-		/* one backend; the pool's replication or erasure coding is
-		   the redundancy (versionfs-chunk(8)) */
-		sp->rados = true;
-		sp->item[sp->n++] = sp->s + 6;
-		if (strchr(sp->s, '?'))
-			return cs_err(-EINVAL, why, whylen, "'%s': a rados: "
-				      "chunk store has its pool's redundancy; "
-				      "no ?options", spec);
-		if (!(tmp = strdup(sp->s + 6)))
-			return -ENOMEM;
-		rc = cs_rados_split(tmp, &a, &b, &c, &d);
-		free(tmp);
-		if (rc)
-			return cs_err(-EINVAL, why, whylen, "'%s': not rados:"
-				      "POOL[@CONF][,user=NAME][,namespace=NS]",
-				      spec);
-		return parse_redund(NULL, 1, &sp->red, why, whylen);
-	}
-	if (strncmp(sp->s, "dir:", 4))
-		return cs_err(-EINVAL, why, whylen, "'%s': not a chunk store "
-			      "(dir:/b1,/b2?rs=2+1 or rados:POOL)", spec);
-	if ((q = strchr(sp->s, '?')) && !(*q++ = '\0', *q))
-		return cs_err(-EINVAL, why, whylen, "'%s': nothing after '?' "
-			      "(replicas=R, parity or rs=M+K)", spec);
-	if (!sp->s[4])
-		return cs_err(-EINVAL, why, whylen, "'%s' names no benefactor",
-			      spec);
-	for (p = sp->s + 4; p;) {
-		char *comma = strchr(p, ',');
-
-		if (comma)
-			*comma++ = '\0';
-		if (!*p)
-			return cs_err(-EINVAL, why, whylen, "'%s': benefactor "
-				      "%u is empty (two commas, or one at an "
-				      "end)", spec, sp->n + 1);
-		if (sp->n == CS_MAX_FRAGS)
-			return cs_err(-EINVAL, why, whylen, "'%s': more than %d "
-				      "benefactors", spec, CS_MAX_FRAGS);
-		sp->item[sp->n++] = p;
-		p = comma;
-	}
-	if ((rc = spec_distinct(spec, sp, why, whylen)))
-		return rc;
-	return parse_redund(q, sp->n, &sp->red, why, whylen);
-}
-
-int cs_spec_check(const char *spec, char *why, size_t whylen)
-{
-	struct spec sp;
-	int rc = spec_parse(spec, &sp, why, whylen);
-
-	free(sp.s);
-	return rc;
-}
-
 int cs_repo_open(const char *spec, unsigned flags, struct cs_repo **out,
 		 char *why, size_t whylen)
 {
 	struct cs_repo *r = calloc(1, sizeof(*r));
-	struct spec sp = { 0 };
+	struct cs_spec sp = { 0 };
 	unsigned up = 0;
 	int rc;
 
@@ -324,7 +115,7 @@ int cs_repo_open(const char *spec, unsigned flags, struct cs_repo **out,
 		goto fail;
 	}
 	/* the whole spec is checked before any benefactor is touched */
-	if ((rc = spec_parse(spec, &sp, why, whylen)))
+	if ((rc = cs_spec_parse(spec, &sp, why, whylen)))
 		goto fail;
 	r->red = sp.red;
 	if (sp.rados) {
@@ -398,14 +189,26 @@ int cs_rados_open(const char *spec, struct cs_backend **out, char *why,
 }
 #endif
 
+void cs_repo_listen(struct cs_repo *r, enum cs_layer at, cs_listener *fn)
+{
+	r->listen[at] = fn;
+}
+
+void cs_repo_event(struct cs_repo *r, enum cs_event ev)
+{
+	for (int i = CS_NLAYERS - 1; i >= 0; i--)
+		if (r->listen[i])
+			r->listen[i](r, ev);
+}
+
 void cs_repo_close(struct cs_repo *r)
 {
 	if (!r)
 		return;
-	cs_put_settle(r);		/* what was put is kept */
-	cs_put_stop(r);
-	if (r->locked)
-		cs_unlock(r);
+	/* the layers above first, the highest first: the pack layer has
+	   the writer hand back every pack (what was put is kept), the
+	   index goes, the writer thread is joined, a held lock released */
+	cs_repo_event(r, CS_EV_CLOSE);
 	for (unsigned i = 0; i < r->nb; i++) {
 		if (r->b[i] && r->b[i]->ops)
 			r->b[i]->ops->close(r->b[i]);
@@ -414,7 +217,6 @@ void cs_repo_close(struct cs_repo *r)
 			free(r->b[i]);
 		}
 	}
-	cs_repo_index_free(r);
 	free(r->warn.p);
 	free(r->warn_out);
 	pthread_mutex_destroy(&r->warn_mu);
@@ -475,7 +277,6 @@ int cs_obj_get(struct cs_repo *r, const char *name, void **buf, size_t *len,
 	struct cs_redund g;
 	int rc;
 
-	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb && good < need; i++) {
 		void *f;
 		size_t fl;
@@ -532,7 +333,6 @@ void cs_obj_prefetch(struct cs_repo *r, const char *name)
 
 int cs_obj_exists(struct cs_repo *r, const char *name)
 {
-	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		int rc;
@@ -558,15 +358,8 @@ static int list_one(const char *name, void *arg)
 	struct list_acc *a = arg;
 	char *s;
 
-	if (a->n == a->cap) {
-		size_t c = a->cap ? 2 * a->cap : 64;
-		char **nv = realloc(a->v, c * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		a->v = nv;
-		a->cap = c;
-	}
+	if (vfs_grow((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v)))
+		return -ENOMEM;
 	if (!(s = strdup(name)))
 		return -ENOMEM;
 	a->v[a->n++] = s;
@@ -585,7 +378,6 @@ int cs_obj_list(struct cs_repo *r, const char *kind, char ***names,
 	size_t j = 0;
 	int rc;
 
-	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 
@@ -631,7 +423,6 @@ int cs_obj_fragments(struct cs_repo *r, const char *name, unsigned *good,
 	*good = 0;
 	if (why && whylen)
 		why[0] = '\0';
-	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		void *f;
 		size_t fl;
@@ -700,7 +491,6 @@ int cs_strays(struct cs_repo *r, bool remove,
 {
 	struct strays s = { NULL, remove, say, arg, 0, 0 };
 
-	cs_put_settle(r);
 	for (unsigned i = 0; i < r->nb; i++) {
 		struct cs_backend *b = r->b[i];
 		int rc;

@@ -39,7 +39,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +47,7 @@
 
 #include "replicator/replicator.h"
 #include "chunkvfs/chunkvfs.h"
+#include "util/util.h"
 
 /* An entry of a checkpoint's namespace. */
 struct ent {
@@ -83,30 +83,6 @@ struct state {
 	struct ino *in;
 	size_t nin, capin;
 };
-
-/* A failure with its reason in b->why. */
-__attribute__((format(printf, 4, 5)))
-static int fail(char *why, size_t whylen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, whylen, fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
-static void le64_store(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t le32_load(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
 
 struct pathv {
 	char *path;
@@ -283,7 +259,7 @@ static int build_state(struct bk *b)
 	int rc;
 
 	if (!b->np || !b->cur.nin)
-		return fail(b->why, b->whylen, CS_ECORRUPT, "manifest of "
+		return vfs_errf(b->why, b->whylen, CS_ECORRUPT, "manifest of "
 			    "checkpoint %llu is empty", (unsigned long long)b->C);
 	qsort(b->paths, b->np, sizeof(*b->paths), cmp_path);
 	qsort(b->cur.in, b->cur.nin, sizeof(*b->cur.in), cmp_ino);
@@ -301,7 +277,7 @@ static int build_state(struct bk *b)
 			      cmp_path);
 		free(key.path);
 		if (!par || !S_ISDIR(par->mode))
-			return fail(b->why, b->whylen, CS_ECORRUPT,
+			return vfs_errf(b->why, b->whylen, CS_ECORRUPT,
 				      "manifest of checkpoint %llu: /%s has no "
 				      "parent directory",
 				      (unsigned long long)b->C, p);
@@ -484,7 +460,7 @@ static int send_data(struct bk *b, const struct cs_file *f,
 		uint64_t pos = c->off, end = c->off + c->len;
 
 		if (c->off < last || c->len > CS_CDC_MAX || end > f->size)
-			return fail(b->why, b->whylen, CS_ECORRUPT,
+			return vfs_errf(b->why, b->whylen, CS_ECORRUPT,
 				      "manifest of checkpoint %llu: /%s: "
 				      "chunk %zu out of order or bounds",
 				      (unsigned long long)b->C, f->path, i);
@@ -537,9 +513,9 @@ static int send_data(struct bk *b, const struct cs_file *f,
 			   REP_EXT_CHUNK;
 
 		for (size_t j = 0; j < k; j++) {
-			le64_store(b->ext + j * 24, b->runs[i + j].page);
-			le64_store(b->ext + j * 24 + 8, b->runs[i + j].count);
-			le64_store(b->ext + j * 24 + 16,
+			le64_put(b->ext + j * 24, b->runs[i + j].page);
+			le64_put(b->ext + j * 24 + 8, b->runs[i + j].count);
+			le64_put(b->ext + j * 24 + 16,
 				   b->runs[i + j].holder);
 		}
 		x.u.ext.ino = f->vino;
@@ -564,8 +540,8 @@ static int send_xattrs(struct bk *b, const struct cs_file *f)
 		uint32_t vl;
 
 		if (!nul || e - nul < 5 ||
-		    (vl = le32_load(nul + 1)) > (size_t)(e - nul - 5))
-			return fail(b->why, b->whylen, CS_ECORRUPT,
+		    (vl = le32_get(nul + 1)) > (size_t)(e - nul - 5))
+			return vfs_errf(b->why, b->whylen, CS_ECORRUPT,
 				      "manifest of checkpoint %llu: /%s: bad "
 				      "xattr list", (unsigned long long)b->C,
 				      f->path);

@@ -19,7 +19,7 @@
 
 #include "chunkstore/chunkstore.h"
 
-/* ---- push and restore (push.c, restore.c) ---------------------------------- */
+/* ---- push (push.c, push_base.c, push_entry.c, push_data.c) -------------- */
 
 struct vstore;
 

@@ -1,7 +1,9 @@
 /*
- * push_int.h — what the files of a push share (push.c: the walk and the
- * entries; push_data.c: file data into chunks; push_base.c: base-layer
- * directories versionfs never listed).
+ * push_int.h — what the files of a push share, in the order they call
+ * (each only those after it): push.c the walk of the index; push_base.c
+ * base-layer directories versionfs never listed; push_entry.c an entry
+ * into the manifest, its xattrs; push_data.c file data into chunks, the
+ * parent's manifest.
  */
 #ifndef VFS_PUSH_INT_H
 #define VFS_PUSH_INT_H
@@ -49,6 +51,8 @@ struct reader {
 	int fd;				/* content file of fd_holder */
 };
 
+/* ---- push_data.c ---- */
+
 /* The parent checkpoint's manifest into p->prev, if the repository holds
    it whole and of the same chunking (else nothing: every file is read). */
 int cs_push_prev_load(struct push *p, const unsigned char sid[16]);
@@ -57,11 +61,17 @@ const struct pfile *cs_push_prev_find(struct push *p, uint64_t vino);
    file in the parent's manifest, or NULL). */
 int cs_push_file_data(struct push *p, struct reader *rd, uint64_t size,
 		      const struct pfile *pf);
+
+/* ---- push_entry.c ---- */
+
 /* Versioned xattrs of fd (or of path, fd < 0) as a manifest wants them. */
 int cs_push_xattrs(int fd, const char *path, struct cs_buf *x);
 /* Entry f into the manifest; with rd, a regular file's data first (the
    first time its vino is seen). */
 int cs_push_entry(struct push *p, struct cs_file *f, struct reader *rd);
+
+/* ---- push_base.c ---- */
+
 /* The base-layer directory brel (relative to the backing directory) at
    path, and below. */
 int cs_push_base_dir(struct push *p, const char *path, const char *brel,

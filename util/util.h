@@ -108,6 +108,16 @@ void vfs_log(int level, const char *fmt, ...)
 extern bool vfs_debug;
 #define vfs_dbg(...) do { if (vfs_debug) vfs_log(LOG_DEBUG, __VA_ARGS__); } while (0)
 
+/* ---- error messages (error.c) ------------------------------------------- */
+
+/*
+ * The reason of a failure into the caller's buffer buf[len] (NULL or 0:
+ * nothing written; a longer message is cut), and rc returned: every
+ * library hands messages back this way (`why`, `whylen`), never prints.
+ */
+int vfs_errf(char *buf, size_t len, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 /* ---- small helpers: buffers, time, byte order --------------------------- */
 
 /*

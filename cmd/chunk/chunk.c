@@ -1,9 +1,10 @@
 /*
  * versionfs-chunk — the chunk store's commands: init, push, list, stats,
- * check here; prune, gc, repair, unlock in chunk_gc.c
- * (versionfs-chunk(8)).  Everything is done by libvfschunk
- * (chunkstore/chunkstore.h); these files parse options, print, and turn
- * errors into "versionfs-chunk: push: ..." lines and exit codes.
+ * check and main, which dispatches, here; prune, gc, repair, unlock in
+ * chunk_gc.c; what both use in chunk_common.c (versionfs-chunk(8)).
+ * Everything is done by libvfschunk (chunkstore/chunkstore.h); these
+ * files parse options, print, and turn errors into "versionfs-chunk:
+ * push: ..." lines and exit codes.
  *
  * push opens the versionfs store read-only and without its lock
  * (STORE_RDONLY), so it runs beside a mounted daemon.  Writers (push,
@@ -25,74 +26,6 @@
 #include "chunkstore/chunkstore.h"
 #include "store/store.h"
 #include "cmd/chunk/chunk_int.h"
-
-const char *cmd = "";
-
-void warnings(struct cs_repo *r)
-{
-	const char *w = cs_repo_warnings(r);
-
-	for (const char *l = w; *l;) {
-		const char *e = strchr(l, '\n');
-		int n = e ? (int)(e - l) : (int)strlen(l);
-
-		fprintf(stderr, "versionfs-chunk: %s: warning: %.*s\n", cmd, n,
-			l);
-		l += n + (e ? 1 : 0);
-	}
-}
-
-/* The label of a rados: store ("rados:POOL"), NULL for dir:. */
-const char *rados_store(struct cs_repo *r)
-{
-	struct cs_backend *b = cs_repo_benef(r, 0);
-
-	return b && !strncmp(b->label, "rados:", 6) ? b->label : NULL;
-}
-
-int fail(struct cs_repo *r, int rc, const char *why)
-{
-	if (r)
-		warnings(r);
-	fprintf(stderr, "versionfs-chunk: %s: %s\n", cmd,
-		why && *why ? why : strerror(-rc));
-	return 1;
-}
-
-int open_repo(const char *spec, unsigned flags, struct cs_repo **r)
-{
-	char why[CS_WHY_LEN] = "";
-	int rc;
-
-	*r = NULL;
-	if ((rc = cs_spec_check(spec, why, sizeof(why)))) {
-		fail(NULL, rc, why);
-		return 2;
-	}
-	if ((rc = cs_repo_open(spec, flags, r, why, sizeof(why))))
-		return fail(NULL, rc, why);
-	return 0;
-}
-
-void usage(FILE *f)
-{
-	fprintf(f,
-"usage: versionfs-chunk init SPEC\n"
-"       versionfs-chunk push BACKING --to SPEC [--checkpoint C | --tag T]\n"
-"                            [--chunking fsch|cdc] [--wait-lock SEC]\n"
-"       versionfs-chunk list SPEC\n"
-"       versionfs-chunk stats SPEC\n"
-"       versionfs-chunk check SPEC [--read-data]\n"
-"       versionfs-chunk prune SPEC [--store ID] [--dry-run] [--wait-lock SEC]\n"
-"                             --keep-last N | --older-than T | --replace\n"
-"       versionfs-chunk gc SPEC [--grace T] [--dry-run] [--wait-lock SEC]\n"
-"       versionfs-chunk repair SPEC [--wait-lock SEC]\n"
-"       versionfs-chunk unlock SPEC\n"
-"T: seconds, or a number with s, m, h or d\n"
-"SPEC: dir:/b1,/b2,...[?replicas=R | ?parity | ?rs=M+K]\n"
-"      rados:POOL[@CONF][,user=NAME][,namespace=NS]  (the pool's redundancy;\n"
-"      CEPH_CONF, VFS_RADOS_TIMEOUT=S, VFS_RADOS_INFLIGHT=N: versionfs-chunk(8))\n");
-}
 
 static int do_init(int argc, char **argv)
 {

@@ -16,56 +16,6 @@
 
 #include "cmd/chunk/chunk_int.h"
 
-/* Decimal digits at s (no sign, no space), no overflow: *v, *end past
-   them. */
-static bool digits(const char *s, uint64_t *v, char **end)
-{
-	if (*s < '0' || *s > '9')
-		return false;
-	errno = 0;
-	*v = strtoull(s, end, 10);
-	return !errno;
-}
-
-int parse_secs(const char *s, uint64_t *out)
-{
-	uint64_t v, mul = 1;
-	char *end;
-
-	if (!digits(s, &v, &end))
-		goto bad;
-	switch (*end) {
-	case '\0': case 's': break;
-	case 'm': mul = 60; break;
-	case 'h': mul = 3600; break;
-	case 'd': mul = 86400; break;
-	default: goto bad;
-	}
-	if ((*end && end[1]) || v > UINT32_MAX / mul)
-		goto bad;
-	*out = v * mul;
-	return 0;
-bad:
-	fprintf(stderr, "versionfs-chunk: %s: bad duration '%s' (seconds, or "
-		"a number with s, m, h or d)\n", cmd, s);
-	return -1;
-}
-
-int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *out)
-{
-	uint64_t v;
-	char *end;
-
-	if (!digits(s, &v, &end) || *end || !v || v > max) {
-		fprintf(stderr, "versionfs-chunk: %s: %s needs a number from 1 "
-			"to %" PRIu64 ", not '%s'\n", cmd, opt, max, s);
-		usage(stderr);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
 /* Open SPEC for writing with the lock wait given: 0, or the exit code. */
 static int open_w(const char *spec, uint64_t wait, struct cs_repo **r)
 {

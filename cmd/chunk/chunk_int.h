@@ -1,5 +1,7 @@
 /*
- * chunk_int.h — what the files of versionfs-chunk share.
+ * chunk_int.h — what the files of versionfs-chunk share: chunk_common.c's
+ * helpers, and the commands of chunk_gc.c that main (chunk.c) dispatches
+ * to.
  */
 #ifndef VFS_CHUNK_INT_H
 #define VFS_CHUNK_INT_H
@@ -9,6 +11,8 @@
 
 #include "chunkstore/chunkstore.h"
 #include "chunkvfs/chunkvfs.h"
+
+/* ---- chunk_common.c ---- */
 
 extern const char *cmd;		/* the command, for messages */
 

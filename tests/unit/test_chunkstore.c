@@ -443,6 +443,19 @@ static void spec_of(char *buf, size_t len, const char *q)
 
 #define NCH 40
 
+/* n incompressible chunks of 100000 bytes, chunk i from seed i * mul +
+   add, at data + i * 100000, and their ids. */
+static void rand_chunks(unsigned char *data, unsigned char (*id)[CS_ID_LEN],
+			int n, uint64_t mul, uint64_t add)
+{
+	for (int i = 0; i < n; i++) {
+		unsigned char *c = data + (size_t)i * 100000;
+
+		fill(c, 100000, (uint64_t)i * mul + add);
+		cs_sha256(c, 100000, id[i]);
+	}
+}
+
 /* Chunks 0..n-1 of 100000 bytes each, data + i * 100000, all read back. */
 static void get_all(struct cs_repo *r, unsigned char (*id)[CS_ID_LEN],
 		    const unsigned char *data, int n)
@@ -765,10 +778,7 @@ START_TEST(deferred_writes)
 	b->ops->close(b);
 
 	/* packs named at the barrier only */
-	for (int i = 0; i < 100; i++) {
-		fill(data + i * 100000, 100000, (uint64_t)i * 31 + 7);
-		cs_sha256(data + i * 100000, 100000, id[i]);
-	}
+	rand_chunks(data, id, 100, 31, 7);
 	spec_of(spec, sizeof(spec), "?rs=2+2");
 	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
 				      why, sizeof(why)), 0);
@@ -821,6 +831,46 @@ START_TEST(deferred_writes)
 	ck_assert_int_eq(system(p), 0);
 	ck_assert_int_eq(cs_repo_open(spec, 0, &r, why, sizeof(why)), 0);
 	get_all(r, id, data, 100);
+	cs_repo_close(r);
+	rm_benef();
+	free(data);
+}
+END_TEST
+
+/*
+ * The close with packs still in flight and the writer lock held
+ * (repo.c's hook chain, highest layer first): the chunk layer has the
+ * writer hand back every pack while the index is there, the writer
+ * thread is joined, the lock goes last.  The packs handed over are kept
+ * (found again from their headers: no index object was written), the
+ * open pack is not (nothing but a flush writes it), and the lock is free
+ * at once.
+ */
+START_TEST(close_in_flight)
+{
+	unsigned char *data = malloc(100 * 100000), id[100][CS_ID_LEN];
+	char spec[512], why[CS_WHY_LEN];
+	int per = CS_PACK_TARGET / 100000 + 1;
+	struct cs_repo *r;
+
+	mk_benef();
+	rand_chunks(data, id, 100, 17, 3);
+	spec_of(spec, sizeof(spec), "?rs=2+2");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_lock(r, "unit", why, sizeof(why)), 0);
+	for (int i = 0; i < 100; i++)
+		ck_assert_int_eq(cs_chunk_put(r, id[i], data + i * 100000,
+					      100000, why, sizeof(why)), 0);
+	cs_repo_close(r);
+
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_WRITE, &r, why,
+				      sizeof(why)), 0);
+	ck_assert_int_eq(cs_lock(r, "after", why, sizeof(why)), 0);
+	cs_unlock(r);
+	/* incompressible: a pack closes after `per` chunks, two were */
+	get_all(r, id, data, 2 * per);
+	ck_assert_int_eq(cs_chunk_has(r, id[99]), 0);
 	cs_repo_close(r);
 	rm_benef();
 	free(data);
@@ -1639,6 +1689,7 @@ static Suite *chunk_suite(void)
 	tcase_add_test(tc, repo_spec);
 	tcase_add_test(tc, pack_garbage);
 	tcase_add_test(tc, deferred_writes);
+	tcase_add_test(tc, close_in_flight);
 	tcase_add_test(tc, spec_refused);
 	tcase_add_test(tc, benef_planted);
 	tcase_add_test(tc, repo_planted);
