@@ -81,9 +81,11 @@ BTREE_LIB   := $(BUILD)/libvfsbtree.a
 # tree"): util < btree < store < versionfs/{cleaner,proto,lib} and
 # replicator < chunkstore < chunkvfs < versionfs/daemon and cmd/.
 # libversionfs is versionfs/lib and versionfs/proto (the control protocol)
-# with util's mount finding, so that it stands alone when installed.
+# with util's mount finding and error formatter, so that it stands alone
+# when installed.
 PROTO_SRC   := $(wildcard versionfs/proto/*.c)
-CLIENT_SRC  := $(wildcard versionfs/lib/*.c) $(PROTO_SRC) util/mounts.c
+CLIENT_SRC  := $(wildcard versionfs/lib/*.c) $(PROTO_SRC) util/mounts.c \
+               util/error.c
 CLIENT_OBJ  := $(CLIENT_SRC:%.c=$(BUILD)/obj/%.o)
 CLIENT_LIB  := $(BUILD)/libversionfs.a
 CLIENT_SO   := $(BUILD)/libversionfs.so.1
@@ -276,10 +278,10 @@ $(BUILD)/tests/test_daemon: tests/unit/test_daemon.c $(DAEMON_LIBOBJ) $(CHUNKVFS
 	    $(DAEMON_LIBOBJ) $(CHUNKVFS_LIB) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LINK) \
 	    $(CHECK_LIBS) $(FUSE_LIBS) $(CHUNK_LIBS)
 
-$(BUILD)/tests/test_transport: tests/unit/test_transport.c $(TRANSPORT_LIB)
+$(BUILD)/tests/test_transport: tests/unit/test_transport.c $(TRANSPORT_LIB) $(UTIL_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
-	    $(TRANSPORT_LIB) $(CRYPTO_LIBS) $(CHECK_LIBS)
+	    $(TRANSPORT_LIB) $(UTIL_LIB) $(CRYPTO_LIBS) $(CHECK_LIBS)
 
 $(BUILD)/tests/test_peer: tests/unit/test_peer.c $(PEER_LIB) $(REP_LIB) $(TRANSPORT_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	@mkdir -p $(@D)

@@ -328,8 +328,10 @@ int cs_push(struct cs_repo *r, struct vstore *st, uint64_t ckpt,
 	/* a failure of an earlier push on this repo was reported there */
 	cs_put_barrier(r, NULL, 0);
 	cs_crash_point("push-locked");
-	if ((rc = bt_txn_begin(store_env(st), BT_TXN_RDONLY, &p.txn)))
-		return cs_err(rc, why, whylen, "index: %s", bt_last_error());
+	if ((rc = bt_txn_begin(store_env(st), BT_TXN_RDONLY, &p.txn))) {
+		cs_err(rc, why, whylen, "index: %s", bt_last_error());
+		goto out;	/* and the lock goes */
+	}
 	rc = bt_ckpt_get(p.txn, ckpt, &ck);
 	if (rc || ck.state != BT_CKPT_ACTIVE) {
 		rc = cs_err(rc ? rc : -ENOENT, why, whylen, "no checkpoint %llu "

@@ -1,6 +1,18 @@
 /*
  * util.h — libvfsutil: the low-level helpers every library of versionfs
- * stands on.  Nothing here knows of stores, streams or chunks.
+ * stands on (git's strbuf.h in spirit: one copy, included by all).
+ * Nothing here knows of stores, streams or chunks.  Its parts:
+ *
+ *   safe_open.c   opening files in directories others may write
+ *   error.c       the one error formatter (vfs_errf): every library puts
+ *                 a failure's reason into the caller's buffer (why,
+ *                 whylen) and returns 0 or a negative errno; only
+ *                 libvfsbtree keeps LMDB's per-thread last error
+ *                 (bt_last_error), because its calls run inside
+ *                 transactions its callers retry
+ *   log.c         the one log sink (syslog or stderr)
+ *   mounts.c      finding mounts in /proc/self/mountinfo
+ *   (inline)      growing arrays, the time, byte order
  *
  * OPENING FILES IN DIRECTORIES OTHERS MAY WRITE (safe_open.c).  The daemon
  * often runs as root over a directory its user owns (the Slurm prolog), and

@@ -214,46 +214,46 @@ static int handshake(struct rep_conn *c, bool server, const unsigned char *secre
 
 	memcpy(me.magic, RT_MAGIC, 8);
 	if (RAND_bytes(me.nonce, RT_NONCE) != 1)
-		return rt_seterr(err, errlen, -EIO,
+		return vfs_errf(err, errlen, -EIO,
 				 "no random bytes for a nonce");
 	if ((rc = write_full(c->fd, &me, sizeof(me), deadline)) ||
 	    (rc = read_full(c->fd, &peer, sizeof(peer), deadline)))
-		return rt_seterr(err, errlen, rc, "handshake: %s",
+		return vfs_errf(err, errlen, rc, "handshake: %s",
 				 strerror(-rc));
 	if (memcmp(peer.magic, RT_MAGIC, 8))
-		return rt_seterr(err, errlen, -EPROTO, "the peer does not "
+		return vfs_errf(err, errlen, -EPROTO, "the peer does not "
 				 "speak the versionfs transport");
 	if (peer.role != (server ? ROLE_CLIENT : ROLE_SERVER))
-		return rt_seterr(err, errlen, -EPROTO,
+		return vfs_errf(err, errlen, -EPROTO,
 				 "the peer claims the same role");
 	nc = server ? peer.nonce : me.nonce;
 	ns = server ? me.nonce : peer.nonce;
 	if (!memcmp(nc, ns, RT_NONCE))
-		return rt_seterr(err, errlen, -EPROTO,
+		return vfs_errf(err, errlen, -EPROTO,
 				 "the peer echoed our nonce");
 	if (!server) {
 		proof(secret, slen, "vfs-rt client", nc, ns, mine);
 		if ((rc = write_full(c->fd, mine, RT_MAC, deadline)) ||
 		    (rc = read_full(c->fd, theirs, RT_MAC, deadline)))
-			return rt_seterr(err, errlen, rc == -ECONNRESET ?
+			return vfs_errf(err, errlen, rc == -ECONNRESET ?
 					 -EACCES : rc, "%s", rc == -ECONNRESET ?
 					 "the peer refused our secret" :
 					 strerror(-rc));
 		proof(secret, slen, "vfs-rt server", nc, ns, want);
 		if (CRYPTO_memcmp(want, theirs, RT_MAC))
-			return rt_seterr(err, errlen, -EACCES,
+			return vfs_errf(err, errlen, -EACCES,
 					 "the peer does not know the secret");
 	} else {
 		if ((rc = read_full(c->fd, theirs, RT_MAC, deadline)))
-			return rt_seterr(err, errlen, rc, "handshake: %s",
+			return vfs_errf(err, errlen, rc, "handshake: %s",
 					 strerror(-rc));
 		proof(secret, slen, "vfs-rt client", nc, ns, want);
 		if (CRYPTO_memcmp(want, theirs, RT_MAC))
-			return rt_seterr(err, errlen, -EACCES,
+			return vfs_errf(err, errlen, -EACCES,
 					 "the peer does not know the secret");
 		proof(secret, slen, "vfs-rt server", nc, ns, mine);
 		if ((rc = write_full(c->fd, mine, RT_MAC, deadline)))
-			return rt_seterr(err, errlen, rc, "handshake: %s",
+			return vfs_errf(err, errlen, rc, "handshake: %s",
 					 strerror(-rc));
 	}
 	memcpy(salt, nc, RT_NONCE);
@@ -262,7 +262,7 @@ static int handshake(struct rep_conn *c, bool server, const unsigned char *secre
 		 server ? c->rx_key : c->tx_key) ||
 	    hkdf(secret, slen, salt, sizeof(salt), "vfs-rt s2c",
 		 server ? c->tx_key : c->rx_key))
-		return rt_seterr(err, errlen, -EIO,
+		return vfs_errf(err, errlen, -EIO,
 				 "deriving the session keys");
 	OPENSSL_cleanse(want, sizeof(want));
 	OPENSSL_cleanse(mine, sizeof(mine));
@@ -280,18 +280,18 @@ int rep_conn_open(int fd, bool server, const unsigned char *secret,
 	*out = NULL;
 	if (!c) {
 		close(fd);
-		return rt_seterr(err, errlen, -ENOMEM, "out of memory");
+		return vfs_errf(err, errlen, -ENOMEM, "out of memory");
 	}
 	c->fd = fd;
 	if (slen < REP_SECRET_MIN) {
-		rc = rt_seterr(err, errlen, -EINVAL,
+		rc = vfs_errf(err, errlen, -EINVAL,
 			       "secret shorter than %d bytes", REP_SECRET_MIN);
 		goto fail;
 	}
 	c->tx = EVP_CIPHER_CTX_new();
 	c->rx = EVP_CIPHER_CTX_new();
 	if (!c->tx || !c->rx) {
-		rc = rt_seterr(err, errlen, -ENOMEM, "out of memory");
+		rc = vfs_errf(err, errlen, -ENOMEM, "out of memory");
 		goto fail;
 	}
 	if ((rc = handshake(c, server, secret, slen, deadline, err, errlen)))

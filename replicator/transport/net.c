@@ -26,17 +26,6 @@
 
 #include "replicator/transport/transport_int.h"
 
-int rt_seterr(char *err, size_t len, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && len) {
-		va_start(ap, fmt);
-		vsnprintf(err, len, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
 
 /* Split "HOST:PORT" / "[V6]:PORT" into host and port (in buf). */
 static int split_addr(const char *addr, char *host, size_t hlen,
@@ -82,11 +71,11 @@ static int resolve(const char *addr, bool passive, struct addrinfo **res,
 	int g;
 
 	if (split_addr(addr, host, sizeof(host), &port))
-		return rt_seterr(err, errlen, -EINVAL,
+		return vfs_errf(err, errlen, -EINVAL,
 				 "%s: not HOST:PORT or [ADDR]:PORT", addr);
 	g = getaddrinfo(host[0] ? host : NULL, port, &hints, res);
 	if (g)
-		return rt_seterr(err, errlen, -EHOSTUNREACH, "%s: %s", addr,
+		return vfs_errf(err, errlen, -EHOSTUNREACH, "%s: %s", addr,
 				 gai_strerror(g));
 	return 0;
 }
@@ -115,7 +104,7 @@ int rep_listen(const char *addr, char *err, size_t errlen)
 	}
 	freeaddrinfo(res);
 	if (fd < 0)
-		return rt_seterr(err, errlen, rc, "listen on %s: %s", addr,
+		return vfs_errf(err, errlen, rc, "listen on %s: %s", addr,
 				 strerror(-rc));
 	return fd;
 }
@@ -170,7 +159,7 @@ int rep_dial(const char *addr, int timeout_ms, char *err, size_t errlen)
 			break;
 	freeaddrinfo(res);
 	if (fd < 0)
-		return rt_seterr(err, errlen, fd, "connect to %s: %s", addr,
+		return vfs_errf(err, errlen, fd, "connect to %s: %s", addr,
 				 strerror(-fd));
 	return fd;
 }
@@ -187,29 +176,29 @@ int rep_secret_load(const char *path, uid_t owner, unsigned char **secret,
 	*len = 0;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
-		return rt_seterr(err, errlen, -errno, "secret %s: %s", path,
+		return vfs_errf(err, errlen, -errno, "secret %s: %s", path,
 				 strerror(errno));
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
 		close(fd);
-		return rt_seterr(err, errlen, -EINVAL,
+		return vfs_errf(err, errlen, -EINVAL,
 				 "secret %s: not a regular file", path);
 	}
 	if (owner != REP_SECRET_ANY_OWNER && st.st_uid != owner) {
 		close(fd);
-		return rt_seterr(err, errlen, -EACCES, "secret %s: owned by "
+		return vfs_errf(err, errlen, -EACCES, "secret %s: owned by "
 				 "uid %u, not by uid %u who asked", path,
 				 (unsigned)st.st_uid, (unsigned)owner);
 	}
 	if ((st.st_mode & 077) || (owner == REP_SECRET_ANY_OWNER &&
 				   st.st_uid != geteuid() && st.st_uid != 0)) {
 		close(fd);
-		return rt_seterr(err, errlen, -EACCES, "secret %s: readable "
+		return vfs_errf(err, errlen, -EACCES, "secret %s: readable "
 				 "by others or not yours (chmod 600 %s)", path,
 				 path);
 	}
 	if (!(buf = malloc(REP_SECRET_MAX + 1))) {
 		close(fd);
-		return rt_seterr(err, errlen, -ENOMEM, "out of memory");
+		return vfs_errf(err, errlen, -ENOMEM, "out of memory");
 	}
 	n = read(fd, buf, REP_SECRET_MAX + 1);
 	close(fd);
@@ -217,7 +206,7 @@ int rep_secret_load(const char *path, uid_t owner, unsigned char **secret,
 		n--;
 	if (n < REP_SECRET_MIN || n > REP_SECRET_MAX) {
 		rep_secret_free(buf, REP_SECRET_MAX + 1);
-		return rt_seterr(err, errlen, -EINVAL, "secret %s: %s", path,
+		return vfs_errf(err, errlen, -EINVAL, "secret %s: %s", path,
 				 n < 0 ? strerror(errno) : n < REP_SECRET_MIN ?
 				 "shorter than 16 bytes" :
 				 "longer than 4096 bytes");

@@ -8,9 +8,7 @@
 #include <stddef.h>
 
 #include "replicator/transport/transport.h"
+#include "util/util.h"
 
-/* Format a reason into err (len bytes; NULL is fine), return rc (net.c). */
-int rt_seterr(char *err, size_t len, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
 
 #endif /* VFS_REP_TRANSPORT_INT_H */

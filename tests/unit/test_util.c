@@ -192,10 +192,62 @@ START_TEST(owner_and_open_dirs_refused)
 }
 END_TEST
 
+START_TEST(errf_formats_and_returns)
+{
+	char buf[16];
+
+	ck_assert_int_eq(vfs_errf(buf, sizeof(buf), -EIO, "%s %d", "x", 7),
+			 -EIO);
+	ck_assert_str_eq(buf, "x 7");
+	/* cut to the buffer, NUL-terminated */
+	ck_assert_int_eq(vfs_errf(buf, 4, -ENOSPC, "%s", "abcdefgh"),
+			 -ENOSPC);
+	ck_assert_str_eq(buf, "abc");
+	/* no buffer: only the code */
+	ck_assert_int_eq(vfs_errf(NULL, 0, -EPERM, "%s", "x"), -EPERM);
+}
+END_TEST
+
+START_TEST(byte_order_round_trips)
+{
+	unsigned char b[8];
+
+	le64_put(b, 0x0102030405060708ull);
+	ck_assert_int_eq(b[0], 8);
+	ck_assert(le64_get(b) == 0x0102030405060708ull);
+	be64_put(b, 0x0102030405060708ull);
+	ck_assert_int_eq(b[0], 1);
+	ck_assert(be64_get(b) == 0x0102030405060708ull);
+	le_put(b, 0xabcdef, 3);
+	ck_assert(le_get(b, 3) == 0xabcdef);
+	le32_put(b, 0xdeadbeef);
+	ck_assert(le32_get(b) == 0xdeadbeef);
+	le16_put(b, 0xbeef);
+	ck_assert(le16_get(b) == 0xbeef);
+}
+END_TEST
+
+START_TEST(grow_doubles_and_keeps)
+{
+	int *v = NULL;
+	size_t cap = 0;
+
+	ck_assert_int_eq(vfs_grow((void **)&v, &cap, 1, sizeof(*v)), 0);
+	ck_assert(cap >= 64);
+	for (int i = 0; i < 64; i++)
+		v[i] = i;
+	ck_assert_int_eq(vfs_grow((void **)&v, &cap, 65, sizeof(*v)), 0);
+	ck_assert(cap >= 65);
+	ck_assert_int_eq(v[63], 63);
+	free(v);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("util");
 	TCase *tc = tcase_create("safe_open");
+	TCase *th = tcase_create("helpers");
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, sound_and_new_files_open);
@@ -203,6 +255,10 @@ static Suite *suite(void)
 	tcase_add_test(tc, fifo_hardlink_dir_refused);
 	tcase_add_test(tc, owner_and_open_dirs_refused);
 	suite_add_tcase(s, tc);
+	tcase_add_test(th, errf_formats_and_returns);
+	tcase_add_test(th, byte_order_round_trips);
+	tcase_add_test(th, grow_doubles_and_keeps);
+	suite_add_tcase(s, th);
 	return s;
 }
 

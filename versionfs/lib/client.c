@@ -70,20 +70,9 @@ int cli_rec_end(vfs_client *c, struct cli_recs *it, int rc)
 	free(*it->arr);
 	*it->arr = NULL;
 	*it->n = 0;
-	return cli_seterr(c->err, sizeof(c->err), rc, "malformed reply");
+	return vfs_errf(c->err, sizeof(c->err), rc, "malformed reply");
 }
 
-int cli_seterr(char *buf, size_t len, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (buf && len) {
-		va_start(ap, fmt);
-		vsnprintf(buf, len, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
 
 const char *vfs_client_error(const vfs_client *c)
 {
@@ -105,14 +94,14 @@ int vfs_client_open(const char *path, vfs_client **out, char *err,
 	*out = NULL;
 	c = calloc(1, sizeof(*c));
 	if (!c)
-		return cli_seterr(err, errlen, -ENOMEM, "out of memory");
+		return vfs_errf(err, errlen, -ENOMEM, "out of memory");
 	c->sock = -1;
 	c->mfd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (c->mfd < 0 && errno == EACCES)
 		c->mfd = open(path, O_PATH | O_CLOEXEC);
 	if (c->mfd < 0 || fstat(c->mfd, &st) < 0) {
 		rc = -errno;
-		cli_seterr(err, errlen, rc, "%s: %s%s", path, strerror(errno),
+		vfs_errf(err, errlen, rc, "%s: %s%s", path, strerror(errno),
 		       errno == ENOTCONN ? " (the versionfs daemon died; "
 		       "unmount with fusermount3 -u)" : "");
 		goto fail;
@@ -121,10 +110,10 @@ int vfs_client_open(const char *path, vfs_client **out, char *err,
 	rc = vfs_find_mount(st.st_dev, NULL, &m);
 	if (rc || strcmp(m.type, "fuse.versionfs")) {
 		if (rc)
-			cli_seterr(err, errlen, -ENOTSUP, "%s is not in a versionfs "
+			vfs_errf(err, errlen, -ENOTSUP, "%s is not in a versionfs "
 			       "mount", path);
 		else
-			cli_seterr(err, errlen, -ENOTSUP, "%s is not in a versionfs "
+			vfs_errf(err, errlen, -ENOTSUP, "%s is not in a versionfs "
 			       "mount (it is on %s)", path, m.type);
 		rc = -ENOTSUP;
 		goto fail;
@@ -133,7 +122,7 @@ int vfs_client_open(const char *path, vfs_client **out, char *err,
 	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->sock < 0) {
 		rc = -errno;
-		cli_seterr(err, errlen, rc, "socket: %s", strerror(errno));
+		vfs_errf(err, errlen, rc, "socket: %s", strerror(errno));
 		goto fail;
 	}
 	n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, CTL_SOCK_FMT,
@@ -156,7 +145,7 @@ int vfs_client_open(const char *path, vfs_client **out, char *err,
 		}
 		if (!ok) {
 			rc = -e;
-			cli_seterr(err, errlen, rc, "%s: cannot reach its "
+			vfs_errf(err, errlen, rc, "%s: cannot reach its "
 				   "versionfs daemon: %s", c->mount,
 				   strerror(e));
 			goto fail;
@@ -165,7 +154,7 @@ int vfs_client_open(const char *path, vfs_client **out, char *err,
 	if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 ||
 	    (cr.uid != 0 && (m.owner < 0 || cr.uid != (uid_t)m.owner))) {
 		rc = -EPERM;
-		cli_seterr(err, errlen, rc, "%s: the control socket is held by uid "
+		vfs_errf(err, errlen, rc, "%s: the control socket is held by uid "
 		       "%u, which did not mount it", c->mount, cr.uid);
 		goto fail;
 	}
@@ -212,18 +201,18 @@ int cli_rpc(vfs_client *c, uint16_t op, const struct cbuf *req,
 	*reply = NULL;
 	*len = 0;
 	if (req && req->err)
-		return cli_seterr(c->err, sizeof(c->err), req->err,
+		return vfs_errf(c->err, sizeof(c->err), req->err,
 			      "request too large");
 	rc = ctl_send(c->sock, op, 0, req ? req->p : NULL, req ? req->len : 0);
 	if (!rc)
 		rc = ctl_recv(c->sock, &h, reply, CTL_MAX_REPLY);
 	if (rc)
-		return cli_seterr(c->err, sizeof(c->err), rc, "%s: talking to the "
+		return vfs_errf(c->err, sizeof(c->err), rc, "%s: talking to the "
 			      "daemon: %s", c->mount, strerror(-rc));
 	if (h.op != op) {
 		free(*reply);
 		*reply = NULL;
-		return cli_seterr(c->err, sizeof(c->err), -EPROTO,
+		return vfs_errf(c->err, sizeof(c->err), -EPROTO,
 			      "%s: reply to the wrong request", c->mount);
 	}
 	*len = h.len;
@@ -271,7 +260,7 @@ static int check_tag(vfs_client *c, const char *tag)
 	size_t n = strlen(tag);
 
 	if (n == 0 || n > VFS_TAG_MAX)
-		return cli_seterr(c->err, sizeof(c->err), -EINVAL, "tag must be "
+		return vfs_errf(c->err, sizeof(c->err), -EINVAL, "tag must be "
 			      "1 to %d bytes long", VFS_TAG_MAX);
 	return 0;
 }
@@ -286,7 +275,7 @@ int vfs_checkpoint(vfs_client *c, const char *tag, uint64_t *id)
 	/* The kernel's dirty pages must reach the daemon first (the daemon
 	   also fsyncs the files that are still open). */
 	if ((rc = sync_mount(c)))
-		return cli_seterr(c->err, sizeof(c->err), rc, "%s: syncfs: %s%s",
+		return vfs_errf(c->err, sizeof(c->err), rc, "%s: syncfs: %s%s",
 			      c->mount, strerror(-rc), rc == -ENOSPC ||
 			      rc == -EDQUOT ? " (data written since the last "
 			      "checkpoint did not fit: the file system is "
@@ -519,7 +508,7 @@ int vfs_diff(vfs_client *c, uint64_t a, uint64_t b,
 	if (rc < 0) {
 		vfs_diff_free(arr, *n);
 		*n = 0;
-		return cli_seterr(c->err, sizeof(c->err), rc, "malformed reply");
+		return vfs_errf(c->err, sizeof(c->err), rc, "malformed reply");
 	}
 	for (size_t i = 0; i < *n; i++)
 		if (!arr[i].path && !(arr[i].path = strdup("")))
@@ -541,7 +530,7 @@ static int path_request(const char *path, bool ckpt, uint64_t id,
 		return rc;
 	rc = ckpt ? vfs_checkpoint(c, tag, out) : rollback(c, id, tag, out);
 	if (rc)
-		cli_seterr(err, errlen, rc, "%s", c->err);
+		vfs_errf(err, errlen, rc, "%s", c->err);
 	vfs_client_close(c);
 	return rc;
 }

@@ -43,9 +43,6 @@ int cli_rec_next(struct cli_recs *it, struct cfield *f);
    elements: 0, or for a malformed reply (rc < 0) the array freed, *n 0,
    and rc with c->err set. */
 int cli_rec_end(vfs_client *c, struct cli_recs *it, int rc);
-/* Format into buf (if any) and return rc. */
-int cli_seterr(char *buf, size_t len, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
 /* Send request op with payload req (may be NULL), receive the reply
    payload (malloc'ed); a refusal returns the daemon's errno, its message
    in c->err. */
