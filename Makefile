@@ -36,12 +36,21 @@ WARN     := -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes \
 BASEFLAGS := -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -fPIC
 
 # ---- dependencies ----------------------------------------------------------
+# scripts/install-deps PROFILE, the profile the goals need: bench for the
+# benchmarks, test for the tests (check, check-*, tests-build, asan, fuzz
+# and anything built under $(BUILD)/tests or $(BUILD)/fuzz), build for the
+# rest (all, demo, install): a newcomer's `make demo` installs no test tool.
 NODEP_GOALS := clean distclean help
+DEP_GOALS   := $(filter-out $(NODEP_GOALS),$(or $(MAKECMDGOALS),all))
+TEST_GOALS  := check check-% tests-build asan fuzz fuzz-% \
+               $(BUILD)/tests/% $(BUILD)/fuzz/%
+DEPS_PROFILE := $(if $(filter bench bench-%,$(DEP_GOALS)),bench,$(if \
+                $(filter $(TEST_GOALS),$(DEP_GOALS)),test,build))
 ifeq ($(NO_DEPS),)
-ifneq ($(filter-out $(NODEP_GOALS),$(or $(MAKECMDGOALS),all)),)
-DEPS_STATUS := $(shell scripts/install-deps >&2; echo $$?)
+ifneq ($(DEP_GOALS),)
+DEPS_STATUS := $(shell scripts/install-deps $(DEPS_PROFILE) >&2; echo $$?)
 ifneq ($(DEPS_STATUS),0)
-$(error scripts/install-deps failed; install the packages it names or use NO_DEPS=1)
+$(error scripts/install-deps $(DEPS_PROFILE) failed; install the packages it names or use NO_DEPS=1)
 endif
 endif
 endif
