@@ -286,6 +286,13 @@ $(BUILD)/tests/test_daemon: tests/unit/test_daemon.c $(DAEMON_LIBOBJ) $(CHUNKVFS
 	    $(DAEMON_LIBOBJ) $(CHUNKVFS_LIB) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LINK) \
 	    $(CHECK_LIBS) $(FUSE_LIBS) $(CHUNK_LIBS)
 
+# The control protocol and libversionfs alone (libversionfs.a holds the
+# protocol: it stands alone).
+$(BUILD)/tests/test_proto $(BUILD)/tests/test_client: $(BUILD)/tests/%: tests/unit/%.c $(CLIENT_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
+	    $(CLIENT_LIB) $(CHECK_LIBS)
+
 $(BUILD)/tests/test_transport: tests/unit/test_transport.c $(TRANSPORT_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
