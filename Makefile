@@ -286,8 +286,13 @@ $(BUILD)/tests/test_daemon: tests/unit/test_daemon.c $(DAEMON_LIBOBJ) $(CHUNKVFS
 	    $(DAEMON_LIBOBJ) $(CHUNKVFS_LIB) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LINK) \
 	    $(CHECK_LIBS) $(FUSE_LIBS) $(CHUNK_LIBS)
 
-# The control protocol and libversionfs alone (libversionfs.a holds the
-# protocol: it stands alone).
+# libvfsclean on stores built with libvfsstore; the control protocol and
+# libversionfs alone (libversionfs.a holds the protocol: it stands alone).
+$(BUILD)/tests/test_cleaner: tests/unit/test_cleaner.c $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
+	    $(CLEANER_LIB) $(STORE_LINK) $(CHECK_LIBS)
+
 $(BUILD)/tests/test_proto $(BUILD)/tests/test_client: $(BUILD)/tests/%: tests/unit/%.c $(CLIENT_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
