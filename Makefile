@@ -36,12 +36,21 @@ WARN     := -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes \
 BASEFLAGS := -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -fPIC
 
 # ---- dependencies ----------------------------------------------------------
+# scripts/install-deps PROFILE, the profile the goals need: bench for the
+# benchmarks, test for the tests (check, check-*, tests-build, asan, fuzz
+# and anything built under $(BUILD)/tests or $(BUILD)/fuzz), build for the
+# rest (all, demo, install): a newcomer's `make demo` installs no test tool.
 NODEP_GOALS := clean distclean help
+DEP_GOALS   := $(filter-out $(NODEP_GOALS),$(or $(MAKECMDGOALS),all))
+TEST_GOALS  := check check-% tests-build asan fuzz fuzz-% \
+               $(BUILD)/tests/% $(BUILD)/fuzz/%
+DEPS_PROFILE := $(if $(filter bench bench-%,$(DEP_GOALS)),bench,$(if \
+                $(filter $(TEST_GOALS),$(DEP_GOALS)),test,build))
 ifeq ($(NO_DEPS),)
-ifneq ($(filter-out $(NODEP_GOALS),$(or $(MAKECMDGOALS),all)),)
-DEPS_STATUS := $(shell scripts/install-deps >&2; echo $$?)
+ifneq ($(DEP_GOALS),)
+DEPS_STATUS := $(shell scripts/install-deps $(DEPS_PROFILE) >&2; echo $$?)
 ifneq ($(DEPS_STATUS),0)
-$(error scripts/install-deps failed; install the packages it names or use NO_DEPS=1)
+$(error scripts/install-deps $(DEPS_PROFILE) failed; install the packages it names or use NO_DEPS=1)
 endif
 endif
 endif
@@ -147,7 +156,8 @@ STORE_LINK  = $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB) $(LMDB_LIBS) \
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TEST_HELPERS_SRC := $(wildcard tests/helpers/*.c)
-TEST_HELPERS := $(TEST_HELPERS_SRC:tests/helpers/%.c=$(BUILD)/tests/%)
+TEST_HELPERS := $(TEST_HELPERS_SRC:tests/helpers/%.c=$(BUILD)/tests/%) \
+               $(BUILD)/tests/vfs_model
 BENCH_SRC   := $(wildcard bench/*.c)
 BENCH_BIN   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
@@ -278,6 +288,18 @@ $(BUILD)/tests/test_daemon: tests/unit/test_daemon.c $(DAEMON_LIBOBJ) $(CHUNKVFS
 	    $(DAEMON_LIBOBJ) $(CHUNKVFS_LIB) $(CHUNK_LIB) $(CLEANER_LIB) $(PEER_LINK) \
 	    $(CHECK_LIBS) $(FUSE_LIBS) $(CHUNK_LIBS)
 
+# libvfsclean on stores built with libvfsstore; the control protocol and
+# libversionfs alone (libversionfs.a holds the protocol: it stands alone).
+$(BUILD)/tests/test_cleaner: tests/unit/test_cleaner.c $(CLEANER_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
+	    $(CLEANER_LIB) $(STORE_LINK) $(CHECK_LIBS)
+
+$(BUILD)/tests/test_proto $(BUILD)/tests/test_client: $(BUILD)/tests/%: tests/unit/%.c $(CLIENT_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
+	    $(CLIENT_LIB) $(CHECK_LIBS)
+
 $(BUILD)/tests/test_transport: tests/unit/test_transport.c $(TRANSPORT_LIB) $(UTIL_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
@@ -308,10 +330,10 @@ $(BUILD)/tests/fsck_inject: tests/helpers/fsck_inject.c $(BTREE_LIB)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BTREE_LIB) $(LMDB_LIBS) \
 	    $(XXH_LIBS)
 
-# The model test is tests/helpers/vfs_model.c plus the files of
-# tests/helpers/vfs_model/; other helpers are one file each.  (gcc writes
-# one .d for the whole link, so the header is named here.)
-VFS_MODEL_SRC := tests/helpers/vfs_model.c $(wildcard tests/helpers/vfs_model/*.c)
+# The model test is the files of tests/helpers/vfs_model/ (vfs_model.h
+# tours them); other helpers are one file each.  (gcc writes one .d for
+# the whole link, so the header is named here.)
+VFS_MODEL_SRC := $(wildcard tests/helpers/vfs_model/*.c)
 $(BUILD)/tests/vfs_model: $(VFS_MODEL_SRC) $(wildcard tests/helpers/vfs_model/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(VFS_MODEL_SRC) $(ATTR_LIBS) $(XXH_LIBS)

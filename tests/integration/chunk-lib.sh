@@ -79,7 +79,7 @@ ceph_need() {
 	local t
 	for t in ceph-mon ceph-osd ceph-mgr rados; do
 		command -v $t >/dev/null ||
-			skip "$t not installed (Ceph's packages: scripts/install-deps)"
+			skip "$t not installed (Ceph's packages: scripts/install-deps test)"
 	done
 }
 

@@ -81,9 +81,11 @@ _cleanup() {
 			fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null
 		fi
 	done
-	# mounts made inside a test_case subshell, which this shell never saw
-	findmnt -rn -o TARGET 2>/dev/null | grep "^$T/" | sort -r |
-		while IFS= read -r m; do
+	# FUSE mounts made inside a test_case subshell, which this shell
+	# never saw (only FUSE: the loop mounts go below, in order)
+	findmnt -rn -o FSTYPE,TARGET 2>/dev/null |
+		awk -v t="$T/" '$1 ~ /^fuse/ && index($2, t) == 1 { print $2 }' |
+		sort -r | while IFS= read -r m; do
 			fusermount3 -u -z "$m" 2>/dev/null
 		done
 	# daemons of this test that survived (their backing dirs are under $T)

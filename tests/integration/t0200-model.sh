@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # t0200-model — randomized model test: versionfs against a native reference.
 #
-# tests/helpers/vfs_model.c applies the same random operations (writes at
+# tests/helpers/vfs_model/ applies the same random operations (writes at
 # every kind of offset, truncate, O_APPEND, mmap, fallocate, >4 GiB sparse
 # writes, namespace changes, hard links, symlinks, fifos, xattrs, fsync)
 # to a versionfs mount and to a plain directory on the same file system,

@@ -19,6 +19,9 @@
 #     the live state and of every checkpoint with the same md5 as before;
 #   - lost data (a missing content file) is left: --repair exits 4;
 #   - a mounted store and bad usage are refused (exit 8, 16).
+# Each check is a named case (test_case) with its own ok/not ok line; the
+# damages start from a fresh copy of the store each, so one that is not
+# found does not hide the others.
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -58,8 +61,106 @@ obj() {	# obj INO [meta|content] VER: path of a store file in $W
 		"$2" "$3"
 }
 
+# The damages, one function each, on $W (ia: file a, ibig: d/big2).
+inj_magic() {
+	printf 'XXXX' | dd of="$W/.versionfs/format" conv=notrunc status=none
+}
+inj_format() { "$MKFMT" "$W/.versionfs" 9; }
+inj_meta_byte() {
+	printf '\377' | dd of="$(obj "$ia" meta 3)" bs=1 seek=20 \
+		conv=notrunc status=none
+}
+inj_meta_missing() { rm "$(obj "$ia" meta 3)"; }
+inj_content_missing() { rm "$(obj "$ibig" content 4)"; }
+inj_orphan_content() { cp "$(obj "$ibig" content 4)" "$(obj "$ibig" content 77)"; }
+inj_orphan_meta() { cp "$(obj "$ia" meta 3)" "$(obj "$ia" meta 76)"; }
+inj_tmp() { : >"$(obj "$ia" content 3).tmp"; }
+inj_dirent() { "$INJ" "$idx" dirent 1 ghost 424242; }
+inj_overlap() { "$INJ" "$idx" overlap "$ibig" 4; }
+inj_log() { "$INJ" "$idx" log-inode 3 31337; }
+inj_unlog() { "$INJ" "$idx" unlog 4 "$ibig"; }
+inj_map() { "$INJ" "$idx" orphan-map "$ia" 55; }
+inj_trash() { "$INJ" "$idx" trash "$ia" 3 1; }
+inj_kv() { "$INJ" "$idx" kv next_ino 2; }
+inj_base() { mv "$W/basefile" "$W/basefile.moved"; }
+
+# damage WANT_RC PATTERN INJECT [FSCK ARGS...]: a fresh copy of the
+# pristine store, one damage, and fsck must find it
+damage() {
+	local want=$1 pat=$2 inj=$3
+	shift 3
+	fresh
+	"$inj" || fail "$inj failed"
+	fsck_expect "$inj" "$want" "$pat" "$@"
+}
+
+# The cases below see run_case's locals (bash scopes dynamically).
+mounted_case() {
+	W=$b fsck_expect "mounted" 8 "mounted on"
+}
+
+clean_case() {
+	store_sums "$b" >"$T/store0"
+	W=$b fsck_expect "clean store" 0 "clean:" -v
+	W=$b fsck_expect "clean store (-n)" 0 "clean:" -n
+	"$FSCK" --json "$b" >"$T/json"; assert_eq $? 0 "json exit"
+	grep -q '"found":0,' "$T/json" || fail "json: $(cat "$T/json")"
+	grep -q '"problems":\[\]' "$T/json" || fail "json: $(cat "$T/json")"
+	store_sums "$b" >"$T/store1"
+	cmp -s "$T/store0" "$T/store1" || fail "check mode changed the store"
+}
+
+content_missing_case() {
+	damage 4 "content.4 is missing (its data is lost) [content-missing]" \
+		inj_content_missing
+	grep -qF "index: extents (ino $ibig, ver " "$T/out" ||
+		fail "missing content: map key not named"
+}
+
+lock_case() {
+	local holder i
+	fresh
+	flock -x -o "$W/.versionfs/lock" sleep 5 &
+	holder=$!
+	for i in $(seq 50); do
+		flock -n -x "$W/.versionfs/lock" true || break
+		sleep 0.1
+	done
+	fsck_expect "lock held by a live process" 8 "store in use"
+	fsck_expect "lock held (--repair)" 8 "store in use" --repair
+	wait "$holder"
+}
+
+repair_case() {
+	fresh
+	inj_orphan_content && inj_orphan_meta && inj_tmp && inj_meta_byte &&
+	rm "$(obj "$ia" meta 4)" && inj_log && inj_unlog && inj_map &&
+	inj_trash && inj_kv || fail "inject for repair"
+	"$FSCK" --json "$W" >"$T/json"; assert_eq $? 4 "check before repair"
+	grep -q '"found":10,' "$T/json" || fail "json: $(cat "$T/json")"
+	fsck_expect "repair" 1 "10 problems found, 10 fixed, 0 left" --repair
+	fsck_expect "check after repair" 0 "clean:"
+	[ -e "$(obj "$ibig" content 77)" ] && fail "orphan content kept"
+	[ -e "$(obj "$ia" meta 76)" ] && fail "orphan meta kept"
+	[ -e "$(obj "$ia" meta 4)" ] || fail "meta.4 not rebuilt"
+	vfs_mount "$W" "$m"
+	sums "$m" >"$T/after"
+	getfattr --absolute-names --only-values -n user.k "$m/a" >"$T/xa" 2>&1
+	getfattr --absolute-names --only-values -n user.k "$m/.checkpoints/4/a" >"$T/xa4" 2>&1
+	vfs_umount "$m"
+	diff "$T/before" "$T/after" >/dev/null ||
+		fail "content changed by the repair: $(diff "$T/before" "$T/after" | head)"
+	assert_eq "$(cat "$T/xa")" "v2" "xattr of a after the repair"
+	assert_eq "$(cat "$T/xa4")" "v2" "xattr of rebuilt meta.4"
+}
+
+lost_data_case() {
+	damage 4 "[content-missing]" inj_content_missing --repair
+	fsck_expect "still reported" 4 "[content-missing]"
+}
+
 run_case() {
-	local fs=$1 root=$2 b m P W idx
+	local fs=$1 root=$2 b m P W idx ia ibig E
 	b=$root/backing m=$root/mnt P=$root/pristine W=$root/work
 	mkdir -p "$b" "$m"
 	head -c 300000 /dev/urandom >"$b/basefile"	# base layer
@@ -97,22 +198,13 @@ run_case() {
 	sums "$m" >"$T/before"
 	grep -q "^view " "$T/before" || fail "no checkpoint views"
 	# the live view's st_ino is the inode number the store uses
-	local ia ibig E
 	ia=$(stat -c %i "$m/a") ibig=$(stat -c %i "$m/d/big2")
 
-	note "$fs: fsck refuses the mounted store"
-	W=$b fsck_expect "mounted" 8 "mounted on"
+	test_case "$fs: a mounted store is refused (exit 8)" mounted_case
 	vfs_umount "$m"
+	test_case "$fs: the store checks clean (text, -n, JSON), and check mode changes nothing" \
+		clean_case
 
-	note "$fs: the store checks clean and check mode changes nothing"
-	store_sums "$b" >"$T/store0"
-	W=$b fsck_expect "clean store" 0 "clean:" -v
-	W=$b fsck_expect "clean store (-n)" 0 "clean:" -n
-	"$FSCK" --json "$b" >"$T/json"; assert_eq $? 0 "json exit"
-	grep -q '"found":0,' "$T/json" || fail "json: $(cat "$T/json")"
-	grep -q '"problems":\[\]' "$T/json" || fail "json: $(cat "$T/json")"
-	store_sums "$b" >"$T/store1"
-	cmp -s "$T/store0" "$T/store1" || fail "check mode changed the store"
 	cp -a "$b" "$P" || fail "pristine copy"
 	idx=$W/.versionfs/index
 	E=$("$INJ" "$P/.versionfs/index" epoch) || fail "epoch"
@@ -120,109 +212,70 @@ run_case() {
 	[ -e "$(W=$P obj "$ia" meta 3)" ] || fail "a has no meta.3"
 	[ -e "$(W=$P obj "$ibig" content 4)" ] || fail "big2 has no content.4"
 
-	note "$fs: one damage at a time"
-	fresh; printf 'XXXX' | dd of="$W/.versionfs/format" conv=notrunc \
-		status=none
-	fsck_expect "bad format magic" 4 ".versionfs/format: bad magic"
-	fresh; "$MKFMT" "$W/.versionfs" 9
-	fsck_expect "unknown format" 8 "store format 9"
-	fresh; printf '\377' | dd of="$(obj "$ia" meta 3)" bs=1 seek=20 \
-		conv=notrunc status=none
-	fsck_expect "flipped byte in a metadata file" 4 \
-		"$(printf '%016x' "$ia").meta.3: bad checksum [meta-corrupt]"
-	fresh; rm "$(obj "$ia" meta 3)"
-	fsck_expect "missing metadata file" 4 \
-		"$(printf '%016x' "$ia").meta.3: missing [meta-missing]"
-	fresh; rm "$(obj "$ibig" content 4)"
-	fsck_expect "missing content file" 4 \
-		"content.4 is missing (its data is lost) [content-missing]"
-	grep -qF "index: extents (ino $ibig, ver " "$T/out" ||
-		fail "missing content: map key not named"
-	fresh; cp "$(obj "$ibig" content 4)" "$(obj "$ibig" content 77)"
-	fsck_expect "orphan content file" 4 \
-		"$(printf '%016x' "$ibig").content.77: no extent map uses"
-	fresh; cp "$(obj "$ia" meta 3)" "$(obj "$ia" meta 76)"
-	fsck_expect "orphan metadata file" 4 \
-		"$(printf '%016x' "$ia").meta.76: no inode record uses"
-	fresh; : >"$(obj "$ia" content 3).tmp"
-	fsck_expect "leftover temporary" 4 "content.3.tmp: temporary file"
-	fresh; "$INJ" "$idx" dirent 1 ghost 424242 || fail "inject dirent"
-	fsck_expect "entry to a missing inode" 4 \
-		"index: dirents (dir 1, 'ghost', birth $E): points at inode 424242"
-	fresh; "$INJ" "$idx" overlap "$ibig" 4 || fail "inject overlap"
-	fsck_expect "overlapping extents" 4 \
-		"index: extents (ino $ibig, ver 4): extents: key (ino $ibig, ver 4) page 0: overlaps"
-	fresh; "$INJ" "$idx" log-inode 3 31337 || fail "inject log"
-	fsck_expect "log entry without a record" 4 \
-		"index: elog (epoch 3, inode 31337): names inode 31337"
-	fresh; "$INJ" "$idx" unlog 4 "$ibig" || fail "inject unlog"
-	fsck_expect "record missing from the log" 4 \
-		"index: inodes (ino $ibig, ver 4): missing from the epoch log"
-	fresh; "$INJ" "$idx" orphan-map "$ia" 55 || fail "inject map"
-	fsck_expect "orphan extent map" 4 \
-		"index: extents (ino $ia, ver 55): no inode record uses"
-	fresh; "$INJ" "$idx" trash "$ia" 3 1 || fail "inject trash"
-	fsck_expect "trash naming a live file" 4 \
-		"index: trash (ino $ia, ver 3): would delete the metadata file"
-	fresh; "$INJ" "$idx" kv next_ino 2 || fail "inject kv"
-	fsck_expect "inode counter" 4 "index: kv 'next_ino': 2, but inode"
-	fresh; mv "$W/basefile" "$W/basefile.moved"
-	fsck_expect "missing base-layer file" 4 \
-		"base-layer file 'basefile', which is missing"
-	fresh; flock -x -o "$W/.versionfs/lock" sleep 5 &
-	local holder=$! i
-	for i in $(seq 50); do
-		flock -n -x "$W/.versionfs/lock" true || break
-		sleep 0.1
-	done
-	fsck_expect "lock held by a live process" 8 "store in use"
-	fsck_expect "lock held (--repair)" 8 "store in use" --repair
-	wait "$holder"
-
-	note "$fs: --repair fixes orphans and rebuildable damage"
-	fresh
-	cp "$(obj "$ibig" content 4)" "$(obj "$ibig" content 77)"
-	cp "$(obj "$ia" meta 3)" "$(obj "$ia" meta 76)"
-	: >"$(obj "$ia" content 3).tmp"
-	printf '\377' | dd of="$(obj "$ia" meta 3)" bs=1 seek=20 \
-		conv=notrunc status=none
-	rm "$(obj "$ia" meta 4)"
-	"$INJ" "$idx" log-inode 3 31337 && "$INJ" "$idx" unlog 4 "$ibig" &&
-	"$INJ" "$idx" orphan-map "$ia" 55 && "$INJ" "$idx" trash "$ia" 3 1 &&
-	"$INJ" "$idx" kv next_ino 2 || fail "inject for repair"
-	"$FSCK" --json "$W" >"$T/json"; assert_eq $? 4 "check before repair"
-	grep -q '"found":10,' "$T/json" || fail "json: $(cat "$T/json")"
-	fsck_expect "repair" 1 "10 problems found, 10 fixed, 0 left" --repair
-	fsck_expect "check after repair" 0 "clean:"
-	[ -e "$(obj "$ibig" content 77)" ] && fail "orphan content kept"
-	[ -e "$(obj "$ia" meta 76)" ] && fail "orphan meta kept"
-	[ -e "$(obj "$ia" meta 4)" ] || fail "meta.4 not rebuilt"
-	vfs_mount "$W" "$m"
-	sums "$m" >"$T/after"
-	getfattr --absolute-names --only-values -n user.k "$m/a" >"$T/xa" 2>&1
-	getfattr --absolute-names --only-values -n user.k "$m/.checkpoints/4/a" >"$T/xa4" 2>&1
-	vfs_umount "$m"
-	diff "$T/before" "$T/after" >/dev/null ||
-		fail "content changed by the repair: $(diff "$T/before" "$T/after" | head)"
-	assert_eq "$(cat "$T/xa")" "v2" "xattr of a after the repair"
-	assert_eq "$(cat "$T/xa4")" "v2" "xattr of rebuilt meta.4"
-
-	note "$fs: lost data is reported, never hidden"
-	fresh; rm "$(obj "$ibig" content 4)"
-	fsck_expect "repair with lost data" 4 "[content-missing]" --repair
-	fsck_expect "still reported" 4 "[content-missing]"
+	test_case "$fs: found: bad format magic" damage 4 \
+		".versionfs/format: bad magic" inj_magic
+	test_case "$fs: found: unknown format number (exit 8)" damage 8 \
+		"store format 9" inj_format
+	test_case "$fs: found: a flipped byte in a metadata file" damage 4 \
+		"$(printf '%016x' "$ia").meta.3: bad checksum [meta-corrupt]" \
+		inj_meta_byte
+	test_case "$fs: found: a missing metadata file" damage 4 \
+		"$(printf '%016x' "$ia").meta.3: missing [meta-missing]" \
+		inj_meta_missing
+	test_case "$fs: found: a missing content file, with the extent map's key" \
+		content_missing_case
+	test_case "$fs: found: an orphan content file" damage 4 \
+		"$(printf '%016x' "$ibig").content.77: no extent map uses" \
+		inj_orphan_content
+	test_case "$fs: found: an orphan metadata file" damage 4 \
+		"$(printf '%016x' "$ia").meta.76: no inode record uses" \
+		inj_orphan_meta
+	test_case "$fs: found: a leftover temporary" damage 4 \
+		"content.3.tmp: temporary file" inj_tmp
+	test_case "$fs: found: an entry pointing at a missing inode" damage 4 \
+		"index: dirents (dir 1, 'ghost', birth $E): points at inode 424242" \
+		inj_dirent
+	test_case "$fs: found: overlapping extents" damage 4 \
+		"index: extents (ino $ibig, ver 4): extents: key (ino $ibig, ver 4) page 0: overlaps" \
+		inj_overlap
+	test_case "$fs: found: an epoch-log entry naming no record" damage 4 \
+		"index: elog (epoch 3, inode 31337): names inode 31337" inj_log
+	test_case "$fs: found: a record missing from the epoch log" damage 4 \
+		"index: inodes (ino $ibig, ver 4): missing from the epoch log" \
+		inj_unlog
+	test_case "$fs: found: an orphan extent map" damage 4 \
+		"index: extents (ino $ia, ver 55): no inode record uses" inj_map
+	test_case "$fs: found: a trash entry that would delete a live file" \
+		damage 4 \
+		"index: trash (ino $ia, ver 3): would delete the metadata file" \
+		inj_trash
+	test_case "$fs: found: a too small inode counter" damage 4 \
+		"index: kv 'next_ino': 2, but inode" inj_kv
+	test_case "$fs: found: a missing base-layer file" damage 4 \
+		"base-layer file 'basefile', which is missing" inj_base
+	test_case "$fs: the lock held by a live process (exit 8)" lock_case
+	test_case "$fs: --repair fixes 10 problems, every view reads as before" \
+		repair_case
+	test_case "$fs: lost data is reported, never hidden (--repair exits 4)" \
+		lost_data_case
 	rm -rf "$W" "$P"
 }
 
-note "usage"
-"$FSCK" >/dev/null 2>&1; assert_eq $? 16 "no argument"
-"$FSCK" --bogus x >/dev/null 2>&1; assert_eq $? 16 "unknown option"
-"$FSCK" -n -y x >/dev/null 2>&1; assert_eq $? 16 "-n with -y"
-"$FSCK" --help | grep -q "usage: versionfs-fsck" || fail "--help"
-"$FSCK" "$T/nowhere" >/dev/null 2>&1; assert_eq $? 8 "no such directory"
-mkdir "$T/empty"
-"$FSCK" "$T/empty" 2>&1 | grep -q "no versionfs store" || fail "not a store"
+usage_case() {
+	"$FSCK" >/dev/null 2>&1; assert_eq $? 16 "no argument"
+	"$FSCK" --bogus x >/dev/null 2>&1; assert_eq $? 16 "unknown option"
+	"$FSCK" -n -y x >/dev/null 2>&1; assert_eq $? 16 "-n with -y"
+	"$FSCK" --help | grep -q "usage: versionfs-fsck" || fail "--help"
+}
 
+not_a_store_case() {
+	"$FSCK" "$T/nowhere" >/dev/null 2>&1; assert_eq $? 8 "no such directory"
+	mkdir -p "$T/empty"
+	"$FSCK" "$T/empty" 2>&1 | grep -q "no versionfs store" || fail "not a store"
+}
+
+test_case "usage: bad arguments exit 16, --help" usage_case
+test_case "a missing directory (exit 8) and one without a store" not_a_store_case
 run_case ext4 "$(make_fs ext4 512M)"
 run_case xfs "$(make_fs xfs 512M)"
-echo "t0410-fsck: ok"
+cases_done

@@ -6,7 +6,7 @@
 # writes go on: k=2, m=1, min_size 2), the OSD restarted and the cluster
 # healthy again with every object readable; stop kills only the cluster's
 # own daemons; clean removes its directory.  Skipped when Ceph's packages
-# are not installed (scripts/install-deps installs them).
+# are not installed (scripts/install-deps test installs them).
 # timeout: 420
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/chunk-lib.sh"

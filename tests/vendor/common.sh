@@ -37,7 +37,7 @@ vendor_need_pkgs() {
 		[ "$st" = installed ] || missing="$missing $p"
 	done
 	[ -z "$missing" ] ||
-		vendor_fail "build dependencies missing:$missing (scripts/install-deps installs them)"
+		vendor_fail "build dependencies missing:$missing (scripts/install-deps test installs them)"
 }
 
 # vendor_build DIR FUNC: run FUNC SRC DIR once under a lock, logging to

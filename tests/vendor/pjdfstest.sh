@@ -20,7 +20,7 @@
 # rename like ext4, so FUSE.VERSIONFS is added to that list: the test runs
 # on versionfs instead of being skipped.
 #
-# Needs autoconf, automake, gcc, make (scripts/install-deps) and, to run
+# Needs autoconf, automake, gcc, make (scripts/install-deps test) and, to run
 # the suite, prove (perl).
 set -eu
 

@@ -1,22 +1,51 @@
 /*
- * vfs_model.h — what the randomized model test (tests/helpers/vfs_model.c)
- * shares with its companion files in tests/helpers/vfs_model/.
+ * vfs_model.h — what the files of the randomized model test share (the
+ * program tests/helpers/vfs_model/, built as $(BUILD)/tests/vfs_model).
  *
- * vfs_model.c holds the driver: the file-system operations, the reference
- * tree, checkpoints, rollbacks, remounts, kill -9 and the tree comparison.
- * clean.c adds deleting checkpoints, pruning, policies and the cleaner.
+ * The files, in the order a step runs through them (main.c tells what the
+ * test does and why; each file opens with its own design comment):
+ *
+ *   main.c     options, the run: base layer, first mount, the steps or
+ *              crash rounds, the end checks
+ *   step.c     one step (a meta operation, or a file-system operation on
+ *              both sides compared), periodic checks, crash mode
+ *   gen.c      generating an operation: kind, paths, offsets, lengths
+ *   apply.c    applying it to one side (REF, the reference, or the mount)
+ *   ckpt.c     checkpoints, rollbacks, views, listings, recovery after a
+ *              kill -9
+ *   clean.c    delete, prune, policies and the cleaner
+ *   compare.c  comparing two trees (names, metadata, sparse contents,
+ *              xattrs, hard links)
+ *   witness.c  inode numbers across rollbacks, fsync witnesses
+ *   mount.c    mounting, unmounting, waiting for the daemon to exit
+ *   base.c     the base layer seeded into BACKING before the first mount
+ *   report.c   the operation log, statistics, failure report, watchdog
+ *   util.c     the random generator, allocation, paths, running programs
+ *
  * The program is single-threaded but for crash mode's killer thread, which
- * only touches kill_fired: nothing here needs a lock.
+ * only touches kill_fired (step.c): nothing here needs a lock.
  */
 #ifndef VFS_MODEL_H
 #define VFS_MODEL_H
 
+#include <fcntl.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 
 #define MODEL_RELMAX	256		/* relative paths */
+#define RELMAX		MODEL_RELMAX
+#define PAGE		4096u
+#define MAX_IO		(1u << 20)	/* largest single read or write */
+#define GIB4		(UINT64_C(4) << 30)
+#define OPLOG_LINE	1024		/* one operation's log line */
+#define ROOTMAX		(PATH_MAX / 2)	/* base.c: a root of the base layer */
+#define OFLAGS		(O_CLOEXEC | O_NONBLOCK)	/* every open of an operation */
 
 enum kind {
 	OP_CREATE, OP_PWRITE, OP_APPEND, OP_TRUNC, OP_BIGWRITE, OP_MMAP,
@@ -45,6 +74,28 @@ struct model_cfg {
 	bool skip[NKINDS];
 };
 
+/* A file-system operation (gen.c makes it, apply.c runs it). */
+struct op {
+	enum kind k;
+	char p1[RELMAX], p2[RELMAX];
+	char variant[32];		/* statistics key, e.g. "rename.exchange" */
+	uint64_t off, len;
+	unsigned mode;			/* create/mkdir/chmod mode, fallocate
+					   mode, rename flags, xattr flags */
+	int var;			/* variant number */
+	uint64_t dseed;			/* data to write */
+	char target[64];		/* symlink target, xattr name */
+	struct timespec ts[2];
+};
+
+/* What it did on one side. */
+struct res {
+	long rc;			/* >= 0 result, < 0 -errno */
+	long aux;
+	size_t blen;			/* bytes in rbuf[side] */
+	char info[1024];
+};
+
 struct ient { char *path; uint64_t ino; };
 struct inomap { struct ient *e; size_t n, cap; };
 
@@ -58,23 +109,52 @@ struct ckpt {
 	struct inomap map;
 };
 
-/* ---- vfs_model.c ---- */
+/* A tree walked in preorder, names sorted (compare.c). */
+struct node {
+	char *path;			/* relative; "" is the root */
+	struct stat st;
+};
+
+struct tree {
+	struct node *v;
+	size_t n, cap;
+	char err[PATH_MAX + 128];
+};
+
+/* Byte ranges [a, b) of a file, sorted and merged (compare.c). */
+struct region { uint64_t a, b; };
+struct regions { struct region *v; size_t n, cap; };
+
+/* ---- main.c ---- */
 
 extern struct model_cfg cfg;
-extern uint64_t opno;
-extern struct ckpt *cks;		/* the live checkpoints, any order */
-extern size_t ncks;
-extern uint64_t max_id;			/* highest id ever printed */
-extern uint64_t gone_ids[16];		/* checkpoints that must not answer
-					   stat in .checkpoints/ any more */
-extern unsigned ngone;
-extern char why[8192];			/* the difference found */
 
-uint64_t rnd(uint64_t n);
-bool pct(unsigned p);
-double elapsed(void);
+/* ---- util.c ---- */
+
+uint64_t rnd(uint64_t n);		/* in [0, n); 0 if n is 0 */
+bool pct(unsigned p);			/* true with probability p % */
+uint64_t rnd_u64(void);
+void rnd_seed(uint64_t seed);
+void fill(unsigned char *buf, size_t len, uint64_t seed);
 void *xmalloc(size_t n);
 void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+const char *P(char *buf, const char *root, const char *rel);
+const char *shown(const char *rel);
+int run_cmd(char *const argv[], char *out, size_t outlen, char *err,
+	    size_t errlen);
+int ctl(char *out, size_t outlen, char *err, size_t errlen,
+	const char *a1, const char *a2, const char *a3, const char *a4);
+uint64_t du(const char *path);
+void rmtree(const char *path);
+void snap_path(char *buf, uint64_t id);
+void cp_a(const char *from, const char *to);
+
+/* ---- report.c ---- */
+
+extern char why[8192];			/* the difference found */
+extern struct timespec t_start;
+double elapsed(void);
 int mismatch(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2),
 					       noreturn));
@@ -83,23 +163,98 @@ void log_res(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void stat_add(const char *name, bool ok);
 void stat_time(const char *name, double secs);
 void watchdog(void);
-int run_cmd(char *const argv[], char *out, size_t outlen, char *err,
-	    size_t errlen);
-uint64_t du(const char *path);
-void rmtree(const char *path);
-void snap_path(char *buf, uint64_t id);
+void on_alarm(int sig);
+void print_stats(void);
+
+/* ---- compare.c ---- */
+
+extern bool uncached;
+extern uint64_t n_compare;
+int name_cmp(const void *a, const void *b);
+void tree_free(struct tree *t);
+int tree_walk(const char *root, const char *rel, struct tree *t,
+	      bool skip_store);
+void reg_push(struct regions *r, uint64_t a, uint64_t b);
+int data_regions(int fd, uint64_t size, struct regions *r, const char *path);
+int pread_full(int fd, unsigned char *buf, size_t len, uint64_t off);
+bool all_zero(const unsigned char *p, size_t n);
+const char *type_name(mode_t m);
+int compare_trees(const char *ra, const char *rb, const char *label,
+		  bool skip_store);
+
+/* ---- witness.c ---- */
+
+extern size_t nwit;
+extern uint64_t n_witness_checked;
+int inomap_record(struct inomap *m);
+void inomap_free(struct inomap *m);
+int inomap_check(const struct inomap *m, const char *when);
+void witness_drop_all(void);
+void witness_touch(const char *rel, bool by_path);
+void witness_add(const char *rel);
+void witness_check(void);
+
+/* ---- mount.c ---- */
+
+extern pid_t daemon_pid;
+bool pid_alive(pid_t pid);
+void do_mount(void);
+void do_umount(void);
+void wait_dead(pid_t pid, const char *what);
+void lazy_umount(void);
+
+/* ---- ckpt.c ---- */
+
+extern struct ckpt *cks;		/* the live checkpoints, any order */
+extern size_t ncks;
+extern uint64_t max_id;			/* highest id ever printed */
+extern uint64_t gone_ids[16];		/* checkpoints that must not answer
+					   stat in .checkpoints/ any more */
+extern unsigned ngone;
 int u64_cmp(const void *a, const void *b);
 struct ckpt *ck_find(uint64_t id);
 void ck_forget(size_t i);		/* cks[i] left the mount: drop it */
 uint64_t latest_ckpt(void);
-int inomap_record(struct inomap *m);
-void inomap_free(struct inomap *m);
 int check_listing(const char *when);
 int check_ctl_list(const char *when);
 int check_view(uint64_t id);
 int check_live(const char *when, const struct inomap *m);
-void do_mount(void);
-void do_umount(void);
+void check_live_or_fail(const char *when, const struct inomap *m);
+int do_checkpoint(void);
+int do_rollback_to(uint64_t id, bool check);
+void recover_after_kill(bool all_views);
+
+/* ---- gen.c ---- */
+
+extern const char *const kind_name[NKINDS];
+extern const unsigned weight_normal[NFSOPS], weight_crash[NFSOPS];
+enum kind pick_kind(const unsigned *w);
+void gen_op(struct op *o, enum kind k);
+void describe(const struct op *o, char *buf, size_t len);
+
+/* ---- apply.c ---- */
+
+extern unsigned char *wbuf, *rbuf[2];	/* page-aligned, MAX_IO + PAGE */
+void on_bus(int sig);
+long write_all(int fd, const unsigned char *buf, size_t len, bool pos,
+	       uint64_t off);
+void apply(int side, const struct op *o, struct res *r);
+
+/* ---- step.c ---- */
+
+extern uint64_t opno;
+extern unsigned cur_round;
+extern uint64_t n_rounds_done;
+bool crashed(void);
+void step(void);
+void full_check(const char *when);
+void do_remount(void);
+void crash_round(unsigned round);
+
+/* ---- base.c ---- */
+
+const char *base_root(int i, char *buf);
+void seed_base_layer(void);
 
 /* ---- clean.c: delete, prune, policy, clean ---- */
 

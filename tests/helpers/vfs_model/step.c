@@ -1,0 +1,402 @@
+/*
+ * step.c — one step of the model, and crash mode.
+ *
+ * A step is a meta operation now and then (checkpoint, rollback, view,
+ * remount, kill -9, and clean.c's delete, prune, policy and clean), else a
+ * file-system operation: generated (gen.c), applied to REF and then to the
+ * mount (apply.c), and the two results compared.  Every --check-every
+ * steps, and after every rollback and remount, the whole trees are
+ * compared.  A write through a checkpoint view must fail.
+ *
+ * Crash mode (--crash).  Rounds of the same workload (more writes, fsyncs,
+ * checkpoints and rollbacks) while a thread kills the daemon with SIGKILL
+ * after a random delay.  Then: remount; the checkpoints listed must be
+ * exactly those whose id versionfs-ctl printed (ckpt.c reconciles what a
+ * cut-short checkpoint or rollback did); fsync witnesses must hold; every
+ * checkpoint must read back byte-identical through .checkpoints/<id>/; then
+ * the model rolls back to each checkpoint taken in the round, newest first,
+ * and compares the live tree with its snapshot.  The killer thread touches
+ * only kill_fired.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/helpers/vfs_model/vfs_model.h"
+
+uint64_t opno;
+unsigned cur_round;
+uint64_t n_rounds_done;
+static volatile int kill_fired;		/* the killer thread sent SIGKILL */
+
+bool crashed(void)
+{
+	return cfg.crash && __atomic_load_n(&kill_fired, __ATOMIC_SEQ_CST);
+}
+
+static const char *errname(long rc)
+{
+	static char buf[64];
+
+	if (rc >= 0) {
+		snprintf(buf, sizeof(buf), "%ld", rc);
+		return buf;
+	}
+	snprintf(buf, sizeof(buf), "%s", strerrorname_np((int)-rc) ?
+		 strerrorname_np((int)-rc) : "?");
+	return buf;
+}
+
+/* Writes through a checkpoint view must fail with EROFS. */
+static void do_viewro(const struct op *o)
+{
+	char path[PATH_MAX], file[PATH_MAX + RELMAX + 16];
+	uint64_t id = cks[rnd(ncks)].id;
+	struct stat st;
+	int fd, rc, e;
+
+	snprintf(path, sizeof(path), "%s/.checkpoints/%" PRIu64, cfg.mnt, id);
+	snprintf(file, sizeof(file), "%.4000s/%s", path, o->p1);
+	errno = 0;
+	switch (o->var) {
+	case 0:
+		fd = open(file, O_WRONLY | OFLAGS);
+		rc = fd < 0 ? -1 : 0;
+		break;
+	case 1:
+		snprintf(file, sizeof(file), "%.4000s/new-file", path);
+		fd = open(file, O_CREAT | O_WRONLY | OFLAGS, 0644);
+		rc = fd < 0 ? -1 : 0;
+		break;
+	case 2:
+		fd = -1;
+		rc = truncate(file, 0);
+		break;
+	default:
+		fd = -1;
+		snprintf(file, sizeof(file), "%.4000s/d9", path);
+		rc = mkdir(file, 0755);
+		break;
+	}
+	e = errno;
+	if (fd >= 0)
+		close(fd);
+	log_res(" [view %" PRIu64 "] -> %s", id, rc ? strerrorname_np(e) :
+		"success");
+	/* Nothing may succeed.  Creating in a view must say EROFS; writing
+	   to a path may first fail on resolving it, as the VFS does before
+	   asking the daemon (missing, a loop, not a directory, a directory),
+	   and a fifo never reaches the daemon (ENXIO: no reader; truncate:
+	   EINVAL). */
+	if (rc == 0)
+		fail("writing into checkpoint view %" PRIu64 ": succeeded", id);
+	if (o->var == 1 || o->var == 3) {
+		if (e != EROFS)
+			fail("creating in checkpoint view %" PRIu64 ": %s "
+			     "(want EROFS)", id, strerror(e));
+	} else if (e != EROFS && e != ENOENT && e != ENOTDIR && e != ELOOP &&
+		   e != EISDIR && !((e == ENXIO || e == EINVAL) &&
+				    stat(file, &st) == 0 &&
+				    S_ISFIFO(st.st_mode))) {
+		fail("writing into checkpoint view %" PRIu64 ": %s", id,
+		     strerror(e));
+	}
+	stat_add("viewro", true);
+}
+
+static void fs_step(enum kind k)
+{
+	struct op o;
+	struct res a, b;
+	char desc[OPLOG_LINE];
+	double t0 = elapsed();
+
+	gen_op(&o, k);
+	describe(&o, desc, sizeof(desc));
+	log_op("%s", desc);
+	if (k == OP_VIEWRO) {
+		do_viewro(&o);
+		return;
+	}
+	if (o.len && (k == OP_CREATE || k == OP_PWRITE || k == OP_BIGWRITE ||
+		      k == OP_APPEND || k == OP_MMAP || k == OP_SETXATTR))
+		fill(wbuf, (size_t)(o.len < MAX_IO ? o.len : MAX_IO), o.dseed);
+	/* drop fsync witnesses this operation may change */
+	switch (k) {
+	case OP_READ: case OP_STAT: case OP_READDIR: case OP_GETXATTR:
+	case OP_FSYNC:
+		break;
+	case OP_UNLINK: case OP_MKDIR: case OP_RMDIR: case OP_SYMLINK:
+	case OP_MKFIFO: case OP_CREATE:
+		witness_touch(o.p1, true);
+		break;
+	case OP_RENAME: case OP_LINK:
+		witness_touch(o.p1, k == OP_RENAME);
+		witness_touch(o.p2, true);
+		break;
+	default:
+		witness_touch(o.p1, false);
+		break;
+	}
+	apply(0, &o, &a);
+	watchdog();
+	apply(1, &o, &b);
+	/* POSIX allows either for a rename onto a non-empty directory: XFS
+	   says EEXIST, ext4 ENOTEMPTY */
+	if (k == OP_RENAME && a.rc == -EEXIST && b.rc == -ENOTEMPTY)
+		a.rc = b.rc;
+	log_res(" -> %s", errname(a.rc));
+	if (a.rc != b.rc || a.aux != b.aux || a.blen != b.blen ||
+	    memcmp(rbuf[0], rbuf[1], a.blen) || strcmp(a.info, b.info)) {
+		char detail[2400];
+
+		if (crashed())
+			return;
+		if (b.rc == -ENOTCONN || b.rc == -ECONNABORTED)
+			fail("%s: the daemon is gone (%s)%s", desc,
+			     errname(b.rc), pid_alive(daemon_pid) ? "" :
+			     ": it died");
+		snprintf(detail, sizeof(detail), "reference %s",
+			 errname(a.rc));
+		snprintf(detail + strlen(detail), sizeof(detail) -
+			 strlen(detail), ", mount %s", errname(b.rc));
+		if (a.aux != b.aux)
+			snprintf(detail + strlen(detail), sizeof(detail) -
+				 strlen(detail), "; aux (size/offset) "
+				 "reference %ld, mount %ld", a.aux, b.aux);
+		if (a.rc == b.rc && a.blen == b.blen && a.blen) {
+			size_t i = 0;
+
+			while (rbuf[0][i] == rbuf[1][i])
+				i++;
+			snprintf(detail + strlen(detail), sizeof(detail) -
+				 strlen(detail), "; data differ at byte %zu "
+				 "(file offset %" PRIu64 "): reference %02x, "
+				 "mount %02x", i, o.off + i, rbuf[0][i],
+				 rbuf[1][i]);
+		}
+		if (strcmp(a.info, b.info))
+			snprintf(detail + strlen(detail), sizeof(detail) -
+				 strlen(detail), "; reference [%.500s], mount "
+				 "[%.500s]", a.info, b.info);
+		fail("%s: %s", desc, detail);
+	}
+	stat_add(o.variant, a.rc >= 0);
+	if (k == OP_FSYNC && a.rc == 0 && b.rc == 0 && !crashed())
+		witness_add(o.p1);
+	stat_time(o.variant, elapsed() - t0);
+}
+
+void full_check(const char *when)
+{
+	double t0 = elapsed();
+
+	/* every other periodic check reads what the daemon answers, not the
+	   kernel's cached pages (after a rollback the cache is the point) */
+	uncached = (opno / (cfg.check_every ? cfg.check_every : 1)) % 2;
+	log_op("check (%s%s)", when, uncached ? ", uncached" : "");
+	check_live_or_fail(when, NULL);
+	uncached = false;
+	if (!crashed() && check_listing(when))
+		fail("%s", why);
+	stat_add("check", true);
+	stat_time("check", elapsed() - t0);
+}
+
+void do_remount(void)
+{
+	struct inomap m;
+
+	if (inomap_record(&m))
+		fail("%s", why);
+	do_umount();
+	do_mount();
+	check_live_or_fail("after remount", &m);
+	if (check_listing("after remount") ||
+	    check_ctl_list("after remount"))
+		fail("%s", why);
+	inomap_free(&m);
+	stat_add("remount", true);
+}
+
+static void do_kill9(void)
+{
+	if (kill(daemon_pid, SIGKILL) < 0)
+		fail("kill -9 %d: %s", (int)daemon_pid, strerror(errno));
+	wait_dead(daemon_pid, "kill -9");
+	recover_after_kill(false);
+	stat_add("kill9", true);
+}
+
+static void meta_step(enum kind k)
+{
+	double t0 = elapsed();
+
+	switch (k) {
+	case OP_CHECKPOINT:
+		log_op("checkpoint");
+		do_checkpoint();
+		break;
+	case OP_ROLLBACK: {
+		uint64_t id = pct(30) ? latest_ckpt() : cks[rnd(ncks)].id;
+
+		log_op("rollback %" PRIu64, id);
+		do_rollback_to(id, true);
+		break;
+	}
+	case OP_VIEW: {
+		uint64_t id = cks[rnd(ncks)].id;
+
+		log_op("view %" PRIu64, id);
+		if (check_view(id) && !crashed())
+			fail("%s", why);
+		stat_add("view", true);
+		break;
+	}
+	case OP_REMOUNT:
+		log_op("remount");
+		do_remount();
+		break;
+	case OP_KILL9:
+		log_op("kill -9 (pid %d)", (int)daemon_pid);
+		do_kill9();
+		break;
+	case OP_DELETE: case OP_PRUNE: case OP_POLICY: case OP_CLEAN:
+		mc_step(k);
+		break;
+	default:
+		break;
+	}
+	stat_time(kind_name[k], elapsed() - t0);
+}
+
+/* One step: a meta operation now and then, else a file-system operation. */
+void step(void)
+{
+	unsigned r = (unsigned)rnd(10000);
+
+	watchdog();
+	const unsigned *w = cfg.crash ? weight_crash : weight_normal;
+
+	if (cfg.crash) {
+		if (r < 150 && !cfg.skip[OP_CHECKPOINT])
+			meta_step(OP_CHECKPOINT);
+		else if (r < 180 && !cfg.skip[OP_ROLLBACK])
+			meta_step(OP_ROLLBACK);
+		else
+			fs_step(pick_kind(w));
+		return;
+	}
+	if (r < 70 && !cfg.skip[OP_CHECKPOINT])
+		meta_step(OP_CHECKPOINT);
+	else if (r < 105 && !cfg.skip[OP_ROLLBACK])
+		meta_step(OP_ROLLBACK);
+	else if (r < 135 && !cfg.skip[OP_VIEW])
+		meta_step(OP_VIEW);
+	else if (r < 145 && !cfg.skip[OP_REMOUNT])
+		meta_step(OP_REMOUNT);
+	else if (r < 152 && !cfg.skip[OP_KILL9])
+		meta_step(OP_KILL9);
+	else if (r < 187 && !cfg.skip[OP_DELETE])
+		meta_step(OP_DELETE);
+	else if (r < 199 && !cfg.skip[OP_PRUNE])
+		meta_step(OP_PRUNE);
+	else if (r < 209 && !cfg.skip[OP_POLICY])
+		meta_step(OP_POLICY);
+	else if (r < 229 && !cfg.skip[OP_CLEAN])
+		meta_step(OP_CLEAN);
+	else {
+		size_t before = nwit;
+
+		fs_step(pick_kind(w));
+		/* now and then kill right after an fsync: later operations
+		   soon touch most fsync'ed files again, so a random kill
+		   rarely finds a witness to check */
+		if (nwit > before && pct(5) && !cfg.skip[OP_KILL9])
+			meta_step(OP_KILL9);
+	}
+	if (cfg.check_every && opno % cfg.check_every == 0 &&
+	    !cfg.skip[OP_CHECK])
+		full_check("periodic check");
+}
+
+/* ---- crash mode ---- */
+
+struct killer {
+	unsigned delay_ms;
+	pid_t pid;
+};
+
+static void *killer_main(void *arg)
+{
+	struct killer *k = arg;
+	struct timespec ts = { k->delay_ms / 1000,
+			       (long)(k->delay_ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	__atomic_store_n(&kill_fired, 1, __ATOMIC_SEQ_CST);
+	kill(k->pid, SIGKILL);
+	return NULL;
+}
+
+void crash_round(unsigned round)
+{
+	struct killer k = { 0 };
+	pthread_t th;
+	uint64_t before = max_id, ops = 0;
+	uint64_t *mine = NULL;
+	size_t nmine = 0;
+
+	cur_round = round;
+	k.delay_ms = (unsigned)rnd(cfg.kill_max_ms + 1);
+	k.pid = daemon_pid;
+	__atomic_store_n(&kill_fired, 0, __ATOMIC_SEQ_CST);
+	opno++;
+	log_op("round %u: kill -9 of pid %d after %u ms", round,
+	       (int)daemon_pid, k.delay_ms);
+	if (pthread_create(&th, NULL, killer_main, &k))
+		fail("pthread_create");
+	while (!crashed() && ops < cfg.nops) {
+		opno++;
+		ops++;
+		step();
+	}
+	pthread_join(th, NULL);
+	wait_dead(k.pid, "kill -9");
+	opno++;
+	log_op("round %u: recovery after %" PRIu64 " operations", round, ops);
+	__atomic_store_n(&kill_fired, 0, __ATOMIC_SEQ_CST);
+	watchdog();
+	recover_after_kill(true);
+	/* every checkpoint of this round, newest first, by rollback */
+	for (size_t i = 0; i < ncks; i++)
+		if (cks[i].id > before) {
+			mine = xrealloc(mine, (nmine + 1) * sizeof(*mine));
+			mine[nmine++] = cks[i].id;
+		}
+	if (nmine)
+		qsort(mine, nmine, sizeof(*mine), u64_cmp);
+	for (size_t i = nmine; i-- > 0;) {
+		if (mine[i] == latest_ckpt() && i + 1 == nmine)
+			continue;	/* recovery rolled back to it already */
+		opno++;
+		watchdog();
+		log_op("round %u: rollback %" PRIu64, round, mine[i]);
+		do_rollback_to(mine[i], true);
+	}
+	free(mine);
+	n_rounds_done++;
+	printf("round %u: killed after %u ms, %" PRIu64 " ops, %zu "
+	       "checkpoints live, %zu of this round verified\n", round,
+	       k.delay_ms, ops, ncks, nmine);
+	fflush(stdout);
+}
