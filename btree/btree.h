@@ -476,12 +476,33 @@ int bt_inode_foreach(bt_txn *txn, uint64_t ino, bt_inode_cb cb, void *arg);
 #define BT_CKPT_ACTIVE	1	/* a checkpoint of the mount */
 #define BT_CKPT_DELETED	2	/* deleted, its space not yet reclaimed */
 
+#define BT_GUID_LEN	16
+/* flags */
+#define BT_CKPT_GUID_LOCAL 1	/* the GUID was given here to a checkpoint
+				   that had none (taken before GUIDs, or
+				   received in a stream without one): it
+				   names it in this store only */
+
+/* All zero: no GUID. */
+static inline bool bt_guid_zero(const unsigned char g[BT_GUID_LEN])
+{
+	for (int i = 0; i < BT_GUID_LEN; i++)
+		if (g[i])
+			return false;
+	return true;
+}
+
 struct bt_ckpt {
 	uint64_t id;
 	uint64_t parent;	/* checkpoint this one descends from, 0: none */
 	uint64_t time_ns;	/* CLOCK_REALTIME when taken */
 	uint32_t state;		/* BT_CKPT_* */
-	uint32_t flags;		/* reserved, 0 */
+	uint32_t flags;		/* BT_CKPT_GUID_LOCAL, else 0 */
+	/* The checkpoint's identity (DESIGN.md §4): random, made when it is
+	   taken, kept by every copy of it (replicas, the chunk store); and
+	   its parent's.  All zero: none yet (a record of format 1). */
+	unsigned char guid[BT_GUID_LEN];
+	unsigned char parent_guid[BT_GUID_LEN];
 	uint64_t files;		/* inodes changed in the epoch it closed */
 	uint64_t bytes;		/* bytes written in that epoch (every write
 				   request counted: what a mirror sends) */

@@ -3,7 +3,9 @@
  *
  * ckpts: key id (BE64) -> magic "CK", record version, pad, state (LE32),
  *        flags (LE32), tag length (LE32), parent, time_ns, files, bytes
- *        (LE64 each), tag bytes.
+ *        (LE64 each), [version 2: guid, parent_guid (16 bytes each)], tag
+ *        bytes.  Version 1 records (no GUIDs) are read with zero GUIDs;
+ *        every record is written as version 2.
  * tags:  key tag bytes -> magic "TG", record version, pad, pad32, id (LE64).
  *
  * The tag index is kept in step by bt_ckpt_put()/bt_ckpt_del(); a tag names
@@ -14,22 +16,41 @@
 
 #include "bt_int.h"
 
-#define CK_HDR	48
+#define CK_HDR1	48		/* record version 1 */
+#define CK_HDR	80		/* version 2: and the GUIDs */
+#define CK_VER	2
 #define TG_VAL	16
 
 static int ck_dec(const MDB_val *k, const MDB_val *v, struct bt_ckpt *c)
 {
 	const unsigned char *p = v->mv_data;
 	char kd[32];
-	size_t tl;
-	int rc;
+	size_t tl, hdr;
 
 	if (k->mv_size != 8)
 		return BT_CORRUPT("ckpts: key of %zu bytes", k->mv_size);
 	c->id = bt_get_be64(k->mv_data);
 	snprintf(kd, sizeof(kd), "%llu", (unsigned long long)c->id);
-	if ((rc = bt_check_hdr(v, BT_MAGIC_CKPT, CK_HDR, "ckpts", kd)))
-		return rc;
+
+	if (v->mv_size < CK_HDR1)
+		return BT_CORRUPT("ckpts: key %s: value of %zu bytes, expected "
+				  "at least %d", kd, v->mv_size, CK_HDR1);
+	if (bt_get_le16(p) != BT_MAGIC_CKPT)
+		return BT_CORRUPT("ckpts: key %s: bad magic 0x%04x", kd,
+				  bt_get_le16(p));
+	if (p[2] != 1 && p[2] != CK_VER)
+		return BT_CORRUPT("ckpts: key %s: unknown record version %u",
+				  kd, p[2]);
+	hdr = p[2] == 1 ? CK_HDR1 : CK_HDR;
+	if (v->mv_size < hdr)
+		return BT_CORRUPT("ckpts: key %s: value of %zu bytes, expected "
+				  "at least %zu", kd, v->mv_size, hdr);
+	memset(c->guid, 0, sizeof(c->guid));
+	memset(c->parent_guid, 0, sizeof(c->parent_guid));
+	if (hdr == CK_HDR) {
+		memcpy(c->guid, p + 48, BT_GUID_LEN);
+		memcpy(c->parent_guid, p + 64, BT_GUID_LEN);
+	}
 	c->state = bt_get_le32(p + 4);
 	c->flags = bt_get_le32(p + 8);
 	tl = bt_get_le32(p + 12);
@@ -37,7 +58,7 @@ static int ck_dec(const MDB_val *k, const MDB_val *v, struct bt_ckpt *c)
 	c->time_ns = bt_get_le64(p + 24);
 	c->files = bt_get_le64(p + 32);
 	c->bytes = bt_get_le64(p + 40);
-	if (tl > BT_TAG_MAX || v->mv_size != CK_HDR + tl)
+	if (tl > BT_TAG_MAX || v->mv_size != hdr + tl)
 		return BT_CORRUPT("ckpts: key %s: tag length %zu in a value of "
 				  "%zu bytes", kd, tl, v->mv_size);
 	if (c->state != BT_CKPT_ACTIVE && c->state != BT_CKPT_DELETED)
@@ -132,7 +153,7 @@ int bt_ckpt_put(bt_txn *txn, const struct bt_ckpt *c)
 	bt_put_be64(kb, c->id);
 	memset(vb, 0, CK_HDR);
 	bt_put_le16(vb, BT_MAGIC_CKPT);
-	vb[2] = BT_RECVER;
+	vb[2] = CK_VER;
 	bt_put_le32(vb + 4, c->state);
 	bt_put_le32(vb + 8, c->flags);
 	bt_put_le32(vb + 12, (uint32_t)tl);
@@ -140,6 +161,8 @@ int bt_ckpt_put(bt_txn *txn, const struct bt_ckpt *c)
 	bt_put_le64(vb + 24, c->time_ns);
 	bt_put_le64(vb + 32, c->files);
 	bt_put_le64(vb + 40, c->bytes);
+	memcpy(vb + 48, c->guid, BT_GUID_LEN);
+	memcpy(vb + 64, c->parent_guid, BT_GUID_LEN);
 	memcpy(vb + CK_HDR, c->tag, tl);
 	v.mv_data = vb;
 	v.mv_size = CK_HDR + tl;

@@ -769,6 +769,30 @@ static int count_bytes(const struct cs_file *f, void *arg)
 	return 0;
 }
 
+/*
+ * A store rebuilt from the chunk store is a store of its own (DESIGN.md
+ * §4): it gets a new id and remembers the one it was rebuilt from, so
+ * that its next checkpoints, numbered after the ones it holds, are never
+ * taken for the source's checkpoints of the same numbers by a sink.
+ */
+static int new_identity(const char *dir, char *why, size_t whylen)
+{
+	unsigned char was[16];
+	struct vstore *st;
+	int rc;
+
+	if ((rc = store_open(dir, 0, &st)))
+		return vfs_errf(why, whylen, rc, "%s: reopening the restored "
+				"store: %s", dir, strerror(-rc));
+	if (!(rc = store_id(st, was)))
+		rc = store_new_identity(st, was);
+	store_close(st);
+	if (rc)
+		vfs_errf(why, whylen, rc, "%s: a new identity for the restored "
+			 "store: %s", dir, strerror(-rc));
+	return rc;
+}
+
 int cs_restore_backing(struct cs_repo *r, char *const *names, size_t n,
 		    const char *dir,
 		    void (*progress)(uint64_t, uint64_t, void *),
@@ -803,6 +827,8 @@ int cs_restore_backing(struct cs_repo *r, char *const *names, size_t n,
 		b.prev = b.cur;
 		memset(&b.cur, 0, sizeof(b.cur));
 	}
+	if (!rc)
+		rc = new_identity(dir, why, whylen);
 out:
 	state_free(&b.prev);
 	state_free(&b.cur);

@@ -160,10 +160,58 @@ static int resolve_base(struct rcv *r, bt_txn *txn)
 	return 0;
 }
 
+/*
+ * An incremental stream names its base P by GUID too: the replica's P must
+ * be that very checkpoint, not another one under the same number (a copy
+ * of the primary, or a store rebuilt from a sink, numbering its own
+ * checkpoints after the ones it holds).  A P whose GUID the replica gave
+ * it itself (BT_CKPT_GUID_LOCAL: received before streams carried GUIDs)
+ * takes the stream's.  Into parent (the GUID C's record names), 0, or
+ * -EPROTO with the reason.
+ */
+static int base_guid(struct rcv *r, bt_txn *txn,
+		     unsigned char parent[BT_GUID_LEN])
+{
+	struct bt_ckpt p;
+	char want[33], have[33];
+	int rc = bt_ckpt_get(txn, r->b.base, &p);
+
+	if (rc)
+		return rc;
+	if (bt_guid_zero(r->b.parent_guid) ||
+	    !memcmp(p.guid, r->b.parent_guid, BT_GUID_LEN)) {
+		memcpy(parent, p.guid, BT_GUID_LEN);
+		return 0;
+	}
+	if ((p.flags & BT_CKPT_GUID_LOCAL) || bt_guid_zero(p.guid)) {
+		if (!bt_txn_rdonly(txn)) {
+			memcpy(p.guid, r->b.parent_guid, BT_GUID_LEN);
+			p.flags &= ~(uint32_t)BT_CKPT_GUID_LOCAL;
+			if ((rc = bt_ckpt_put(txn, &p)))
+				return rc;
+		}
+		memcpy(parent, r->b.parent_guid, BT_GUID_LEN);
+		return 0;
+	}
+	vfs_hex(r->b.parent_guid, BT_GUID_LEN, want);
+	vfs_hex(p.guid, BT_GUID_LEN, have);
+	RERR(r, "the stream follows checkpoint %llu with GUID %s, but this "
+	     "replica's checkpoint %llu is %s: not the same checkpoint (a "
+	     "copy of the store, or one rebuilt from a sink, numbering its "
+	     "own checkpoints after the ones it holds?)",
+	     (unsigned long long)r->b.base, want,
+	     (unsigned long long)r->b.base, have);
+	return -EPROTO;
+}
+
 static int check_plan(struct rcv *r, bt_txn *txn)
 {
 	struct bt_dirent de;
+	unsigned char g[BT_GUID_LEN];
 	int rc;
+
+	if (!r->full && (rc = base_guid(r, txn, g)))
+		return rc;
 
 	if (!r->full && (rc = resolve_base(r, txn)))
 		return rc;
@@ -313,6 +361,17 @@ static int commit_txn(bt_txn *txn, void *arg)
 			return rc;
 	ck.id = r->C;
 	ck.parent = r->full ? 0 : r->b.base;
+	/* the primary's identity of C (a stream of format 1 has none: one
+	   of this replica's own, marked so) */
+	if (!bt_guid_zero(r->b.guid)) {
+		memcpy(ck.guid, r->b.guid, BT_GUID_LEN);
+	} else {
+		if ((rc = store_new_guid(ck.guid)))
+			return rc;
+		ck.flags |= BT_CKPT_GUID_LOCAL;
+	}
+	if (!r->full && (rc = base_guid(r, txn, ck.parent_guid)))
+		return rc;
 	ck.time_ns = r->b.time_ns;
 	ck.state = BT_CKPT_ACTIVE;
 	ck.files = r->b.files;

@@ -131,6 +131,10 @@ int rep_put(struct rep_writer *w, struct rep_rec *r)
 	} else if (r->type == REP_BASE) {
 		tail2 = r->u.base.target;
 		t2len = r->u.base.targetlen;
+	} else if (r->type == REP_BEGIN && r->u.begin.version >= 2) {
+		/* guid and parent_guid, adjacent in struct rep_begin */
+		tail2 = r->u.begin.guid;
+		t2len = 2 * BT_GUID_LEN;
 	}
 	len = flen + tlen + t2len;
 	if (len > REP_FRAME_MAX)

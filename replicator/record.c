@@ -315,13 +315,20 @@ int rep_decode(int type, const void *payload, size_t len, struct rep_rec *r,
 		struct rep_begin *b = &r->u.begin;
 		uint32_t n = le32_get(f + 80);
 
-		if (b->version != REP_VERSION)
-			BAD("stream format %u, this receiver reads format %d",
-			    b->version, REP_VERSION);
+		size_t g = b->version >= 2 ? 2 * BT_GUID_LEN : 0;
+
+		if (b->version != 1 && b->version != REP_VERSION)
+			BAD("stream format %u, this receiver reads formats 1 "
+			    "to %d", b->version, REP_VERSION);
 		if (b->flags & ~(uint32_t)REP_BEGIN_FULL)
 			BAD("BEGIN: unknown flags 0x%x", b->flags);
-		if (n > BT_TAG_MAX || n != tl || memchr(t, 0, n))
+		if (n > BT_TAG_MAX || (size_t)n + g != tl || memchr(t, 0, n))
 			BAD("BEGIN: bad tag length %u", n);
+		if (g) {
+			memcpy(b->guid, t + n, BT_GUID_LEN);
+			memcpy(b->parent_guid, t + n + BT_GUID_LEN,
+			       BT_GUID_LEN);
+		}
 		if (b->ckpt == 0 || b->ckpt >= BT_ALIVE ||
 		    b->base >= b->ckpt ||
 		    !(b->flags & REP_BEGIN_FULL) != (b->base != 0))

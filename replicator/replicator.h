@@ -114,7 +114,9 @@ void rep_zsource_free(struct rep_zsource *z);
 /* ---- records ----------------------------------------------------------------- */
 
 #define REP_MAGIC		0x52534656u	/* "VFSR" little-endian */
-#define REP_VERSION		1		/* stream format version */
+#define REP_VERSION		2		/* stream format version: 2
+						   adds the GUIDs to BEGIN;
+						   1 is still read */
 #define REP_HDR_LEN		24
 #define REP_DATA_PAGES		256		/* most pages in a DATA frame */
 #define REP_FRAME_MAX		(REP_DATA_PAGES * VFS_PAGE + 64)
@@ -148,6 +150,9 @@ struct rep_begin {
 	uint64_t time_ns, files, bytes;	/* C's checkpoint record */
 	uint64_t next_ino;		/* the source's inode counter */
 	char tag[BT_TAG_MAX + 1];	/* NUL-terminated */
+	/* version 2: C's GUID and its parent's, after the tag on the wire
+	   (zero: none, as version 1 streams read) */
+	unsigned char guid[BT_GUID_LEN], parent_guid[BT_GUID_LEN];
 };
 
 struct rep_dirent {

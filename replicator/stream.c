@@ -771,6 +771,8 @@ static int send_begin(struct snd *s, const struct bt_ckpt *c, uint64_t from)
 	r.u.begin.bytes = c->bytes;
 	r.u.begin.next_ino = next_ino;
 	snprintf(r.u.begin.tag, sizeof(r.u.begin.tag), "%s", c->tag);
+	memcpy(r.u.begin.guid, c->guid, BT_GUID_LEN);
+	memcpy(r.u.begin.parent_guid, c->parent_guid, BT_GUID_LEN);
 	return rep_put(&s->w, &r);
 }
 

@@ -619,6 +619,11 @@ static int open_store(struct vstore *v, const char *backing, bool create_ok,
 			"unknown format" : bt_last_error());
 		return rc;
 	}
+	if (!rdonly && (rc = store_check_identity(v))) {
+		vfs_log(LOG_ERR, "%s: the store's identity: %s", backing,
+			rc == -EIO ? bt_last_error() : strerror(-rc));
+		return rc;
+	}
 	return 0;
 }
 

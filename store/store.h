@@ -135,6 +135,21 @@ int store_check_index(int store_fd, int *index_fd, char *name, size_t nlen,
 int store_openat(const struct vstore *st, int dir_fd, const char *what,
 		 const char *name, int flags, mode_t mode);
 
+/* ---- identity (identity.c) ---------------------------------------------- */
+
+/* A random checkpoint GUID (never all zero). */
+int store_new_guid(unsigned char g[BT_GUID_LEN]);
+/* The id of the store this one was copied or rebuilt from: 1 and *id,
+   0 if none, or -errno. */
+int store_origin(const struct vstore *st, unsigned char id[16]);
+/* Give the store a new random id, remembering `origin` (a store rebuilt
+   from a sink, or found copied): durable when it returns 0. */
+int store_new_identity(struct vstore *st, const unsigned char origin[16]);
+/* At a read-write open (store_open does it): GUIDs for checkpoints of
+   format 1, and a new identity if the store lives elsewhere than it did
+   (copied, or moved to another file system).  0 or -errno. */
+int store_check_identity(struct vstore *st);
+
 /* ---- names and files of obj/ -------------------------------------------- */
 
 /* "XX/<ino>.meta.<ver>" / ".content.<ver>" relative to obj/, buf >= 64. */

@@ -216,6 +216,18 @@ static inline uint64_t le_get(const unsigned char *p, int n)
 		v = v << 8 | p[i];
 	return v;
 }
+/* n bytes as 2n lowercase hex digits and a NUL into out (2n + 1 bytes). */
+static inline void vfs_hex(const unsigned char *b, size_t n, char *out)
+{
+	static const char d[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = d[b[i] >> 4];
+		out[2 * i + 1] = d[b[i] & 15];
+	}
+	out[2 * n] = 0;
+}
+
 /* Big-endian 64-bit: LMDB keys, so that byte order is numeric order. */
 static inline void be64_put(unsigned char *p, uint64_t v)
 {

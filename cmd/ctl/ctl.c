@@ -237,6 +237,11 @@ static int do_list(const char *mount, int argc, char **argv)
 			       v[i].parent, v[i].time_ns, v[i].files,
 			       v[i].bytes, v[i].unique_bytes);
 			json_str(v[i].tag);
+			if (v[i].guid[0])
+				printf(",\"guid\":\"%s\"", v[i].guid);
+			if (v[i].parent_guid[0])
+				printf(",\"parent_guid\":\"%s\"",
+				       v[i].parent_guid);
 			if (v[i].shipped)
 				printf(",\"shipped_bytes\":%" PRIu64,
 				       v[i].shipped_bytes);
@@ -285,6 +290,10 @@ static int do_status(const char *mount, int argc, char **argv)
 		json_str(st.mount);
 		printf(",\"backing\":");
 		json_str(st.backing);
+		if (st.store_id[0])
+			printf(",\"store_id\":\"%s\"", st.store_id);
+		if (st.origin_id[0])
+			printf(",\"origin_id\":\"%s\"", st.origin_id);
 		printf(",\"pid\":%" PRIu64 ",\"format\":%" PRIu64
 		       ",\"epoch\":%" PRIu64 ",\"parent\":%" PRIu64
 		       ",\"checkpoints\":%" PRIu64 ",\"store_bytes\":%" PRIu64
@@ -327,6 +336,10 @@ static int do_status(const char *mount, int argc, char **argv)
 	fmt_bytes(st.index_bytes, ib, sizeof(ib));
 	printf("mount:          %s\n", st.mount);
 	printf("backing:        %s\n", st.backing);
+	if (st.store_id[0])
+		printf("store id:       %s%s%s%s\n", st.store_id,
+		       st.origin_id[0] ? " (copied or rebuilt from " : "",
+		       st.origin_id, st.origin_id[0] ? ")" : "");
 	printf("daemon pid:     %" PRIu64 "\n", st.pid);
 	printf("store format:   %" PRIu64 "\n", st.format);
 	printf("open epoch:     %" PRIu64 " (next checkpoint id)\n", st.epoch);

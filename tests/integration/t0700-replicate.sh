@@ -111,6 +111,7 @@ op() {
 
 run_fs() {
 	local fs=$1 root B M R RM c prev i k w ids=() s st last before msg mode
+	local first
 	root=$(make_fs "$fs:$fs" 768M)
 	B=$root/b M=$root/m R=$root/replica RM=$root/rm
 	note "== $fs"
@@ -135,6 +136,7 @@ run_fs() {
 		for ((k = 0; k < 25; k++)); do op "$M"; done
 		c=$(ctl checkpoint "$M") || fail "checkpoint"
 		if [ ${#ids[@]} = 0 ]; then
+			first=$c	# the full stream (ids[0] may be deleted)
 			st=$(send_v "$T/s$fs.$c" "$M" "$c")
 			note "checkpoint $c full: $st"
 			[ "$(echo "$st" | cut -d' ' -f4)" -gt 0 ] ||
@@ -299,7 +301,7 @@ run_fs() {
 	"$FORGE" slash < "$s" > "$T/slash" || fail "forge slash"
 	refuse "entry with '/'" "$T/slash" "$R"
 	for mode in basepath abspath baseino; do
-		"$FORGE" $mode < "$T/s$fs.${ids[0]}" > "$T/$mode" ||
+		"$FORGE" $mode < "$T/s$fs.$first" > "$T/$mode" ||
 			fail "forge $mode"
 		mkdir -p "$root/empty"
 		"$RECV" "$root/empty" < "$T/$mode" 2> "$T/err" &&

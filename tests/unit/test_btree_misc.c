@@ -270,6 +270,31 @@ START_TEST(test_ckpt_basic)
 }
 END_TEST
 
+/* A checkpoint's identity: its GUID, its parent's and the flags survive
+   a round trip; a record written without GUIDs reads with zero ones. */
+START_TEST(test_ckpt_guid)
+{
+	bt_txn *txn = txn_w(&te);
+	struct bt_ckpt c, o;
+
+	c = ck(1, 0, "");
+	OK(bt_ckpt_put(txn, &c));
+	OK(bt_ckpt_get(txn, 1, &o));
+	ck_assert(bt_guid_zero(o.guid) && bt_guid_zero(o.parent_guid));
+	c = ck(2, 1, "g");
+	memset(c.guid, 0x5a, BT_GUID_LEN);
+	memset(c.parent_guid, 0xa5, BT_GUID_LEN);
+	c.flags = BT_CKPT_GUID_LOCAL;
+	OK(bt_ckpt_put(txn, &c));
+	OK(bt_ckpt_by_tag(txn, "g", &o));
+	ck_assert(!memcmp(o.guid, c.guid, BT_GUID_LEN));
+	ck_assert(!memcmp(o.parent_guid, c.parent_guid, BT_GUID_LEN));
+	ck_assert_uint_eq(o.flags, BT_CKPT_GUID_LOCAL);
+	ck_assert(!bt_guid_zero(o.guid));
+	OK(bt_txn_commit(txn));
+}
+END_TEST
+
 START_TEST(test_ckpt_tags)
 {
 	bt_txn *txn = txn_w(&te);
@@ -650,6 +675,7 @@ static Suite *misc_suite(void)
 	tc = tcase_create("ckpt");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_ckpt_basic);
+	tcase_add_test(tc, test_ckpt_guid);
 	tcase_add_test(tc, test_ckpt_tags);
 	tcase_add_test(tc, test_ckpt_bad_args);
 	tcase_add_test(tc, test_ckpt_foreach);

@@ -470,6 +470,13 @@ START_TEST(test_bad_records)
 	ck_assert_int_eq(decode(REP_BEGIN, p, fl), -EBADMSG);
 	r.u.begin.base = 0;
 	ck_assert_int_eq(rep_encode(&r, p, &fl, &tail, &tl), 0);
+	/* format 2: the GUIDs follow the tag (rep_put's second tail) */
+	ck_assert_int_eq(decode(REP_BEGIN, p, fl), -EBADMSG);
+	memset(p + fl, 0xab, 2 * BT_GUID_LEN);
+	ck_assert_int_eq(decode(REP_BEGIN, p, fl + 2 * BT_GUID_LEN), 0);
+	/* format 1, without them, is still read */
+	r.u.begin.version = 1;
+	ck_assert_int_eq(rep_encode(&r, p, &fl, &tail, &tl), 0);
 	ck_assert_int_eq(decode(REP_BEGIN, p, fl), 0);
 	ck_assert_int_eq(decode(0, p, fl), -EBADMSG);
 	ck_assert_int_eq(decode(REP_TYPE_MAX, p, fl), -EBADMSG);

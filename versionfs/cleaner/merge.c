@@ -374,8 +374,10 @@ static int fin_txn(bt_txn *txn, void *arg)
 	if ((rc = bt_ckpt_get(txn, b->c, &c)) ||
 	    (rc = bt_ckpt_get(txn, b->n, &n)))
 		return rc;
-	if (n.parent == b->c)
+	if (n.parent == b->c) {
 		n.parent = c.parent;
+		memcpy(n.parent_guid, c.parent_guid, BT_GUID_LEN);
+	}
 	n.bytes += c.bytes;
 	if ((rc = bt_log_count_inodes(txn, b->n, &n.files)) ||
 	    (rc = bt_ckpt_put(txn, &n)) ||

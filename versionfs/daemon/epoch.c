@@ -79,8 +79,17 @@ struct ck_arg {
 static int ck_txn(bt_txn *txn, void *arg)
 {
 	struct ck_arg *a = arg;
+	struct bt_ckpt p;
 	int rc;
 
+	/* its identity, and its parent's (DESIGN.md §4) */
+	if ((rc = store_new_guid(a->c.guid)))
+		return rc;
+	memset(a->c.parent_guid, 0, BT_GUID_LEN);
+	if (a->c.parent && (rc = bt_ckpt_get(txn, a->c.parent, &p)) == 0)
+		memcpy(a->c.parent_guid, p.guid, BT_GUID_LEN);
+	else if (a->c.parent && rc != -ENOENT)
+		return rc;
 	if ((rc = bt_log_count_inodes(txn, a->E, &a->c.files)) ||
 	    (rc = bt_ckpt_put(txn, &a->c)) ||
 	    (rc = bt_kv_put_u64(txn, "epoch", a->E + 1)) ||
@@ -567,6 +576,16 @@ static int list_cb(const struct bt_ckpt *c, void *arg)
 	cb_u64(b, F_STATE, c->state);
 	if (c->tag[0])
 		cb_str(b, F_TAG, c->tag, strlen(c->tag));
+	if (!bt_guid_zero(c->guid)) {
+		char hex[2 * BT_GUID_LEN + 1];
+
+		vfs_hex(c->guid, BT_GUID_LEN, hex);
+		cb_str(b, F_GUID, hex, 2 * BT_GUID_LEN);
+		if (!bt_guid_zero(c->parent_guid)) {
+			vfs_hex(c->parent_guid, BT_GUID_LEN, hex);
+			cb_str(b, F_PARENT_GUID, hex, 2 * BT_GUID_LEN);
+		}
+	}
 	{
 		bool have;
 		uint64_t sent = rp_shipped_bytes(a->txn, c->id, &have);
@@ -734,6 +753,19 @@ int ep_status(struct ctl_out *out)
 		cb_u64(&out->b, F_CK_SYNC, (uint64_t)t->sync_us);
 	}
 	cb_str(&out->b, F_BACKING, vfs->backing, strlen(vfs->backing));
+	{
+		unsigned char id[16], origin[16];
+		char hex[33];
+
+		if (store_id(vfs->st, id) == 0) {
+			vfs_hex(id, 16, hex);
+			cb_str(&out->b, F_STORE_ID, hex, 32);
+		}
+		if (store_origin(vfs->st, origin) == 1) {
+			vfs_hex(origin, 16, hex);
+			cb_str(&out->b, F_ORIGIN_ID, hex, 32);
+		}
+	}
 	cb_str(&out->b, F_MOUNT, vfs->mountpoint, strlen(vfs->mountpoint));
 	return rc ? -EIO : out->b.err;
 }

@@ -353,6 +353,14 @@ int vfs_list(vfs_client *c, struct vfs_ckpt_info **v, size_t *n)
 			snprintf(cur->tag, sizeof(cur->tag), "%.*s",
 				 (int)f.len, (const char *)f.val);
 			break;
+		case F_GUID:
+			snprintf(cur->guid, sizeof(cur->guid), "%.*s",
+				 (int)f.len, (const char *)f.val);
+			break;
+		case F_PARENT_GUID:
+			snprintf(cur->parent_guid, sizeof(cur->parent_guid),
+				 "%.*s", (int)f.len, (const char *)f.val);
+			break;
 		}
 	}
 	free(r);
@@ -398,6 +406,14 @@ static void status_field(struct vfs_status *st, const struct cfield *f)
 	case F_MOUNT:
 		snprintf(st->mount, sizeof(st->mount), "%.*s", (int)f->len,
 			 (const char *)f->val);
+		break;
+	case F_STORE_ID:
+		snprintf(st->store_id, sizeof(st->store_id), "%.*s",
+			 (int)f->len, (const char *)f->val);
+		break;
+	case F_ORIGIN_ID:
+		snprintf(st->origin_id, sizeof(st->origin_id), "%.*s",
+			 (int)f->len, (const char *)f->val);
 		break;
 	}
 }

@@ -94,6 +94,9 @@ struct vfs_ckpt_info {
 	   it, if `shipped` */
 	int shipped;
 	uint64_t shipped_bytes;
+	/* identity (appended): the checkpoint's GUID and its parent's, 32
+	   hex digits, "" if it has none (DESIGN.md §4) */
+	char guid[33], parent_guid[33];
 };
 
 /* The checkpoints, oldest first.  Free *v with free(3). */
@@ -156,6 +159,9 @@ struct vfs_status {
 				   nothing referenced (left by a crash, or
 				   by an epoch that stopped using them) */
 	uint64_t orphans_freed;	/* ... of which deleted */
+	/* identity (appended): the store's id, and the id of the store it
+	   was copied or rebuilt from ("" if none), 32 hex digits */
+	char store_id[33], origin_id[33];
 };
 
 int vfs_status(vfs_client *c, struct vfs_status *st);

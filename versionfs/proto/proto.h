@@ -66,6 +66,10 @@ enum ctl_key {
 	F_REPL_COMPRESS,
 	/* push (issue 17): the chunk store's SPEC, wait for it */
 	F_SPEC, F_WAIT,
+	/* identity (issue 28): a checkpoint's GUID and its parent's (list),
+	   the store's id and the one it was copied or rebuilt from (status),
+	   32 hex digits each */
+	F_GUID, F_PARENT_GUID, F_STORE_ID, F_ORIGIN_ID,
 };
 
 struct ctl_hdr {

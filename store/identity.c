@@ -1,0 +1,243 @@
+/*
+ * identity.c — who a store and its checkpoints are (DESIGN.md §4).
+ *
+ * A store has a random 128-bit id, made when it is created (the format
+ * file holds it, store.c).  A checkpoint has a random 128-bit GUID, made
+ * when it is taken, and records its parent's (libvfsbtree's checkpoint
+ * records).  The small integer ids are the user's handles on one store,
+ * never an identity: everything that leaves the store names checkpoints by
+ * (store id, GUID).
+ *
+ * COPIES.  A backing directory copied elsewhere (cp -a, rsync, a tar moved
+ * to another node) holds the same store id, and would number its next
+ * checkpoints after the ones it holds, reusing ids that exist elsewhere; a
+ * sink could not tell the two apart.  So a store records where it lives —
+ * the inode number and birth time of its .versionfs directory, which a
+ * copy cannot keep and a rename within the file system does not change
+ * (device numbers are not used: they change across remounts of one file
+ * system) — and a read-write open that finds it living elsewhere gives it
+ * a new id and remembers the old one as its origin.  Order, for crashes:
+ * the index first (origin, home; durable), then the format file with the
+ * new id; a crash in between leaves origin == id, which the next open
+ * finishes the same way.
+ *
+ * OLD CHECKPOINTS.  Records of format 1 have no GUID: a read-write open
+ * gives each a random one, marked BT_CKPT_GUID_LOCAL (it names the
+ * checkpoint in this store only: a replica made before GUIDs gives its
+ * copies GUIDs of its own), with the parent's chained, in one
+ * transaction.  O(checkpoints) once; a walk that finds nothing to do
+ * otherwise.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store/store.h"
+
+#define KV_HOME_INO	"home.ino"
+#define KV_HOME_BTIME	"home.btime_ns"
+#define KV_ORIGIN_HI	"origin.hi"
+#define KV_ORIGIN_LO	"origin.lo"
+
+int store_new_guid(unsigned char g[BT_GUID_LEN])
+{
+	ssize_t n = getrandom(g, BT_GUID_LEN, 0);
+
+	if (n != BT_GUID_LEN)
+		return n < 0 ? -errno : -EIO;
+	if (bt_guid_zero(g))	/* zero means "none" */
+		g[0] = 1;
+	return 0;
+}
+
+/* Where the store lives: .versionfs's inode number and birth time (0
+   where the file system keeps none). */
+static int home_of(int store_fd, uint64_t *ino, uint64_t *btime)
+{
+	struct statx sx;
+
+	if (statx(store_fd, "", AT_EMPTY_PATH, STATX_INO | STATX_BTIME, &sx))
+		return -errno;
+	*ino = sx.stx_ino;
+	*btime = (sx.stx_mask & STATX_BTIME) ?
+		 (uint64_t)sx.stx_btime.tv_sec * 1000000000u +
+		 sx.stx_btime.tv_nsec : 0;
+	return 0;
+}
+
+struct home {
+	uint64_t ino, btime;
+	unsigned char origin[16];
+	bool set_origin;
+};
+
+static int home_txn(bt_txn *txn, void *arg)
+{
+	const struct home *h = arg;
+	int rc;
+
+	if ((rc = bt_kv_put_u64(txn, KV_HOME_INO, h->ino)) ||
+	    (rc = bt_kv_put_u64(txn, KV_HOME_BTIME, h->btime)))
+		return rc;
+	if (!h->set_origin)
+		return 0;
+	if ((rc = bt_kv_put_u64(txn, KV_ORIGIN_HI, be64_get(h->origin))) ||
+	    (rc = bt_kv_put_u64(txn, KV_ORIGIN_LO, be64_get(h->origin + 8))))
+		return rc;
+	return 0;
+}
+
+int store_origin(const struct vstore *st, unsigned char id[16])
+{
+	uint64_t hi = 0, lo = 0;
+	bt_txn *txn;
+	int rc;
+
+	if ((rc = bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn)))
+		return rc;
+	rc = bt_kv_get_u64(txn, KV_ORIGIN_HI, &hi);
+	if (!rc)
+		rc = bt_kv_get_u64(txn, KV_ORIGIN_LO, &lo);
+	bt_txn_abort(txn);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	be64_put(id, hi);
+	be64_put(id + 8, lo);
+	return 1;
+}
+
+int store_new_identity(struct vstore *st, const unsigned char origin[16])
+{
+	struct home h = { 0 };
+	int rc;
+
+	if ((rc = home_of(store_dir_fd(st), &h.ino, &h.btime)))
+		return rc;
+	memcpy(h.origin, origin, 16);
+	h.set_origin = true;
+	if ((rc = bt_txn_run(store_env(st), home_txn, &h)) ||
+	    (rc = bt_env_sync(store_env(st))))
+		return rc;
+	return store_fmt_write(store_dir_fd(st));
+}
+
+/* Give every checkpoint record without a GUID a local one. */
+struct guids {
+	uint64_t *ids;
+	unsigned char (*g)[BT_GUID_LEN];
+	size_t n, cap;
+	bool missing;
+};
+
+static int guid_seen(const struct bt_ckpt *c, void *arg)
+{
+	struct guids *a = arg;
+	int rc;
+
+	if (bt_guid_zero(c->guid) ||
+	    (c->parent && bt_guid_zero(c->parent_guid)))
+		a->missing = true;
+	if ((rc = vfs_grow((void **)&a->ids, &a->cap, a->n + 1,
+			   sizeof(*a->ids))))
+		return rc;
+	a->ids[a->n++] = c->id;
+	return 0;
+}
+
+static int guid_txn(bt_txn *txn, void *arg)
+{
+	struct guids *a = arg;
+	int rc = 0;
+
+	for (size_t i = 0; i < a->n && !rc; i++) {
+		struct bt_ckpt c, p;
+
+		if ((rc = bt_ckpt_get(txn, a->ids[i], &c)))
+			break;
+		if (bt_guid_zero(c.guid)) {
+			if ((rc = store_new_guid(c.guid)))
+				break;
+			c.flags |= BT_CKPT_GUID_LOCAL;
+		}
+		/* the parent comes first in id order: it has one now */
+		if (c.parent && bt_ckpt_get(txn, c.parent, &p) == 0)
+			memcpy(c.parent_guid, p.guid, BT_GUID_LEN);
+		rc = bt_ckpt_put(txn, &c);
+	}
+	return rc;
+}
+
+static int assign_guids(struct vstore *st)
+{
+	struct guids a = { 0 };
+	bt_txn *txn;
+	int rc;
+
+	if ((rc = bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn)))
+		return rc;
+	rc = bt_ckpt_foreach(txn, guid_seen, &a);
+	bt_txn_abort(txn);
+	if (!rc && a.missing)
+		rc = bt_txn_run(store_env(st), guid_txn, &a);
+	free(a.ids);
+	return rc;
+}
+
+int store_check_identity(struct vstore *st)
+{
+	uint64_t ino = 0, btime = 0, hino = 0, hbt = 0;
+	unsigned char id[16], origin[16];
+	struct home h = { 0 };
+	bool have = false, moved;
+	bt_txn *txn;
+	int rc;
+
+	if ((rc = assign_guids(st)))
+		return rc;
+	if ((rc = home_of(store_dir_fd(st), &ino, &btime)) ||
+	    (rc = store_id(st, id)))
+		return rc;
+	if ((rc = bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn)))
+		return rc;
+	rc = bt_kv_get_u64(txn, KV_HOME_INO, &hino);
+	if (!rc)
+		rc = bt_kv_get_u64(txn, KV_HOME_BTIME, &hbt);
+	bt_txn_abort(txn);
+	if (rc && rc != -ENOENT)
+		return rc;
+	have = rc == 0;
+	moved = have && (hino != ino || hbt != btime);
+	rc = store_origin(st, origin);
+	if (rc < 0)
+		return rc;
+	/* a new identity that a crash interrupted: finish it */
+	if (rc == 1 && !memcmp(origin, id, 16))
+		return store_fmt_write(store_dir_fd(st));
+	if (moved) {
+		char was[33], now[33];
+
+		vfs_hex(id, 16, was);
+		if ((rc = store_new_identity(st, id)) ||
+		    (rc = store_id(st, id)))
+			return rc;
+		vfs_hex(id, 16, now);
+		vfs_log(LOG_NOTICE, "%s: this store was copied or moved here "
+			"(it lived elsewhere): it is a store of its own now, "
+			"id %s (copied from %s)", store_backing(st), now,
+			was);
+		return 0;
+	}
+	if (have)
+		return 0;
+	h.ino = ino;
+	h.btime = btime;
+	if ((rc = bt_txn_run(store_env(st), home_txn, &h)))
+		return rc;
+	return 0;
+}
