@@ -111,6 +111,8 @@ DAEMON_LIBOBJ := $(filter-out $(BUILD)/obj/versionfs/daemon/main.o,$(DAEMON_OBJ)
 CTL_SRC     := $(wildcard cmd/ctl/*.c)
 CLEAN_SRC   := $(wildcard cmd/clean/*.c)
 FSCK_SRC    := $(wildcard cmd/fsck/*.c)
+# versionfs-job: job checkpoints over every node (issue 29); libversionfs.
+JOB_SRC     := $(wildcard cmd/job/*.c)
 # replicator/: libvfsrep (checkpoint streams).
 REP_SRC     := $(wildcard replicator/*.c)
 REP_LIB     := $(BUILD)/libvfsrep.a
@@ -145,7 +147,7 @@ PROGS       := $(BUILD)/versionfs $(BUILD)/versionfs-ctl \
                $(BUILD)/versionfs-clean $(BUILD)/versionfs-fsck \
                $(BUILD)/versionfs-send $(BUILD)/versionfs-recv \
                $(BUILD)/versionfs-chunk $(BUILD)/versionfs-restore \
-               $(BUILD)/versionfs-replicad
+               $(BUILD)/versionfs-replicad $(BUILD)/versionfs-job
 LIBS_OUT    := $(UTIL_LIB) $(BTREE_LIB) $(CLIENT_LIB) $(CLIENT_SO) $(CLIENT_HDR) \
                $(STORE_LIB) $(CLEANER_LIB) $(TRANSPORT_LIB) $(REP_LIB) \
                $(PEER_LIB) $(CHUNK_LIB) $(CHUNKVFS_LIB)
@@ -226,6 +228,9 @@ $(BUILD)/versionfs: $(DAEMON_OBJ) $(CHUNKVFS_LIB) $(CHUNK_LIB) $(CLEANER_LIB) $(
 	    $(FUSE_LIBS) $(CHUNK_LIBS)
 
 $(BUILD)/versionfs-ctl: $(CTL_SRC:%.c=$(BUILD)/obj/%.o) $(CLIENT_LIB)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^
+
+$(BUILD)/versionfs-job: $(JOB_SRC:%.c=$(BUILD)/obj/%.o) $(CLIENT_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^
 
 # The offline tools read the store through its library, without FUSE.

@@ -36,6 +36,12 @@ enum ctl_op {
 	CTL_CLEAN,
 	CTL_REPLICATE,
 	CTL_PUSH,		/* to a chunk store (issue 17) */
+	/* job checkpoints (issue 29): records of the job checkpoints this
+	   store is a member of, kept as files of the store (jobs.c) */
+	CTL_JOB_PUT,		/* F_JOB_REC: keep it; or F_JOB_ID and
+				   F_JOB_DROP: forget that record */
+	CTL_JOB_LIST,		/* F_JOB_ID (optional): F_JOB_STORE, then
+				   one F_REC + F_JOB_REC per record */
 };
 
 /* Field keys (TLV). */
@@ -66,6 +72,10 @@ enum ctl_key {
 	F_REPL_COMPRESS,
 	/* push (issue 17): the chunk store's SPEC, wait for it */
 	F_SPEC, F_WAIT,
+	/* job checkpoints (issue 29): a job record (versionfs-job(8),
+	   client.h), a job id, a job checkpoint id to forget, the store's
+	   16-byte id */
+	F_JOB_REC, F_JOB_ID, F_JOB_DROP, F_JOB_STORE,
 };
 
 struct ctl_hdr {

@@ -1,0 +1,617 @@
+/*
+ * job_coord.c — the coordinator of versionfs-job: checkpoint, rollback and
+ * status of a whole job (versionfs-job(8)).
+ *
+ * CHECKPOINT is a two-phase commit with the job record as the decision:
+ *   1. every node checkpoints its mounts with one member tag,
+ *      "vfsjob.JOB.NONCE" (a fresh random nonce per attempt, so that a
+ *      member left by a failed attempt never collides with a later one),
+ *      waits for its sink if asked, and answers its members' identities;
+ *   2. only if every node answered in time, the record (job, id, tag,
+ *      time, every member) is kept by every member's daemon.  The job
+ *      checkpoint id is one more than the highest recorded on any node.
+ * If phase 1 fails anywhere, no record is written and every node deletes
+ * the members it took (abort); a node that cannot be reached keeps its
+ * member, tagged but in no record, which nothing ever rolls back to
+ * (status lists it as incomplete; the next job rollback discards it with
+ * everything newer).  Once one record is written the job checkpoint is
+ * complete: every member was durable before it, and every record names
+ * every member, so a node that missed its copy learns it from the others
+ * (rollback puts the record back on every node).
+ *
+ * ROLLBACK checks everything before it changes anything: every node
+ * answers, the target's every member is present on its node with its id
+ * and tag, and no process uses a mount (versionfs-ctl rollback --dry-run on
+ * every node); only then does every node roll back.  By default the
+ * target is the newest record that is recoverable on the current node
+ * set; --id and --tag name one, and a target that is not recoverable is
+ * refused naming the nodes and the members missing.
+ *
+ * STATUS shows, per job checkpoint, which nodes hold their members and
+ * keep the record, and the incomplete members (tagged, never recorded).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "cmd/job/job_int.h"
+
+/* One job record found on the nodes. */
+struct jrec {
+	struct vfs_job j;
+	char *hex;
+	bool *kept;			/* [node]: the node keeps this record */
+};
+
+/* What the nodes answered to "query". */
+struct jquery {
+	struct jnode *r;
+	struct jrec *recs;
+	size_t nrecs;
+};
+
+static void print_failures(const struct jctx *ctx, const struct jnode *r)
+{
+	for (size_t i = 0; i < ctx->nnodes; i++)
+		if (!r[i].ok)
+			refuse("node%zu (%s): %s", i, ctx->nodes[i], r[i].why);
+}
+
+static int rec_cmp(const void *a, const void *b)
+{
+	const struct jrec *x = a, *y = b;
+
+	return x->j.id < y->j.id ? -1 : x->j.id > y->j.id;
+}
+
+static int member_cmp(const void *a, const void *b)
+{
+	const struct vfs_job_member *x = a, *y = b;
+
+	if (x->node != y->node)
+		return x->node < y->node ? -1 : 1;
+	return memcmp(x->store, y->store, 16);
+}
+
+/* Run "query" and gather the records: 0, or 1 (refused, said). */
+static int query(const struct jctx *ctx, struct jquery *q)
+{
+	memset(q, 0, sizeof(*q));
+	q->r = xmalloc(ctx->nnodes * sizeof(*q->r));
+	if (jl_run(ctx, "query", NULL, 0, q->r))
+		return 1;
+	for (size_t i = 0; i < ctx->nnodes; i++)
+		for (size_t k = 0; k < q->r[i].nlines; k++) {
+			const char *l = q->r[i].lines[k];
+			size_t len, x;
+			unsigned char *b;
+			struct vfs_job j;
+			char why[256];
+
+			if (strncmp(l, "rec ", 4))
+				continue;
+			l += 4;
+			len = strlen(l) / 2;
+			b = xmalloc(len);
+			if (hex_get(l, b, len) ||
+			    vfs_job_decode(b, len, &j, why, sizeof(why))) {
+				refuse("node%zu (%s) sent a bad job record",
+				       i, ctx->nodes[i]);
+				free(b);
+				continue;
+			}
+			free(b);
+			for (x = 0; x < q->nrecs; x++)
+				if (q->recs[x].j.id == j.id)
+					break;
+			if (x < q->nrecs) {
+				if (strcmp(q->recs[x].hex, l)) {
+					refuse("node%zu (%s) keeps another "
+					       "record of job checkpoint %"
+					       PRIu64 " than another node; "
+					       "leaving it out", i,
+					       ctx->nodes[i], j.id);
+				} else
+					q->recs[x].kept[i] = true;
+				vfs_job_clear(&j);
+				continue;
+			}
+			q->recs = xrealloc(q->recs, (q->nrecs + 1) *
+					   sizeof(*q->recs));
+			q->recs[q->nrecs].j = j;
+			q->recs[q->nrecs].hex = xstrdup(l);
+			q->recs[q->nrecs].kept = calloc(ctx->nnodes,
+							sizeof(bool));
+			if (!q->recs[q->nrecs].kept)
+				exit(refuse("out of memory"));
+			q->recs[q->nrecs++].kept[i] = true;
+		}
+	qsort(q->recs, q->nrecs, sizeof(*q->recs), rec_cmp);
+	return 0;
+}
+
+static void query_free(const struct jctx *ctx, struct jquery *q)
+{
+	for (size_t i = 0; i < q->nrecs; i++) {
+		vfs_job_clear(&q->recs[i].j);
+		free(q->recs[i].hex);
+		free(q->recs[i].kept);
+	}
+	free(q->recs);
+	if (q->r)
+		jl_free(ctx, q->r);
+	free(q->r);
+}
+
+/* Node i has member m ("have STORE ID TAG" among its lines). */
+static bool has_member(const struct jnode *r, const struct vfs_job_member *m,
+		       const char *mtag)
+{
+	char want[256], shex[33];
+
+	hex_put(m->store, 16, shex);
+	snprintf(want, sizeof(want), "have %s %" PRIu64 " %s", shex, m->ckpt,
+		 mtag);
+	for (size_t k = 0; k < r->nlines; k++)
+		if (!strcmp(r->lines[k], want))
+			return true;
+	return false;
+}
+
+/* Why job checkpoint j cannot be rolled back to on these nodes, into
+   why[len] ("" when it can). */
+static void unrecoverable(const struct jctx *ctx, const struct jquery *q,
+			  const struct vfs_job *j, char *why, size_t len)
+{
+	size_t o = 0;
+
+	why[0] = 0;
+	if (j->nnodes != ctx->nnodes) {
+		snprintf(why, len, "taken on %u nodes, the job has %zu now",
+			 j->nnodes, ctx->nnodes);
+		return;
+	}
+	for (size_t k = 0; k < j->n && o < len; k++) {
+		const struct vfs_job_member *m = &j->m[k];
+		char shex[33];
+
+		if (has_member(&q->r[m->node], m, j->mtag))
+			continue;
+		hex_put(m->store, 16, shex);
+		o += (size_t)snprintf(why + o, len - o, "%snode%u (%s) lacks "
+				      "its member (store %s, checkpoint %"
+				      PRIu64 ", taken on %s)", o ? "; " : "",
+				      m->node, ctx->nodes[m->node], shex,
+				      m->ckpt, m->host);
+	}
+}
+
+static void make_mtag(const struct jctx *ctx, char *buf, size_t len)
+{
+	unsigned char nonce[6];
+	char hex[13];
+
+	if (getrandom(nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce)) {
+		uint64_t t = (uint64_t)time(NULL) ^ (uint64_t)clock();
+
+		memcpy(nonce, &t, sizeof(nonce));
+	}
+	hex_put(nonce, sizeof(nonce), hex);
+	snprintf(buf, len, "vfsjob.%s.%s", ctx->job, hex);
+}
+
+static int valid_tag(const char *t)
+{
+	size_t n = strlen(t);
+
+	return n >= 1 && n <= VFS_TAG_MAX &&
+	       strspn(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		      "0123456789._:@+=,-") == n;
+}
+
+/* Take the members from the answers of "checkpoint" into j: 0 or 1. */
+static int take_members(const struct jctx *ctx, const struct jnode *r,
+			struct vfs_job *j, uint64_t *maxid)
+{
+	*maxid = 0;
+	j->m = xmalloc(JOB_MAX_NODES * JOB_MAX_MOUNTS * sizeof(*j->m));
+	j->n = 0;
+	for (size_t i = 0; i < ctx->nnodes; i++)
+		for (size_t k = 0; k < r[i].nlines; k++) {
+			const char *l = r[i].lines[k];
+			char shex[64], ghex[64];
+			unsigned long long id, max;
+			struct vfs_job_member *m;
+
+			if (sscanf(l, "maxid %llu", &max) == 1) {
+				if (max > *maxid)
+					*maxid = max;
+				continue;
+			}
+			if (sscanf(l, "member %63s %llu %63s", shex, &id,
+				   ghex) != 3)
+				continue;
+			if (j->n >= VFS_JOB_MAX_MEMBERS)
+				return refuse("more than %d members",
+					      VFS_JOB_MAX_MEMBERS);
+			m = &j->m[j->n++];
+			memset(m, 0, sizeof(*m));
+			m->node = (uint32_t)i;
+			m->ckpt = id;
+			snprintf(m->host, sizeof(m->host), "%s",
+				 ctx->nodes[i]);
+			if (hex_get(shex, m->store, 16) ||
+			    hex_get(ghex, m->guid, 16))
+				return refuse("node%zu (%s): a bad member line "
+					      "'%s'", i, ctx->nodes[i], l);
+		}
+	qsort(j->m, j->n, sizeof(*j->m), member_cmp);
+	return 0;
+}
+
+int do_checkpoint(struct jctx *ctx, int argc, char **argv)
+{
+	const char *tag = "";
+	char mtag[VFS_TAG_MAX + 1], why[256], *hex = NULL;
+	char *args[4];
+	size_t nargs = 0, bad, recorded = 0;
+	struct jnode *r = xmalloc(ctx->nnodes * sizeof(*r));
+	struct vfs_job j = { 0 };
+	unsigned char *b = NULL;
+	bool sink = false;
+	uint64_t maxid;
+	size_t blen;
+	int rc = 1;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--wait-sink"))
+			sink = true;
+		else if (!strcmp(argv[i], "--tag") && i + 1 < argc)
+			tag = argv[++i];
+		else if (!strncmp(argv[i], "--tag=", 6))
+			tag = argv[i] + 6;
+		else
+			return die_usage("unknown argument '%s'", argv[i]);
+	}
+	if (*tag && !valid_tag(tag))
+		return die_usage("tag '%s': 1 to %d of A-Z a-z 0-9 . _ : @ + = "
+				 ", -", tag, VFS_TAG_MAX);
+	make_mtag(ctx, mtag, sizeof(mtag));
+	args[nargs++] = "--mtag";
+	args[nargs++] = mtag;
+	if (sink)
+		args[nargs++] = "--wait-sink";
+	/* phase 1: every node's members */
+	if ((bad = jl_run(ctx, "checkpoint", args, nargs, r))) {
+		print_failures(ctx, r);
+		goto abort;
+	}
+	snprintf(j.job, sizeof(j.job), "%s", ctx->job);
+	snprintf(j.tag, sizeof(j.tag), "%s", tag);
+	snprintf(j.mtag, sizeof(j.mtag), "%s", mtag);
+	j.nnodes = (uint32_t)ctx->nnodes;
+	j.time_ns = (uint64_t)time(NULL) * 1000000000ull;
+	{
+		struct timespec ts;
+
+		if (!clock_gettime(CLOCK_REALTIME, &ts))
+			j.time_ns = (uint64_t)ts.tv_sec * 1000000000ull +
+				    (uint64_t)ts.tv_nsec;
+	}
+	if (take_members(ctx, r, &j, &maxid))
+		goto abort;
+	j.id = maxid + 1;
+	if (vfs_job_encode(&j, &b, &blen, why, sizeof(why))) {
+		refuse("the job record: %s", why);
+		goto abort;
+	}
+	hex = xmalloc(2 * blen + 1);
+	hex_put(b, blen, hex);
+	jl_free(ctx, r);
+	/* phase 2: the record on every node */
+	args[0] = "--rec";
+	args[1] = hex;
+	bad = jl_run(ctx, "record", args, 2, r);
+	recorded = ctx->nnodes - bad;
+	if (!recorded) {
+		print_failures(ctx, r);
+		args[0] = "--mtag";
+		args[1] = mtag;
+		goto abort;
+	}
+	if (bad) {
+		print_failures(ctx, r);
+		fprintf(stderr, "%s: checkpoint: job checkpoint %" PRIu64
+			" is complete (every member durable) but recorded on "
+			"%zu of %zu nodes; the others get the record at the "
+			"next versionfs-job rollback\n", prog, j.id, recorded,
+			ctx->nnodes);
+	}
+	printf("%" PRIu64 "\n", j.id);
+	rc = 0;
+	goto out;
+abort:
+	jl_free(ctx, r);
+	args[0] = "--mtag";
+	args[1] = mtag;
+	bad = jl_run(ctx, "abort", args, 2, r);
+	for (size_t i = 0; i < ctx->nnodes; i++)
+		if (!r[i].ok)
+			refuse("abort: node%zu (%s): %s; its member (tag %s), "
+			       "if taken, is in no record and is never used",
+			       i, ctx->nodes[i], r[i].why, mtag);
+	refuse("no job checkpoint recorded%s", bad ? "" :
+	       "; the members taken were deleted");
+out:
+	jl_free(ctx, r);
+	free(r);
+	free(hex);
+	free(b);
+	vfs_job_clear(&j);
+	return rc;
+}
+
+int do_rollback(struct jctx *ctx, int argc, char **argv)
+{
+	const char *tag = NULL;
+	uint64_t want = 0;
+	bool dry = false;
+	struct jquery q;
+	struct jrec *target = NULL;
+	char why[4096] = "", *args[3];
+	size_t bad;
+	int rc = 1;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--dry-run"))
+			dry = true;
+		else if (!strcmp(argv[i], "--tag") && i + 1 < argc)
+			tag = argv[++i];
+		else if (!strcmp(argv[i], "--id") && i + 1 < argc) {
+			if (!parse_u64(argv[++i], &want) || !want)
+				return die_usage("bad id '%s'", argv[i]);
+		} else
+			return die_usage("unknown argument '%s'", argv[i]);
+	}
+	if (tag && want)
+		return die_usage("--id and --tag exclude each other");
+	if (query(ctx, &q)) {
+		print_failures(ctx, q.r);
+		refuse("nothing rolled back: every node must answer");
+		goto out;
+	}
+	for (size_t k = q.nrecs; k-- > 0;) {
+		struct jrec *x = &q.recs[k];
+
+		if ((want && x->j.id != want) ||
+		    (tag && strcmp(x->j.tag, tag)))
+			continue;
+		unrecoverable(ctx, &q, &x->j, why, sizeof(why));
+		if (!why[0]) {
+			target = x;
+			break;
+		}
+		if (want || tag) {
+			refuse("job checkpoint %" PRIu64 " cannot be restored "
+			       "on these nodes: %s; nothing rolled back",
+			       x->j.id, why);
+			goto out;
+		}
+		fprintf(stderr, "%s: rollback: job checkpoint %" PRIu64
+			" is not recoverable here (%s); trying an older one\n",
+			prog, x->j.id, why);
+	}
+	if (!target) {
+		if (want || tag)
+			refuse("no job checkpoint %s%s%.0" PRIu64 " of job %s",
+			       tag ? "tagged " : "", tag ? tag : "", want,
+			       ctx->job);
+		else
+			refuse("no complete job checkpoint of job %s is "
+			       "recoverable on these nodes%s", ctx->job,
+			       q.nrecs ? "" : " (none recorded)");
+		goto out;
+	}
+	/* phase 1: every node can */
+	args[0] = "--rec";
+	args[1] = target->hex;
+	args[2] = "--dry-run";
+	jl_free(ctx, q.r);
+	if ((bad = jl_run(ctx, "rollback", args, 3, q.r))) {
+		print_failures(ctx, q.r);
+		refuse("nothing rolled back");
+		goto out;
+	}
+	if (dry) {
+		printf("%" PRIu64 "\n", target->j.id);
+		rc = 0;
+		goto out;
+	}
+	/* phase 2 */
+	jl_free(ctx, q.r);
+	if ((bad = jl_run(ctx, "rollback", args, 2, q.r))) {
+		print_failures(ctx, q.r);
+		refuse("rolled back on %zu of %zu nodes only; the files of "
+		       "the others are as they were: run versionfs-job "
+		       "rollback --id %" PRIu64 " again", ctx->nnodes - bad,
+		       ctx->nnodes, target->j.id);
+		goto out;
+	}
+	printf("%" PRIu64 "\n", target->j.id);
+	rc = 0;
+out:
+	query_free(ctx, &q);
+	return rc;
+}
+
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			printf("\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			printf("\\u%04x", *s);
+		else
+			putchar(*s);
+	}
+	putchar('"');
+}
+
+static void fmt_time(uint64_t ns, char *buf, size_t len)
+{
+	time_t t = (time_t)(ns / 1000000000ull);
+	struct tm tm;
+
+	localtime_r(&t, &tm);
+	strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+/* Is the member tag mtag that of a record? */
+static bool recorded_mtag(const struct jquery *q, const char *mtag)
+{
+	for (size_t x = 0; x < q->nrecs; x++)
+		if (!strcmp(q->recs[x].j.mtag, mtag))
+			return true;
+	return false;
+}
+
+int do_status(struct jctx *ctx, int argc, char **argv)
+{
+	struct jquery q;
+	size_t down = 0;
+	bool first = true;
+	int rc = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			ctx->json = true;
+		else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose"))
+			ctx->verbose = true;
+		else
+			return die_usage("unknown argument '%s'", argv[i]);
+	}
+	if (query(ctx, &q))
+		for (size_t i = 0; i < ctx->nnodes; i++)
+			down += !q.r[i].ok;
+	if (ctx->json) {
+		printf("{\"job\":");
+		json_str(ctx->job);
+		printf(",\"nodes\":%zu,\"checkpoints\":[", ctx->nnodes);
+	} else
+		printf("%-6s %-20s %-19s %-7s %-8s %s\n", "ID", "TAG", "TIME",
+		       "HELD", "RECORDED", "STATE");
+	for (size_t x = 0; x < q.nrecs; x++) {
+		const struct vfs_job *j = &q.recs[x].j;
+		size_t held = 0, kept = 0;
+		char t[64], why[4096];
+
+		unrecoverable(ctx, &q, j, why, sizeof(why));
+		for (size_t i = 0; i < j->nnodes && i < ctx->nnodes; i++) {
+			bool all = true;
+
+			for (size_t k = 0; k < j->n; k++)
+				if (j->m[k].node == i &&
+				    !has_member(&q.r[i], &j->m[k], j->mtag))
+					all = false;
+			held += all && q.r[i].ok;
+			kept += q.recs[x].kept[i];
+		}
+		fmt_time(j->time_ns, t, sizeof(t));
+		if (ctx->json) {
+			printf("%s{\"id\":%" PRIu64 ",\"tag\":", x ? "," : "",
+			       j->id);
+			json_str(j->tag);
+			printf(",\"member_tag\":");
+			json_str(j->mtag);
+			printf(",\"time_ns\":%" PRIu64 ",\"nodes\":%u,"
+			       "\"held\":%zu,\"recorded\":%zu,\"complete\":"
+			       "true,\"recoverable\":%s,\"members\":[", j->time_ns,
+			       j->nnodes, held, kept, why[0] ? "false" : "true");
+			for (size_t k = 0; k < j->n; k++) {
+				char s[33], g[33];
+
+				hex_put(j->m[k].store, 16, s);
+				hex_put(j->m[k].guid, 16, g);
+				printf("%s{\"node\":%u,\"host\":", k ? "," : "",
+				       j->m[k].node);
+				json_str(j->m[k].host);
+				printf(",\"store\":\"%s\",\"checkpoint\":%"
+				       PRIu64 ",\"guid\":\"%s\",\"present\":%s}",
+				       s, j->m[k].ckpt, g,
+				       j->m[k].node < ctx->nnodes &&
+				       has_member(&q.r[j->m[k].node], &j->m[k],
+						  j->mtag) ? "true" : "false");
+			}
+			printf("]}");
+			continue;
+		}
+		printf("%-6" PRIu64 " %-20s %-19s %zu/%-5u %zu/%-6zu %s\n",
+		       j->id, j->tag[0] ? j->tag : "-", t, held, j->nnodes,
+		       kept, ctx->nnodes, why[0] ? "complete, not recoverable "
+		       "here" : "complete");
+		if (why[0])
+			printf("       %s\n", why);
+		if (ctx->verbose)
+			for (size_t k = 0; k < j->n; k++) {
+				char s[33];
+
+				hex_put(j->m[k].store, 16, s);
+				printf("       node%u %-12s store %s "
+				       "checkpoint %" PRIu64 "\n", j->m[k].node,
+				       j->m[k].host, s, j->m[k].ckpt);
+			}
+	}
+	if (ctx->json)
+		printf("],\"incomplete\":[");
+	for (size_t i = 0; i < ctx->nnodes; i++)
+		for (size_t k = 0; k < q.r[i].nlines; k++) {
+			char shex[64], mt[256];
+			unsigned long long id;
+
+			if (sscanf(q.r[i].lines[k], "have %63s %llu %255s",
+				   shex, &id, mt) != 3 || recorded_mtag(&q, mt))
+				continue;
+			if (ctx->json) {
+				printf("%s{\"node\":%zu,\"host\":",
+				       first ? "" : ",", i);
+				json_str(ctx->nodes[i]);
+				printf(",\"store\":\"%s\",\"checkpoint\":%llu,"
+				       "\"member_tag\":", shex, id);
+				json_str(mt);
+				printf("}");
+			} else
+				printf("incomplete: node%zu (%s) checkpoint %llu "
+				       "tagged %s: in no job record, never "
+				       "used\n", i, ctx->nodes[i], id, mt);
+			first = false;
+		}
+	if (ctx->json) {
+		printf("],\"unreachable\":[");
+		first = true;
+	}
+	for (size_t i = 0; i < ctx->nnodes; i++) {
+		if (q.r[i].ok)
+			continue;
+		rc = 1;
+		if (ctx->json) {
+			printf("%s{\"node\":%zu,\"host\":", first ? "" : ",",
+			       i);
+			json_str(ctx->nodes[i]);
+			printf(",\"error\":");
+			json_str(q.r[i].why);
+			printf("}");
+			first = false;
+		} else
+			refuse("node%zu (%s): %s", i, ctx->nodes[i],
+			       q.r[i].why);
+	}
+	if (ctx->json)
+		printf("]}\n");
+	query_free(ctx, &q);
+	return rc;
+}
