@@ -126,8 +126,11 @@ static int open_mounts(const char *job, const char **paths, size_t n,
 
 		memset(x, 0, sizeof(*x));
 		x->path = paths[i];
-		if ((rc = vfs_client_open(paths[i], &x->c, err, sizeof(err))))
+		if ((rc = vfs_client_open(paths[i], &x->c, err, sizeof(err)))) {
+			if (discovered)
+				continue;	/* dead, or not ours */
 			return nfail("%s: %s", paths[i], err);
+		}
 		rc = vfs_job_list(x->c, job, &x->recs, &x->nrecs, x->store);
 		if (rc == -EPERM && discovered) {
 			vfs_client_close(x->c);
@@ -603,6 +606,12 @@ int node_main(int argc, char **argv)
 		free(copy);
 	}
 	if (!np) {
+		/* Root controls every mount of the node, other jobs' too:
+		   it must name the job's. */
+		if (!geteuid())
+			return nfail("running as root: name the job's mounts "
+				     "(--mount, VERSIONFS_JOB_MOUNTS or "
+				     "job.conf)");
 		np = discover(paths, JOB_MAX_MOUNTS);
 		discovered = true;
 	}

@@ -180,14 +180,29 @@ int jb_put(const unsigned char *rec, size_t len, char *err, size_t errlen)
 		goto out;
 	}
 	rec_name(name, sizeof(name), j.job, j.id);
+	/* The same record again: done.  Another valid one: refused.  A file
+	   that is no valid record (damaged, or planted: a link, a FIFO) is
+	   replaced; rename(2) replaces a link, never follows it. */
 	olen = read_rec(dfd, name, &old);
 	if (olen >= 0) {
-		rc = (size_t)olen == len && !memcmp(old, rec, len) ? 0 :
-		     vfs_errf(err, errlen, -EEXIST, "another record of job %s "
-			      "checkpoint %llu is kept here", j.job,
-			      (unsigned long long)j.id);
-		goto out;
+		struct vfs_job o;
+
+		if ((size_t)olen == len && !memcmp(old, rec, len)) {
+			rc = 0;
+			goto out;
+		}
+		if (!vfs_job_decode(old, (size_t)olen, &o, why, sizeof(why))) {
+			vfs_job_clear(&o);
+			rc = vfs_errf(err, errlen, -EEXIST, "another record of "
+				      "job %s checkpoint %llu is kept here",
+				      j.job, (unsigned long long)j.id);
+			goto out;
+		}
 	}
+	if (olen != -ENOENT)
+		vfs_log(LOG_WARNING, "%s/%s/%s/%s: %s; replaced",
+			store_backing(vfs->st), VFS_STORE_DIR, JOBS_DIR, name,
+			olen >= 0 ? why : strerror((int)-olen));
 	snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
 	fd = store_openat(vfs->st, dfd, JOBS_DIR, tmp,
 			  O_WRONLY | O_CREAT | O_TRUNC, 0600);
