@@ -369,7 +369,26 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/obj/tests/fuzz/fuzz_util.o $(REP_LIB) $
 
 fuzz-bins: $(FUZZ_BIN)
 
-tests-build: all $(UNIT_BIN) $(TEST_HELPERS) $(BUILD)/bench/passthrough $(BUILD)/bench/mdtest
+# libversionfs-mpi (mpi/): vfs_job_checkpoint(3) for MPI programs, and the
+# MPI job of t0955, built only where an MPI compiler is (Debian's
+# libopenmpi-dev; the test profile of scripts/install-deps).
+MPICC       ?= mpicc
+HAVE_MPICC  := $(shell command -v $(MPICC) 2>/dev/null)
+MPI_LIB     := $(BUILD)/libversionfs-mpi.a
+MPI_OUT     := $(if $(HAVE_MPICC),$(MPI_LIB))
+MPI_TESTS   := $(if $(HAVE_MPICC),$(BUILD)/tests/vfs_mpi_app)
+$(BUILD)/obj/mpi/%.o: mpi/%.c
+	@mkdir -p $(@D)
+	$(MPICC) $(BASEFLAGS) $(WARN) -I. $(CFLAGS) -MMD -MP -c -o $@ $<
+$(MPI_LIB): $(BUILD)/obj/mpi/vfs_job_mpi.o
+	rm -f $@ && $(AR) rcs $@ $^
+$(BUILD)/tests/vfs_mpi_app: tests/mpi/vfs_mpi_app.c $(MPI_LIB) $(CLIENT_LIB)
+	@mkdir -p $(@D)
+	$(MPICC) $(BASEFLAGS) $(WARN) -I. $(CFLAGS) $(LDFLAGS) -o $@ $< \
+	    $(MPI_LIB) $(CLIENT_LIB)
+all: $(MPI_OUT)
+
+tests-build: all $(MPI_TESTS) $(UNIT_BIN) $(TEST_HELPERS) $(BUILD)/bench/passthrough $(BUILD)/bench/mdtest
 
 # The DMTCP plugin, when DMTCP_PREFIX names a DMTCP (cr-hooks/dmtcp/).
 -include cr-hooks/dmtcp/Makefile.inc
@@ -448,6 +467,10 @@ install: all
 	$(INSTALL) -m 644 $(PEER_LIB) $(DESTDIR)$(libdir)/
 	$(INSTALL) -m 644 $(CHUNK_LIB) $(DESTDIR)$(libdir)/
 	$(INSTALL) -m 644 btree/btree.h $(DESTDIR)$(includedir)/versionfs/
+	if [ -f $(MPI_LIB) ]; then \
+	    $(INSTALL) -m 644 $(MPI_LIB) $(DESTDIR)$(libdir)/; \
+	    $(INSTALL) -m 644 mpi/vfs_job_mpi.h $(DESTDIR)$(includedir)/versionfs/; \
+	fi
 	if [ -f $(CLIENT_LIB) ]; then \
 	    $(INSTALL) -m 644 $(CLIENT_LIB) $(DESTDIR)$(libdir)/; \
 	    $(INSTALL) -m 755 $(CLIENT_SO) $(DESTDIR)$(libdir)/; \

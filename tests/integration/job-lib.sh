@@ -102,6 +102,7 @@ EOF
 		nsenter --net=/run/netns/"$ns" -- unshare --mount --uts \
 			--propagation slave sh -c "hostname $node; echo \$\$ > '$T/nodes/$node.pid.tmp'; exec sleep 100000" \
 			</dev/null >/dev/null 2>&1 &
+		disown
 		for p in $(seq 100); do
 			[ -s "$T/nodes/$node.pid.tmp" ] && break
 			sleep 0.05
