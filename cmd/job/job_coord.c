@@ -84,17 +84,27 @@ static int query(const struct jctx *ctx, struct jquery *q)
 	q->r = xmalloc(ctx->nnodes * sizeof(*q->r));
 	if (jl_run(ctx, "query", NULL, 0, q->r))
 		return 1;
-	for (size_t i = 0; i < ctx->nnodes; i++)
+	for (size_t i = 0; i < ctx->nnodes; i++) {
+		char *acc = NULL;
+		size_t alen = 0;
+
 		for (size_t k = 0; k < q->r[i].nlines; k++) {
 			const char *l = q->r[i].lines[k];
-			size_t len, x;
+			size_t len, x, cl;
 			unsigned char *b;
 			struct vfs_job j;
 			char why[256];
 
-			if (strncmp(l, "rec ", 4))
+			if (strncmp(l, "rec+ ", 5) && strncmp(l, "rec. ", 5))
 				continue;
-			l += 4;
+			cl = strlen(l + 5);
+			acc = xrealloc(acc, alen + cl + 1);
+			memcpy(acc + alen, l + 5, cl + 1);
+			alen += cl;
+			if (l[3] == '+')
+				continue;
+			l = acc;
+			alen = 0;
 			len = strlen(l) / 2;
 			b = xmalloc(len);
 			if (hex_get(l, b, len) ||
@@ -130,6 +140,8 @@ static int query(const struct jctx *ctx, struct jquery *q)
 				exit(refuse("out of memory"));
 			q->recs[q->nrecs++].kept[i] = true;
 		}
+		free(acc);
+	}
 	qsort(q->recs, q->nrecs, sizeof(*q->recs), rec_cmp);
 	return 0;
 }

@@ -15,8 +15,9 @@
  *                 delete the checkpoints tagged TAG (a job checkpoint that
  *                 did not complete; "deleted STORE ID")
  *   query         "mount STORE PATH", "have STORE ID TAG" for every
- *                 member checkpoint of the job here, "rec HEX" for every
- *                 record kept here
+ *                 member checkpoint of the job here, and every record
+ *                 kept here in hex, cut in "rec+ HEX" lines and a last
+ *                 "rec. HEX" (srun cuts lines of more than a kilobyte)
  *   rollback --rec HEX [--dry-run]
  *                 check that every member of this node is here and that
  *                 nothing uses the mounts (versionfs-ctl rollback
@@ -334,7 +335,9 @@ static int op_abort(struct nmount *m, size_t n, const char *mtag)
 	return rc;
 }
 
-/* Print a record as hex on a "rec" line. */
+#define REC_CHUNK	768
+
+/* Print a record as hex on "rec+" lines and a last "rec." line. */
 static void say_rec(const struct vfs_job *j)
 {
 	unsigned char *b;
@@ -345,7 +348,11 @@ static void say_rec(const struct vfs_job *j)
 		return;
 	hex = xmalloc(2 * len + 1);
 	hex_put(b, len, hex);
-	say("rec %s", hex);
+	/* srun splits lines longer than about a kilobyte: chunks, the
+	   last one "rec." */
+	for (size_t o = 0, n = 2 * len; o < n; o += REC_CHUNK)
+		say("rec%c %.*s", o + REC_CHUNK < n ? '+' : '.',
+		    (int)(n - o < REC_CHUNK ? n - o : REC_CHUNK), hex + o);
 	free(hex);
 	free(b);
 }

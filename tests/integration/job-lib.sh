@@ -174,7 +174,149 @@ node_kill9() {
 	return 0
 }
 
+# job_app_install: $T/app, the script-driven job of the tests:
+#   app DIR NODE FROM TO [half]    steps FROM..TO of NODE's work in DIR
+#   app DIR NODE resume TO [half]  from the step after DIR/out/state
+# Each step appends to out/log.txt, writes out/step-S.dat, rewrites pages
+# of out/big.dat in place and then out/state (through a rename); "half"
+# stops in the middle of step TO (the crash) and damages an older file.
+job_app_install() {
+	cat >"$T/app" <<'EOA'
+#!/bin/sh
+set -e
+d=$1 node=$2 from=$3 to=$4 half=${5:-}
+mkdir -p "$d/out"
+if [ "$from" = resume ]; then
+	from=$(( $(cat "$d/out/state" 2>/dev/null || echo 0) + 1 ))
+fi
+s=$from
+while [ "$s" -le "$to" ]; do
+	echo "$node step $s begins" >> "$d/out/log.txt"
+	yes "$node $s payload" | head -c $((20000 + s * 777)) > "$d/out/step-$s.dat"
+	if [ "$s" = "$to" ] && [ "$half" = half ]; then
+		echo "$node step $s half" >> "$d/out/log.txt"
+		head -c 5000 /dev/urandom >> "$d/out/step-$((s - 1)).dat"
+		exit 0
+	fi
+	yes "$node $s big" | head -c 300000 | dd of="$d/out/big.dat" bs=4096 \
+		seek=$((s % 5)) conv=notrunc status=none
+	echo "$node step $s ends" >> "$d/out/log.txt"
+	echo "$s" > "$d/out/state.tmp" && mv "$d/out/state.tmp" "$d/out/state"
+	s=$((s + 1))
+done
+EOA
+	chmod 755 "$T/app"
+}
+
 JOB() {
 	"$JOBBIN" --job "${JOBID:-4242}" --nodes "$(IFS=,; echo "${NODES[*]}")" \
 		--launcher "$LAUNCHER" --mount "$JDIR" "$@"
+}
+
+# ---- a real Slurm over the nodes (t0960) ------------------------------------
+#
+# slurm_up: slurmctld on n0, one slurmd per node (slurmd -N NODE, entered
+# through the node's namespaces: its mounts, its host name), auth/none,
+# proctrack/linuxproc, task/none, no cgroups; TmpFS per node;
+# SlurmdParameters=config_overrides; short cred_expire and bf_interval so
+# that a requeued job starts again at once.  The Prolog and Epilog are the
+# cr-hooks' (versionfs over $JDISK/%u.%j on every node of the allocation,
+# PrologFlags=Alloc), through wrappers that give them their settings.
+# SL NODE CMD...: a Slurm client command on NODE (SLURM_CONF set).
+SL() {
+	local n=$1
+	shift
+	node_exec "$n" env SLURM_CONF="$T/slurm/slurm.conf" "$@"
+}
+
+slurm_up() {
+	local i n p1=$((30000 + $$ % 15000)) hooks
+	command -v slurmctld >/dev/null && command -v slurmd >/dev/null ||
+		skip "slurmctld and slurmd (slurm-wlm) not installed"
+	hooks=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../cr-hooks" && pwd)
+	mkdir -p "$T/slurm/state"
+	for n in "${NODES[@]}"; do mkdir -p "$T/slurm/tmp-$n" "$T/slurm/spool-$n"; done
+	cat >"$T/slurm/versionfs-slurm.conf" <<EOC
+dir $JDISK/%u.%j
+select always
+versionfs $VFS
+umount_timeout 20
+EOC
+	for hook in prolog epilog; do
+		cat >"$T/slurm/$hook" <<EOC
+#!/bin/sh
+exec env VERSIONFS_SLURM_CONF="$T/slurm/versionfs-slurm.conf" VERSIONFS_CTL="$VFSCTL" "$hooks/versionfs-slurm-$hook" >>"$T/slurm/$hook.log" 2>&1
+EOC
+		chmod 755 "$T/slurm/$hook"
+	done
+	{
+		cat <<EOC
+ClusterName=vfsjob
+SlurmctldHost=n0($(node_addr n0))
+AuthType=auth/none
+CredType=cred/none
+AuthInfo=cred_expire=10
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort=$p1
+SlurmdPort=$((p1 + 1))
+StateSaveLocation=$T/slurm/state
+SlurmdSpoolDir=$T/slurm/spool-%n
+SlurmctldPidFile=$T/slurm/slurmctld.pid
+SlurmdPidFile=$T/slurm/slurmd-%n.pid
+SlurmctldLogFile=$T/slurm/slurmctld.log
+SlurmdLogFile=$T/slurm/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+MpiDefault=none
+ReturnToService=2
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=1
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+TmpFS=$T/slurm/tmp-%n
+Prolog=$T/slurm/prolog
+Epilog=$T/slurm/epilog
+PrologFlags=Alloc
+JobRequeue=1
+KillWait=5
+MessageTimeout=20
+SlurmctldTimeout=60
+SlurmdTimeout=60
+InactiveLimit=0
+EOC
+		for n in "${NODES[@]}"; do
+			echo "NodeName=$n NodeAddr=$(node_addr "$n") CPUs=2 RealMemory=1000 State=UNKNOWN"
+		done
+		echo "PartitionName=batch Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFINITE State=UP"
+	} >"$T/slurm/slurm.conf"
+	SL n0 slurmctld -f "$T/slurm/slurm.conf" ||
+		skip "slurmctld does not start here: $(tail -3 "$T/slurm/slurmctld.log" 2>/dev/null)"
+	for n in "${NODES[@]}"; do
+		SL "$n" slurmd -f "$T/slurm/slurm.conf" -N "$n" ||
+			skip "slurmd -N $n does not start here: $(tail -3 "$T/slurm/slurmd-$n.log" 2>/dev/null)"
+	done
+	for i in $(seq 100); do
+		[ "$(SL n0 sinfo -h -o '%T' -n "$(IFS=,; echo "${NODES[*]}")" 2>/dev/null | grep -c idle)" -ge 1 ] &&
+			[ "$(SL n0 sinfo -h -N -o '%T' 2>/dev/null | grep -c idle)" = "${#NODES[@]}" ] && break
+		sleep 0.2
+	done
+	[ "$(SL n0 sinfo -h -N -o '%T' 2>/dev/null | grep -c idle)" = "${#NODES[@]}" ] ||
+		skip "the Slurm nodes are not idle: $(SL n0 sinfo -N 2>&1 | tr '\n' ' ')"
+	note "Slurm $(slurmd -V | awk '{print $2}'): slurmctld on n0, slurmd on ${NODES[*]}"
+}
+
+# slurm_wait JOBID STATE SECS: until the job is in STATE (squeue, sacct-less)
+slurm_wait() {
+	local i st
+	for ((i = 0; i < $3 * 5; i++)); do
+		st=$(SL n0 scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+		[ "$st" = "$2" ] && return 0
+		sleep 0.2
+	done
+	note "job $1 is $st, not $2"
+	return 1
 }

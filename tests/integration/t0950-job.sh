@@ -29,32 +29,7 @@ command -v nsenter >/dev/null || skip "nsenter (util-linux) not installed"
 cluster_up 4
 for n in "${NODES[@]}"; do node_mount "$n"; done
 
-# app NODE FROM TO [half]: the job's work on NODE, steps FROM..TO; "half"
-# stops in the middle of step TO (the crash).  The same code writes the
-# reference tree (DIR=$T/ref/NODE) and the node's job directory.
-cat >"$T/app" <<'EOF'
-#!/bin/sh
-# app DIR NODE FROM TO [half]
-set -e
-d=$1 node=$2 from=$3 to=$4 half=${5:-}
-mkdir -p "$d/out"
-s=$from
-while [ "$s" -le "$to" ]; do
-	echo "$node step $s begins" >> "$d/out/log.txt"
-	yes "$node $s payload" | head -c $((20000 + s * 777)) > "$d/out/step-$s.dat"
-	if [ "$s" = "$to" ] && [ "$half" = half ]; then
-		echo "$node step $s half" >> "$d/out/log.txt"
-		head -c 5000 /dev/urandom >> "$d/out/step-$((s - 1)).dat"
-		exit 0
-	fi
-	yes "$node $s big" | head -c 300000 | dd of="$d/out/big.dat" bs=4096 \
-		seek=$((s % 5)) conv=notrunc status=none
-	echo "$node step $s ends" >> "$d/out/log.txt"
-	echo "$s" > "$d/out/state.tmp" && mv "$d/out/state.tmp" "$d/out/state"
-	s=$((s + 1))
-done
-EOF
-chmod 755 "$T/app"
+job_app_install
 
 run_all() {	# run_all FROM TO [half]: the app on every node
 	local n
