@@ -74,7 +74,7 @@ case_crash() {
 	local rc=0
 	mpi "$JDIR" 12 3 8 >"$T/run1.out" 2>&1 || rc=$?
 	[ "$rc" != 0 ] || fail "the crashing run exited 0"
-	grep -q '^jobckpt 3 1$' "$T/run1.out" && grep -q '^jobckpt 6 2$' "$T/run1.out" ||
+	grep -q '^jobckpt 3 1 ' "$T/run1.out" && grep -q '^jobckpt 6 2 ' "$T/run1.out" ||
 		fail "job checkpoints of the MPI call: $(cat "$T/run1.out")"
 	JOB status >"$T/st" || fail "status: $(cat "$T/st")"
 	grep -q '^2 .*step6 .* 4/4 .* 4/4 .*complete$' "$T/st" || fail "status: $(cat "$T/st")"
@@ -92,7 +92,7 @@ test_case "the MPI call checkpoints every three steps; a crash; versionfs-job ro
 
 case_resume() {
 	mpi "$JDIR" 12 3 >"$T/run2.out" 2>&1 || fail "resumed run: $(tail -5 "$T/run2.out")"
-	grep -q '^jobckpt 9 3$' "$T/run2.out" && grep -q '^jobckpt 12 4$' "$T/run2.out" ||
+	grep -q '^jobckpt 9 3 ' "$T/run2.out" && grep -q '^jobckpt 12 4 ' "$T/run2.out" ||
 		fail "job checkpoints after the restart: $(cat "$T/run2.out")"
 	node_sums "$JDIR" >"$T/job.sums"
 	diff "$T/ref.sums" "$T/job.sums" || fail "outputs differ from the uninterrupted run"

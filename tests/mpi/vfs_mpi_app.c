@@ -12,7 +12,7 @@
  * its state file names (the restart: after versionfs-job rollback, the
  * state file is the one of the job checkpoint).  Every EVERY steps, once
  * every rank wrote its step, the ranks take a job checkpoint tagged
- * "step<s>"; rank 0 prints "jobckpt S ID".  With CRASH, every rank stops
+ * "step<s>"; rank 0 prints "jobckpt S ID MICROSECONDS" (the call's time).  With CRASH, every rank stops
  * dead in the middle of step CRASH (half of its files written).  Exit
  * 0, or 1 with a message.
  */
@@ -106,12 +106,15 @@ int main(int argc, char **argv)
 		}
 		if (every > 0 && s % every == 0) {
 			char tag[32];
+			double t0, t1;
 			uint64_t id;
 			int rc;
 
 			snprintf(tag, sizeof(tag), "step%d", s);
+			t0 = MPI_Wtime();
 			rc = vfs_job_checkpoint(MPI_COMM_WORLD, tag, NULL, &id,
 						err, sizeof(err));
+			t1 = MPI_Wtime();
 			if (rc) {
 				if (!rank)
 					fprintf(stderr, "vfs_mpi_app: job "
@@ -121,7 +124,8 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			if (!rank)
-				printf("jobckpt %d %" PRIu64 "\n", s, id);
+				printf("jobckpt %d %" PRIu64 " %.0f\n", s, id,
+				       (t1 - t0) * 1e6);
 			fflush(stdout);
 		}
 	}
