@@ -265,18 +265,66 @@ static int take_members(const struct jctx *ctx, const struct jnode *r,
 	return 0;
 }
 
+/* The coordinator's state between the phases of one launch. */
+struct ckstate {
+	const struct jctx *ctx;
+	const char *tag, *mtag;
+	struct vfs_job j;
+	char *line;			/* "commit HEX" */
+	bool commit;
+	char (*why)[512];		/* [node]: why phase 1 failed there */
+};
+
+/* jl_run2's decision: commit when every node is ready, else abort. */
+static const char *ck_decide(void *arg, struct jnode *r)
+{
+	struct ckstate *st = arg;
+	const struct jctx *ctx = st->ctx;
+	struct timespec ts;
+	unsigned char *b;
+	char why[256];
+	uint64_t maxid;
+	size_t blen;
+	bool all = true;
+
+	for (size_t i = 0; i < ctx->nnodes; i++)
+		if (!r[i].ready) {
+			all = false;
+			snprintf(st->why[i], sizeof(st->why[i]), "%s", r[i].why[0] ?
+				 r[i].why : "no answer in time");
+		}
+	if (!all)
+		return "abort";
+	snprintf(st->j.job, sizeof(st->j.job), "%s", ctx->job);
+	snprintf(st->j.tag, sizeof(st->j.tag), "%s", st->tag);
+	snprintf(st->j.mtag, sizeof(st->j.mtag), "%s", st->mtag);
+	st->j.nnodes = (uint32_t)ctx->nnodes;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	st->j.time_ns = (uint64_t)ts.tv_sec * 1000000000ull +
+			(uint64_t)ts.tv_nsec;
+	if (take_members(ctx, r, &st->j, &maxid))
+		return "abort";
+	st->j.id = maxid + 1;
+	if (vfs_job_encode(&st->j, &b, &blen, why, sizeof(why))) {
+		refuse("the job record: %s", why);
+		return "abort";
+	}
+	st->line = xmalloc(2 * blen + 8);
+	strcpy(st->line, "commit ");
+	hex_put(b, blen, st->line + 7);
+	free(b);
+	st->commit = true;
+	return st->line;
+}
+
 int do_checkpoint(struct jctx *ctx, int argc, char **argv)
 {
 	const char *tag = "";
-	char mtag[VFS_TAG_MAX + 1], why[256], *hex = NULL;
-	char *args[4];
-	size_t nargs = 0, bad, recorded = 0;
+	char mtag[VFS_TAG_MAX + 1], *args[4];
+	size_t nargs = 0, bad;
 	struct jnode *r = xmalloc(ctx->nnodes * sizeof(*r));
-	struct vfs_job j = { 0 };
-	unsigned char *b = NULL;
+	struct ckstate st = { .ctx = ctx };
 	bool sink = false;
-	uint64_t maxid;
-	size_t blen;
 	int rc = 1;
 
 	for (int i = 1; i < argc; i++) {
@@ -293,77 +341,56 @@ int do_checkpoint(struct jctx *ctx, int argc, char **argv)
 		return die_usage("tag '%s': 1 to %d of A-Z a-z 0-9 . _ : @ + = "
 				 ", -", tag, VFS_TAG_MAX);
 	make_mtag(ctx, mtag, sizeof(mtag));
+	st.tag = tag;
+	st.mtag = mtag;
+	st.why = calloc(ctx->nnodes, sizeof(*st.why));
+	if (!st.why)
+		return refuse("out of memory");
 	args[nargs++] = "--mtag";
 	args[nargs++] = mtag;
+	args[nargs++] = "--await";
 	if (sink)
 		args[nargs++] = "--wait-sink";
-	/* phase 1: every node's members */
-	if ((bad = jl_run(ctx, "checkpoint", args, nargs, r))) {
+	/* one launch: phase 1, the decision on every node's standard input,
+	   phase 2 (the record, or the members deleted) */
+	bad = jl_run2(ctx, "checkpoint", args, nargs, r, ck_decide, &st);
+	if (!st.commit) {
+		for (size_t i = 0; i < ctx->nnodes; i++)
+			if (st.why[i][0])
+				refuse("node%zu (%s): %s", i, ctx->nodes[i],
+				       st.why[i]);
+		for (size_t i = 0; i < ctx->nnodes; i++)
+			if (!r[i].ok && !st.why[i][0])
+				refuse("abort: node%zu (%s): %s; its member (tag "
+				       "%s) is in no record and is never used",
+				       i, ctx->nodes[i], r[i].why, mtag);
+		refuse("no job checkpoint recorded%s", bad ? "" :
+		       "; the members taken were deleted");
+		goto out;
+	}
+	if (bad == ctx->nnodes) {
 		print_failures(ctx, r);
-		goto abort;
-	}
-	snprintf(j.job, sizeof(j.job), "%s", ctx->job);
-	snprintf(j.tag, sizeof(j.tag), "%s", tag);
-	snprintf(j.mtag, sizeof(j.mtag), "%s", mtag);
-	j.nnodes = (uint32_t)ctx->nnodes;
-	j.time_ns = (uint64_t)time(NULL) * 1000000000ull;
-	{
-		struct timespec ts;
-
-		if (!clock_gettime(CLOCK_REALTIME, &ts))
-			j.time_ns = (uint64_t)ts.tv_sec * 1000000000ull +
-				    (uint64_t)ts.tv_nsec;
-	}
-	if (take_members(ctx, r, &j, &maxid))
-		goto abort;
-	j.id = maxid + 1;
-	if (vfs_job_encode(&j, &b, &blen, why, sizeof(why))) {
-		refuse("the job record: %s", why);
-		goto abort;
-	}
-	hex = xmalloc(2 * blen + 1);
-	hex_put(b, blen, hex);
-	jl_free(ctx, r);
-	/* phase 2: the record on every node */
-	args[0] = "--rec";
-	args[1] = hex;
-	bad = jl_run(ctx, "record", args, 2, r);
-	recorded = ctx->nnodes - bad;
-	if (!recorded) {
-		print_failures(ctx, r);
-		args[0] = "--mtag";
-		args[1] = mtag;
-		goto abort;
+		refuse("no node could keep the record of job checkpoint %"
+		       PRIu64 ": no job checkpoint recorded", st.j.id);
+		/* the members stay, in no record: never used */
+		goto out;
 	}
 	if (bad) {
 		print_failures(ctx, r);
 		fprintf(stderr, "%s: checkpoint: job checkpoint %" PRIu64
 			" is complete (every member durable) but recorded on "
 			"%zu of %zu nodes; the others get the record at the "
-			"next versionfs-job rollback\n", prog, j.id, recorded,
-			ctx->nnodes);
+			"next versionfs-job rollback\n", prog, st.j.id,
+			ctx->nnodes - bad, ctx->nnodes);
 	}
-	printf("%" PRIu64 "\n", j.id);
+	printf("%" PRIu64 "\n", st.j.id);
 	rc = 0;
-	goto out;
-abort:
-	jl_free(ctx, r);
-	args[0] = "--mtag";
-	args[1] = mtag;
-	bad = jl_run(ctx, "abort", args, 2, r);
-	for (size_t i = 0; i < ctx->nnodes; i++)
-		if (!r[i].ok)
-			refuse("abort: node%zu (%s): %s; its member (tag %s), "
-			       "if taken, is in no record and is never used",
-			       i, ctx->nodes[i], r[i].why, mtag);
-	refuse("no job checkpoint recorded%s", bad ? "" :
-	       "; the members taken were deleted");
 out:
 	jl_free(ctx, r);
 	free(r);
-	free(hex);
-	free(b);
-	vfs_job_clear(&j);
+	free(st.line);
+	free(st.why);
+	vfs_job_clear(&st.j);
 	return rc;
 }
 

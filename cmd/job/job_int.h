@@ -60,6 +60,7 @@ struct jnode {
 	char **lines;
 	size_t nlines;
 	bool ok;			/* an "ok" line came */
+	bool ready;			/* a "ready" line came (jl_run2) */
 	char why[512];			/* else: its "fail" line, or what
 					   the launcher said */
 };
@@ -71,6 +72,15 @@ struct jnode {
  */
 size_t jl_run(const struct jctx *ctx, const char *op, char *const args[],
 	      size_t nargs, struct jnode *r);
+/*
+ * The same with a second phase in the same launch: once every node said
+ * "ready" or ended, decide(arg, r) returns the line to write to every
+ * node's standard input ("commit ..." or "abort"; the nodes wait for it),
+ * and its answers are read until the end, with a deadline of its own.
+ */
+size_t jl_run2(const struct jctx *ctx, const char *op, char *const args[],
+	       size_t nargs, struct jnode *r,
+	       const char *(*decide)(void *arg, struct jnode *r), void *arg);
 void jl_free(const struct jctx *ctx, struct jnode *r);
 /* Run argv (PATH searched), its standard output into *out (malloc'ed,
    NUL-terminated): 0, or 1 when it could not run or failed. */

@@ -36,6 +36,7 @@
 struct child {
 	pid_t pid;
 	int fd;
+	int in;				/* its standard input, or -1 */
 	char *buf;
 	size_t len;
 	int status;
@@ -50,24 +51,34 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Start argv with standard output into a pipe: 0 or -errno. */
-static int spawn(char *const argv[], struct child *c)
+/* Start argv with standard output into a pipe, and standard input from
+   one when with_in (else /dev/null): 0 or -errno. */
+static int spawn(char *const argv[], struct child *c, bool with_in)
 {
-	int p[2];
+	int p[2], q[2] = { -1, -1 };
 
 	memset(c, 0, sizeof(*c));
-	c->fd = -1;
+	c->fd = c->in = -1;
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -errno;
+	if (with_in && pipe2(q, O_CLOEXEC) < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -errno;
+	}
 	if ((c->pid = fork()) < 0) {
 		int e = -errno;
 
 		close(p[0]);
 		close(p[1]);
+		if (with_in) {
+			close(q[0]);
+			close(q[1]);
+		}
 		return e;
 	}
 	if (!c->pid) {
-		int null = open("/dev/null", O_RDONLY);
+		int null = with_in ? q[0] : open("/dev/null", O_RDONLY);
 
 		setpgid(0, 0);
 		if (null >= 0)
@@ -81,6 +92,10 @@ static int spawn(char *const argv[], struct child *c)
 	setpgid(c->pid, c->pid);
 	close(p[1]);
 	c->fd = p[0];
+	if (with_in) {
+		close(q[0]);
+		c->in = q[1];
+	}
 	return 0;
 }
 
@@ -131,6 +146,10 @@ static void take_line(const struct jctx *ctx, struct jnode *r, long want,
 	line += off;
 	if (!strcmp(line, "ok")) {
 		r[idx].ok = true;
+		return;
+	}
+	if (!strcmp(line, "ready")) {
+		r[idx].ready = true;
 		return;
 	}
 	if (!strncmp(line, "fail ", 5)) {
@@ -218,6 +237,7 @@ static char **node_argv(const struct jctx *ctx, long i, const char *op,
 		v[n++] = xstrdup("--overlap");
 		v[n++] = xstrdup("--kill-on-bad-exit=0");
 		v[n++] = xstrdup("--quiet");
+		v[n++] = xstrdup("--input=all");
 		v[n++] = list;
 	}
 	v[n++] = xstrdup(self_path());
@@ -270,17 +290,38 @@ static void free_argv(char **v)
 size_t jl_run(const struct jctx *ctx, const char *op, char *const args[],
 	      size_t nargs, struct jnode *r)
 {
+	return jl_run2(ctx, op, args, nargs, r, NULL, NULL);
+}
+
+/* Every node said "ready" or ended (or its launcher did). */
+static bool all_ready(const struct jctx *ctx, const struct jnode *r,
+		      const struct child *ch)
+{
+	for (size_t i = 0; i < ctx->nnodes; i++) {
+		const struct child *c = &ch[ctx->slurm ? 0 : i];
+
+		if (!r[i].ready && !r[i].ok && !r[i].why[0] && c->fd >= 0)
+			return false;
+	}
+	return true;
+}
+
+size_t jl_run2(const struct jctx *ctx, const char *op, char *const args[],
+	       size_t nargs, struct jnode *r,
+	       const char *(*decide)(void *arg, struct jnode *r), void *arg)
+{
 	size_t nch = ctx->slurm ? 1 : ctx->nnodes, open_fds = 0, bad = 0;
 	struct child *ch = xmalloc(nch * sizeof(*ch));
 	struct pollfd *pf = xmalloc(nch * sizeof(*pf));
 	uint64_t deadline = now_ms() + (uint64_t)ctx->timeout * 1000;
-	bool late = false;
+	bool late = false, decided = !decide;
 
+	signal(SIGPIPE, SIG_IGN);
 	memset(r, 0, ctx->nnodes * sizeof(*r));
 	for (size_t i = 0; i < nch; i++) {
 		char **argv = node_argv(ctx, ctx->slurm ? -1 : (long)i, op,
 					args, nargs);
-		int rc = spawn(argv, &ch[i]);
+		int rc = spawn(argv, &ch[i], decide != NULL);
 
 		free_argv(argv);
 		if (rc) {
@@ -296,6 +337,25 @@ size_t jl_run(const struct jctx *ctx, const char *op, char *const args[],
 		uint64_t t = now_ms();
 		int n;
 
+		/* the decision: once every node is ready or ended, or at
+		   the deadline (then it is "abort", with a deadline of its
+		   own for the nodes still able to act on it) */
+		if (!decided && (all_ready(ctx, r, ch) || t >= deadline)) {
+			const char *line = decide(arg, r);
+			size_t len = strlen(line);
+
+			for (size_t i = 0; i < nch; i++) {
+				if (ch[i].in < 0)
+					continue;
+				/* a node that ended: its answer says why */
+				if (write(ch[i].in, line, len) == (ssize_t)len)
+					(void)!write(ch[i].in, "\n", 1);
+				close(ch[i].in);
+				ch[i].in = -1;
+			}
+			decided = true;
+			deadline = t + (uint64_t)ctx->timeout * 1000;
+		}
 		if (t >= deadline) {
 			late = true;
 			break;
@@ -327,11 +387,15 @@ size_t jl_run(const struct jctx *ctx, const char *op, char *const args[],
 			open_fds--;
 		}
 	}
+	if (!decided)		/* every launcher ended before deciding */
+		decide(arg, r);
 	for (size_t i = 0; i < nch; i++) {
 		if (ch[i].pid > 0 && late)
 			kill(-ch[i].pid, SIGKILL);
 		if (ch[i].fd >= 0)
 			close(ch[i].fd);
+		if (ch[i].in >= 0)
+			close(ch[i].in);
 		if (ch[i].pid > 0 && waitpid(ch[i].pid, &ch[i].status, 0) > 0)
 			ch[i].exited = true;
 		free(ch[i].buf);
@@ -379,7 +443,7 @@ int jl_capture(char *const argv[], char **out)
 	ssize_t got;
 
 	*out = NULL;
-	if (spawn(argv, &c))
+	if (spawn(argv, &c, false))
 		return 1;
 	c.buf = xmalloc(cap + 1);
 	while ((got = read(c.fd, c.buf + c.len, cap - c.len)) != 0) {

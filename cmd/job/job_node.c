@@ -4,11 +4,16 @@
  * mounts of the job (--mount, $VERSIONFS_JOB_MOUNTS, else every versionfs
  * mount that the caller may control).
  *
- *   checkpoint --mtag TAG [--wait-sink]
+ *   checkpoint --mtag TAG [--wait-sink] [--await]
  *                 checkpoint every mount with the member tag TAG (after
  *                 the syncfs libversionfs does), wait for its sink if
  *                 asked; answer "member STORE ID GUID MOUNT" per mount and
- *                 "maxid N", the highest job checkpoint id recorded here
+ *                 "maxid N", the highest job checkpoint id recorded here;
+ *                 with --await, then "ready", and read the coordinator's
+ *                 decision from standard input: "commit HEX" (record, as
+ *                 below) or "abort" (as below; "aborted"), so that a job
+ *                 checkpoint costs one launch; no decision in time is an
+ *                 abort
  *   record --rec HEX
  *                 keep the job record in every member store of this node
  *   abort --mtag TAG
@@ -35,6 +40,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,26 +216,76 @@ static uint64_t max_rec(const struct nmount *m, size_t n)
 	return max;
 }
 
+static int op_abort(struct nmount *m, size_t n, const char *mtag);
+static int op_record(struct nmount *m, size_t n, const char *hex);
+
+/* The coordinator's decision on standard input, "commit HEX" or "abort",
+   within timeout seconds: the line (malloc'ed), or NULL. */
+static char *await_decision(unsigned timeout)
+{
+	struct pollfd pf = { 0, POLLIN, 0 };
+	size_t cap = 0;
+	char *line = NULL;
+	ssize_t got;
+
+	if (poll(&pf, 1, (int)timeout * 1000) <= 0)
+		return NULL;
+	got = getline(&line, &cap, stdin);
+	if (got <= 0) {
+		free(line);
+		return NULL;
+	}
+	line[strcspn(line, "\n")] = 0;
+	return line;
+}
+
+/* Phase 1 here; with await, phase 2 in the same launch: "ready", then the
+   coordinator's decision from standard input.  A failure here deletes
+   the members already taken here before saying so. */
 static int op_checkpoint(struct nmount *m, size_t n, const char *mtag,
-			 bool sink, unsigned timeout)
+			 bool sink, bool await, unsigned timeout)
 {
 	unsigned char guid[16];
-	char ghex[33];
+	char ghex[33], *line;
 	uint64_t id;
+	int rc = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		if (vfs_checkpoint(m[i].c, mtag, &id))
-			return nfail("%s: checkpoint: %s", m[i].path,
-				     vfs_client_error(m[i].c));
-		if (sink && wait_sink(&m[i], id, timeout))
+	for (size_t i = 0; i < n && !rc; i++) {
+		if (vfs_checkpoint(m[i].c, mtag, &id)) {
+			char why[600];
+
+			snprintf(why, sizeof(why), "%s: checkpoint: %s",
+				 m[i].path, vfs_client_error(m[i].c));
+			if (i)
+				op_abort(m, i, mtag);
+			return nfail("%s", why);
+		}
+		if (sink && wait_sink(&m[i], id, timeout)) {
+			op_abort(m, i + 1, mtag);
 			return 1;
+		}
 		member_guid(m[i].c, id, guid);
 		hex_put(guid, 16, ghex);
 		say("member %s %llu %s %s", m[i].shex, (unsigned long long)id,
 		    ghex, m[i].path);
 	}
 	say("maxid %llu", (unsigned long long)max_rec(m, n));
-	return 0;
+	if (!await)
+		return 0;
+	say("ready");
+	line = await_decision(timeout);
+	if (line && !strncmp(line, "commit ", 7))
+		rc = op_record(m, n, line + 7);
+	else {
+		op_abort(m, n, mtag);
+		rc = line && !strcmp(line, "abort") ? 0 :
+		     nfail("no decision from the coordinator within %us; the "
+			   "members taken here were deleted", timeout);
+		if (!rc)
+			say("aborted");
+	}
+	free(line);
+	return rc;
 }
 
 /* rec as hex into a job: 0 or 1 (said). */
@@ -551,7 +607,7 @@ int node_main(int argc, char **argv)
 	const char *op, *job = NULL, *mtag = NULL, *rec = NULL, *nodes = NULL;
 	const char *paths[JOB_MAX_MOUNTS];
 	struct nmount m[JOB_MAX_MOUNTS];
-	bool sink = false, dry = false, discovered = false;
+	bool sink = false, dry = false, discovered = false, await = false;
 	size_t np = 0, nm = 0;
 	uint64_t timeout = 300, idx;
 	const char *e;
@@ -566,6 +622,8 @@ int node_main(int argc, char **argv)
 
 		if (!strcmp(a, "--wait-sink"))
 			sink = true;
+		else if (!strcmp(a, "--await"))
+			await = true;
 		else if (!strcmp(a, "--dry-run"))
 			dry = true;
 		else if (!v)
@@ -625,7 +683,8 @@ int node_main(int argc, char **argv)
 	if (open_mounts(job, paths, np, discovered, m, &nm))
 		return 1;
 	if (!strcmp(op, "checkpoint") && mtag)
-		rc = op_checkpoint(m, nm, mtag, sink, (unsigned)timeout);
+		rc = op_checkpoint(m, nm, mtag, sink, await,
+				   (unsigned)timeout);
 	else if (!strcmp(op, "record") && rec)
 		rc = op_record(m, nm, rec);
 	else if (!strcmp(op, "abort") && mtag)
