@@ -174,6 +174,35 @@ node_kill9() {
 	return 0
 }
 
+# cluster_hosts: the nodes' names resolve on every node (an /etc/hosts of
+# the cluster bind-mounted over the node's own, in its mount namespace)
+cluster_hosts() {
+	local n
+	{
+		grep -v '^[[:space:]]*#' /etc/hosts 2>/dev/null | grep -w localhost
+		for n in "${NODES[@]}"; do echo "$(node_addr "$n") $n"; done
+	} >"$T/hosts.cluster"
+	for n in "${NODES[@]}"; do
+		node_exec "$n" mount --bind "$T/hosts.cluster" /etc/hosts ||
+			fail "hosts on $n"
+	done
+}
+
+# partners_up PORT: versionfs-replicad on every node, replicas in
+# $JDISK/replicas, the secret $T/secret
+partners_up() {
+	local n
+	printf 'the partner secret of this test %s\n' "$RANDOM$RANDOM$RANDOM" >"$T/secret"
+	chmod 600 "$T/secret"
+	for n in "${NODES[@]}"; do
+		node_exec "$n" mkdir -p "$JDISK/replicas"
+		node_exec "$n" "$VFS_BUILD/versionfs-replicad" -f \
+			--listen "$(node_addr "$n"):$1" --dir "$JDISK/replicas" \
+			--secret-file "$T/secret" >>"$T/repd.$n.log" 2>&1 </dev/null &
+		disown
+	done
+}
+
 # job_app_install: $T/app, the script-driven job of the tests:
 #   app DIR NODE FROM TO [half]    steps FROM..TO of NODE's work in DIR
 #   app DIR NODE resume TO [half]  from the step after DIR/out/state
@@ -241,11 +270,13 @@ dir $JDISK/%u.%j
 select always
 versionfs $VFS
 umount_timeout 20
+${SLURM_PARTNER_PORT:+partner_port $SLURM_PARTNER_PORT
+partner_secret $T/secret}
 EOC
 	for hook in prolog epilog; do
 		cat >"$T/slurm/$hook" <<EOC
 #!/bin/sh
-exec env VERSIONFS_SLURM_CONF="$T/slurm/versionfs-slurm.conf" VERSIONFS_CTL="$VFSCTL" "$hooks/versionfs-slurm-$hook" >>"$T/slurm/$hook.log" 2>&1
+exec env VERSIONFS_SLURM_CONF="$T/slurm/versionfs-slurm.conf" VERSIONFS_CTL="$VFSCTL" SLURM_CONF="$T/slurm/slurm.conf" "$hooks/versionfs-slurm-$hook" >>"$T/slurm/$hook.log" 2>&1
 EOC
 		chmod 755 "$T/slurm/$hook"
 	done
@@ -299,13 +330,13 @@ EOC
 		SL "$n" slurmd -f "$T/slurm/slurm.conf" -N "$n" ||
 			skip "slurmd -N $n does not start here: $(tail -3 "$T/slurm/slurmd-$n.log" 2>/dev/null)"
 	done
-	for i in $(seq 100); do
+	for i in $(seq 300); do
 		[ "$(SL n0 sinfo -h -o '%T' -n "$(IFS=,; echo "${NODES[*]}")" 2>/dev/null | grep -c idle)" -ge 1 ] &&
 			[ "$(SL n0 sinfo -h -N -o '%T' 2>/dev/null | grep -c idle)" = "${#NODES[@]}" ] && break
 		sleep 0.2
 	done
 	[ "$(SL n0 sinfo -h -N -o '%T' 2>/dev/null | grep -c idle)" = "${#NODES[@]}" ] ||
-		skip "the Slurm nodes are not idle: $(SL n0 sinfo -N 2>&1 | tr '\n' ' ')"
+		{ tail -5 "$T/slurm/slurmctld.log" >&2; skip "the Slurm nodes are not idle: $(SL n0 sinfo -N 2>&1 | tr "\n" " ")"; }
 	note "Slurm $(slurmd -V | awk '{print $2}'): slurmctld on n0, slurmd on ${NODES[*]}"
 }
 

@@ -12,7 +12,10 @@
 # rollback and goes on.  Every node's files at the end equal an
 # uninterrupted run's; versionfs-job status inside the job lists the job
 # checkpoints complete on 4/4 nodes; the epilog unmounts, and every store
-# is fsck-clean.  Skipped, saying why, when Slurm cannot run here.
+# is fsck-clean.  Partner copies: every node runs versionfs-replicad, the
+# prolog (partner_port) replicates each node's store to the next node's,
+# and job checkpoints are taken with --wait-sink.  Skipped, saying why,
+# when Slurm cannot run here.
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -21,6 +24,9 @@ command -v sbatch >/dev/null || skip "sbatch (slurm-client) not installed"
 . "$(dirname "$0")/job-lib.sh"
 
 cluster_up 4
+cluster_hosts
+SLURM_PARTNER_PORT=$((20000 + $$ % 20000))
+partners_up "$SLURM_PARTNER_PORT"
 slurm_up
 job_app_install
 
@@ -47,7 +53,7 @@ for target in 2 4 6 8; do
 		exit 0
 	fi
 	work "\$target"
-	echo "job checkpoint \$(versionfs-job checkpoint --tag step\$target) at step \$target"
+	echo "job checkpoint \$(versionfs-job checkpoint --wait-sink --tag step\$target) at step \$target"
 done
 versionfs-job status
 srun --nodes=4 --ntasks-per-node=1 sh -c 'cd "\$VERSIONFS_JOB_MOUNTS/out" && md5sum * | sed "s/^/\$SLURMD_NODENAME /"' |
@@ -87,6 +93,18 @@ case_outputs() {
 	diff "$T/ref.sums" "$T/slurm/sums.$j" || fail "outputs differ from an uninterrupted run"
 }
 test_case "every node's files equal an uninterrupted run's" case_outputs
+
+case_partners() {
+	local i n next
+	for i in 0 1 2 3; do
+		n=n$i next=n$(((i + 1) % 4))
+		grep -q "replicating .* to $next:$SLURM_PARTNER_PORT" "$T/slurm/prolog.log" ||
+			fail "no partner for $n: $(cat "$T/slurm/prolog.log")"
+		[ "$(node_exec "$next" ls "$JDISK/replicas" | wc -l)" = 1 ] ||
+			fail "$next holds no replica of $n: $(node_exec "$next" ls "$JDISK/replicas")"
+	done
+}
+test_case "the prolog set up partner copies: every node's store replicated to the next node" case_partners
 
 case_fsck() {
 	local j n i

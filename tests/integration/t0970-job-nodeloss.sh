@@ -26,19 +26,11 @@ command -v mkfs.xfs >/dev/null || skip "mkfs.xfs (xfsprogs) not installed"
 REPD=$VFS_BUILD/versionfs-replicad
 SEND=$VFS_BUILD/versionfs-send
 PORT=$((20000 + $$ % 20000))
-printf 'the partner secret of this test %s\n' "$RANDOM$RANDOM$RANDOM" >"$T/secret"
-chmod 600 "$T/secret"
 
 cluster_up 6
 job_app_install
 RANKS=(n0 n1 n2 n3)	# RANKS[r]: the node serving rank r
-for n in "${NODES[@]}"; do
-	node_exec "$n" mkdir -p "$JDISK/replicas"
-	node_exec "$n" "$REPD" -f --listen "$(node_addr "$n"):$PORT" \
-		--dir "$JDISK/replicas" --secret-file "$T/secret" \
-		>>"$T/repd.$n.log" 2>&1 </dev/null &
-	disown
-done
+partners_up "$PORT"
 for i in 0 1 2 3; do
 	node_mount "n$i" -o "replicate=$(node_addr "n$(((i + 1) % 4))"):$PORT,secret=$T/secret"
 done
