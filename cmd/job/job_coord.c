@@ -174,6 +174,26 @@ static bool has_member(const struct jnode *r, const struct vfs_job_member *m,
 	return false;
 }
 
+/* Member m's copy at its node's replication peer: the peer's name into
+   peer[len] and true when the peer acknowledged the member's checkpoint
+   ("repl STORE PEER ACKED" among the node's lines). */
+static bool member_copied(const struct jnode *r,
+			  const struct vfs_job_member *m, char *peer,
+			  size_t len)
+{
+	char shex[33], s[64], p[300];
+	unsigned long long acked;
+
+	hex_put(m->store, 16, shex);
+	for (size_t k = 0; k < r->nlines; k++)
+		if (sscanf(r->lines[k], "repl %63s %299s %llu", s, p,
+			   &acked) == 3 && !strcmp(s, shex)) {
+			snprintf(peer, len, "%s", p);
+			return acked >= m->ckpt;
+		}
+	return false;
+}
+
 /* Why job checkpoint j cannot be rolled back to on these nodes, into
    why[len] ("" when it can). */
 static void unrecoverable(const struct jctx *ctx, const struct jquery *q,
@@ -542,12 +562,12 @@ int do_status(struct jctx *ctx, int argc, char **argv)
 		json_str(ctx->job);
 		printf(",\"nodes\":%zu,\"checkpoints\":[", ctx->nnodes);
 	} else
-		printf("%-6s %-20s %-19s %-7s %-8s %s\n", "ID", "TAG", "TIME",
-		       "HELD", "RECORDED", "STATE");
+		printf("%-6s %-20s %-19s %-7s %-8s %-7s %s\n", "ID", "TAG",
+		       "TIME", "HELD", "RECORDED", "COPIES", "STATE");
 	for (size_t x = 0; x < q.nrecs; x++) {
 		const struct vfs_job *j = &q.recs[x].j;
-		size_t held = 0, kept = 0;
-		char t[64], why[4096];
+		size_t held = 0, kept = 0, copies = 0;
+		char t[64], why[4096], peer[300];
 
 		unrecoverable(ctx, &q, j, why, sizeof(why));
 		for (size_t i = 0; i < j->nnodes && i < ctx->nnodes; i++) {
@@ -560,6 +580,10 @@ int do_status(struct jctx *ctx, int argc, char **argv)
 			held += all && q.r[i].ok;
 			kept += q.recs[x].kept[i];
 		}
+		for (size_t k = 0; k < j->n; k++)
+			copies += j->m[k].node < ctx->nnodes &&
+				  member_copied(&q.r[j->m[k].node], &j->m[k],
+						peer, sizeof(peer));
 		fmt_time(j->time_ns, t, sizeof(t));
 		if (ctx->json) {
 			printf("%s{\"id\":%" PRIu64 ",\"tag\":", x ? "," : "",
@@ -568,9 +592,10 @@ int do_status(struct jctx *ctx, int argc, char **argv)
 			printf(",\"member_tag\":");
 			json_str(j->mtag);
 			printf(",\"time_ns\":%" PRIu64 ",\"nodes\":%u,"
-			       "\"held\":%zu,\"recorded\":%zu,\"complete\":"
-			       "true,\"recoverable\":%s,\"members\":[", j->time_ns,
-			       j->nnodes, held, kept, why[0] ? "false" : "true");
+			       "\"held\":%zu,\"recorded\":%zu,\"copies\":%zu,"
+			       "\"complete\":true,\"recoverable\":%s,"
+			       "\"members\":[", j->time_ns, j->nnodes, held,
+			       kept, copies, why[0] ? "false" : "true");
 			for (size_t k = 0; k < j->n; k++) {
 				char s[33], g[33];
 
@@ -580,29 +605,44 @@ int do_status(struct jctx *ctx, int argc, char **argv)
 				       j->m[k].node);
 				json_str(j->m[k].host);
 				printf(",\"store\":\"%s\",\"checkpoint\":%"
-				       PRIu64 ",\"guid\":\"%s\",\"present\":%s}",
+				       PRIu64 ",\"guid\":\"%s\",\"present\":%s",
 				       s, j->m[k].ckpt, g,
 				       j->m[k].node < ctx->nnodes &&
 				       has_member(&q.r[j->m[k].node], &j->m[k],
 						  j->mtag) ? "true" : "false");
+				peer[0] = 0;
+				if (j->m[k].node < ctx->nnodes &&
+				    member_copied(&q.r[j->m[k].node], &j->m[k],
+						  peer, sizeof(peer))) {
+					printf(",\"copy\":");
+					json_str(peer);
+				}
+				printf("}");
 			}
 			printf("]}");
 			continue;
 		}
-		printf("%-6" PRIu64 " %-20s %-19s %zu/%-5u %zu/%-6zu %s\n",
-		       j->id, j->tag[0] ? j->tag : "-", t, held, j->nnodes,
-		       kept, ctx->nnodes, why[0] ? "complete, not recoverable "
-		       "here" : "complete");
+		printf("%-6" PRIu64 " %-20s %-19s %zu/%-5u %zu/%-6zu %zu/%-5zu "
+		       "%s\n", j->id, j->tag[0] ? j->tag : "-", t, held,
+		       j->nnodes, kept, ctx->nnodes, copies, j->n, why[0] ?
+		       "complete, not recoverable here" : "complete");
 		if (why[0])
 			printf("       %s\n", why);
 		if (ctx->verbose)
 			for (size_t k = 0; k < j->n; k++) {
 				char s[33];
+				bool cp;
 
 				hex_put(j->m[k].store, 16, s);
+				peer[0] = 0;
+				cp = j->m[k].node < ctx->nnodes &&
+				     member_copied(&q.r[j->m[k].node], &j->m[k],
+						   peer, sizeof(peer));
 				printf("       node%u %-12s store %s "
-				       "checkpoint %" PRIu64 "\n", j->m[k].node,
-				       j->m[k].host, s, j->m[k].ckpt);
+				       "checkpoint %" PRIu64 "%s%s\n",
+				       j->m[k].node, j->m[k].host, s,
+				       j->m[k].ckpt, cp ? ", copy on " : "",
+				       cp ? peer : "");
 			}
 	}
 	if (ctx->json)

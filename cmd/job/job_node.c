@@ -19,7 +19,9 @@
  *   abort --mtag TAG
  *                 delete the checkpoints tagged TAG (a job checkpoint that
  *                 did not complete; "deleted STORE ID")
- *   query         "mount STORE PATH", "have STORE ID TAG" for every
+ *   query         "mount STORE PATH", "repl STORE PEER ACKED" (the
+ *                 replication peer and the last checkpoint it holds),
+ *                 "have STORE ID TAG" for every
  *                 member checkpoint of the job here, and every record
  *                 kept here in hex, cut in "rec+ HEX" lines and a last
  *                 "rec. HEX" (srun cuts lines of more than a kilobyte)
@@ -422,7 +424,13 @@ static int op_query(struct nmount *m, size_t n, const char *job)
 		struct vfs_ckpt_info *v;
 		size_t nv;
 
+		struct vfs_repl rp;
+
 		say("mount %s %s", m[i].shex, m[i].path);
+		if (!vfs_repl_status(m[i].c, &rp) && rp.on && rp.peer[0] &&
+		    !strpbrk(rp.peer, " \t\n"))
+			say("repl %s %s %llu", m[i].shex, rp.peer,
+			    (unsigned long long)rp.acked);
 		if (vfs_list(m[i].c, &v, &nv))
 			return nfail("%s: list: %s", m[i].path,
 				     vfs_client_error(m[i].c));

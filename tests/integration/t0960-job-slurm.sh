@@ -79,7 +79,7 @@ case_job() {
 	grep -q '^run 1 ' "$T/slurm/job-$j.out" || fail "the job was not requeued"
 	grep -q '^job checkpoint 2 at step 4' "$T/slurm/job-$j.out" || fail "job checkpoints"
 	grep -q '^job checkpoint 4 at step 8' "$T/slurm/job-$j.out" || fail "job checkpoints after the requeue"
-	grep -q '^4 .*step8 .* 4/4 .* 4/4 .*complete$' "$T/slurm/job-$j.out" || fail "status in the job"
+	grep -q '^4 .*step8 .* 4/4 .* 4/4 .* 4/4 .*complete$' "$T/slurm/job-$j.out" || fail "status in the job"
 }
 test_case "a Slurm batch job: job checkpoints through srun, a crash, requeue, versionfs-job rollback" case_job
 

@@ -66,6 +66,11 @@ case_partner() {
 		[ "$(node_exec "$n" ls "$JDISK/replicas" | wc -l)" = 1 ] ||
 			fail "$n holds $(node_exec "$n" ls "$JDISK/replicas")"
 	done
+	JOBN status >"$T/st" || fail "status: $(cat "$T/st")"
+	grep -q '^2 .*step4 .* 4/4 .* 4/4 .* 4/4 .*complete$' "$T/st" ||
+		fail "status does not show the partner copies: $(cat "$T/st")"
+	JOBN status -v | grep -q "node1 n1 .* checkpoint 2, copy on $(node_addr n2):$PORT" ||
+		fail "status -v: $(JOBN status -v)"
 	run_ranks resume 5 half	# the crash
 }
 test_case "partner replication: node i to node i+1, job checkpoints acknowledged by the partners" case_partner
