@@ -111,6 +111,8 @@ DAEMON_LIBOBJ := $(filter-out $(BUILD)/obj/versionfs/daemon/main.o,$(DAEMON_OBJ)
 CTL_SRC     := $(wildcard cmd/ctl/*.c)
 CLEAN_SRC   := $(wildcard cmd/clean/*.c)
 FSCK_SRC    := $(wildcard cmd/fsck/*.c)
+# versionfs-job: job checkpoints over every node (issue 29); libversionfs.
+JOB_SRC     := $(wildcard cmd/job/*.c)
 # replicator/: libvfsrep (checkpoint streams).
 REP_SRC     := $(wildcard replicator/*.c)
 REP_LIB     := $(BUILD)/libvfsrep.a
@@ -145,7 +147,7 @@ PROGS       := $(BUILD)/versionfs $(BUILD)/versionfs-ctl \
                $(BUILD)/versionfs-clean $(BUILD)/versionfs-fsck \
                $(BUILD)/versionfs-send $(BUILD)/versionfs-recv \
                $(BUILD)/versionfs-chunk $(BUILD)/versionfs-restore \
-               $(BUILD)/versionfs-replicad
+               $(BUILD)/versionfs-replicad $(BUILD)/versionfs-job
 LIBS_OUT    := $(UTIL_LIB) $(BTREE_LIB) $(CLIENT_LIB) $(CLIENT_SO) $(CLIENT_HDR) \
                $(STORE_LIB) $(CLEANER_LIB) $(TRANSPORT_LIB) $(REP_LIB) \
                $(PEER_LIB) $(CHUNK_LIB) $(CHUNKVFS_LIB)
@@ -226,6 +228,9 @@ $(BUILD)/versionfs: $(DAEMON_OBJ) $(CHUNKVFS_LIB) $(CHUNK_LIB) $(CLEANER_LIB) $(
 	    $(FUSE_LIBS) $(CHUNK_LIBS)
 
 $(BUILD)/versionfs-ctl: $(CTL_SRC:%.c=$(BUILD)/obj/%.o) $(CLIENT_LIB)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^
+
+$(BUILD)/versionfs-job: $(JOB_SRC:%.c=$(BUILD)/obj/%.o) $(CLIENT_LIB)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^
 
 # The offline tools read the store through its library, without FUSE.
@@ -364,7 +369,26 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/obj/tests/fuzz/fuzz_util.o $(REP_LIB) $
 
 fuzz-bins: $(FUZZ_BIN)
 
-tests-build: all $(UNIT_BIN) $(TEST_HELPERS) $(BUILD)/bench/passthrough $(BUILD)/bench/mdtest
+# libversionfs-mpi (mpi/): vfs_job_checkpoint(3) for MPI programs, and the
+# MPI job of t0955, built only where an MPI compiler is (Debian's
+# libopenmpi-dev; the test profile of scripts/install-deps).
+MPICC       ?= mpicc
+HAVE_MPICC  := $(shell command -v $(MPICC) 2>/dev/null)
+MPI_LIB     := $(BUILD)/libversionfs-mpi.a
+MPI_OUT     := $(if $(HAVE_MPICC),$(MPI_LIB))
+MPI_TESTS   := $(if $(HAVE_MPICC),$(BUILD)/tests/vfs_mpi_app)
+$(BUILD)/obj/mpi/%.o: mpi/%.c
+	@mkdir -p $(@D)
+	$(MPICC) $(BASEFLAGS) $(WARN) -I. $(CFLAGS) -MMD -MP -c -o $@ $<
+$(MPI_LIB): $(BUILD)/obj/mpi/vfs_job_mpi.o
+	rm -f $@ && $(AR) rcs $@ $^
+$(BUILD)/tests/vfs_mpi_app: tests/mpi/vfs_mpi_app.c $(MPI_LIB) $(CLIENT_LIB)
+	@mkdir -p $(@D)
+	$(MPICC) $(BASEFLAGS) $(WARN) -I. $(CFLAGS) $(LDFLAGS) -o $@ $< \
+	    $(MPI_LIB) $(CLIENT_LIB)
+all: $(MPI_OUT)
+
+tests-build: all $(MPI_TESTS) $(UNIT_BIN) $(TEST_HELPERS) $(BUILD)/bench/passthrough $(BUILD)/bench/mdtest
 
 # The DMTCP plugin, when DMTCP_PREFIX names a DMTCP (cr-hooks/dmtcp/).
 -include cr-hooks/dmtcp/Makefile.inc
@@ -443,6 +467,10 @@ install: all
 	$(INSTALL) -m 644 $(PEER_LIB) $(DESTDIR)$(libdir)/
 	$(INSTALL) -m 644 $(CHUNK_LIB) $(DESTDIR)$(libdir)/
 	$(INSTALL) -m 644 btree/btree.h $(DESTDIR)$(includedir)/versionfs/
+	if [ -f $(MPI_LIB) ]; then \
+	    $(INSTALL) -m 644 $(MPI_LIB) $(DESTDIR)$(libdir)/; \
+	    $(INSTALL) -m 644 mpi/vfs_job_mpi.h $(DESTDIR)$(includedir)/versionfs/; \
+	fi
 	if [ -f $(CLIENT_LIB) ]; then \
 	    $(INSTALL) -m 644 $(CLIENT_LIB) $(DESTDIR)$(libdir)/; \
 	    $(INSTALL) -m 755 $(CLIENT_SO) $(DESTDIR)$(libdir)/; \

@@ -1207,7 +1207,8 @@ vcr_slurm_setup() {
 	VCR_WHAT="job $SLURM_JOB_ID"
 	declare -gA VCR_KV=([select]=comment [keyword]=versionfs
 		[umount_timeout]=60 [lazy_umount]=no [mount_options]=""
-		[copy_out]="" [dir]="" [versionfs]="")
+		[copy_out]="" [dir]="" [versionfs]="" [partner_port]=""
+		[partner_secret]="")
 	if [ -e "$conf" ]; then
 		while IFS= read -r line || [ -n "$line" ]; do
 			n=$((n + 1))
@@ -1265,6 +1266,44 @@ vcr_slurm_setup() {
 	fi
 	[[ ${VCR_KV[umount_timeout]} =~ ^[0-9]+$ ]] ||
 		vcr_die 1 "$conf: umount_timeout must be a number of seconds"
+	if [ -n "${VCR_KV[partner_port]}" ]; then
+		if ! [[ ${VCR_KV[partner_port]} =~ ^[0-9]{1,5}$ ]] ||
+			[ "${VCR_KV[partner_port]}" -lt 1 ] ||
+			[ "${VCR_KV[partner_port]}" -gt 65535 ]; then
+			vcr_die 1 "$conf: partner_port must be a port number"
+		fi
+		[[ ${VCR_KV[partner_secret]} =~ ^/[^,[:space:]]+$ ]] ||
+			vcr_die 1 "$conf: partner_port needs partner_secret, an absolute path without commas"
+	fi
+}
+
+# vcr_slurm_partner: print the node that replicates this node's store
+# (its partner, SCR's PARTNER scheme): the next one in the job's node
+# list (the last one's is the first); nothing for a job of one node.
+# The node list is SLURM_JOB_NODELIST (or SLURM_NODELIST) expanded by
+# scontrol; this node is SLURMD_NODENAME.
+vcr_slurm_partner() {
+	local list=${SLURM_JOB_NODELIST:-${SLURM_NODELIST:-}} me=${SLURMD_NODENAME:-}
+	local -a nodes
+	local i
+	if [ -z "$list" ] || [ -z "$me" ]; then
+		vcr_note "no SLURM_JOB_NODELIST or SLURMD_NODENAME: no partner"
+		return 1
+	fi
+	mapfile -t nodes < <(scontrol show hostnames "$list" 2>/dev/null)
+	[ "${#nodes[@]}" -gt 0 ] || {
+		vcr_note "scontrol show hostnames $list failed"
+		return 1
+	}
+	[ "${#nodes[@]}" -gt 1 ] || return 0
+	for i in "${!nodes[@]}"; do
+		if [ "${nodes[$i]}" = "$me" ]; then
+			printf '%s\n' "${nodes[$(((i + 1) % ${#nodes[@]}))]}"
+			return 0
+		fi
+	done
+	vcr_note "$me is not in the job's node list $list"
+	return 1
 }
 
 # vcr_slurm_expand PATTERN: %u user, %U uid, %j job id, %n node name, %%.

@@ -228,6 +228,21 @@ static inline void vfs_hex(const unsigned char *b, size_t n, char *out)
 	out[2 * n] = 0;
 }
 
+/* 2n lowercase hex digits (and nothing more) into n bytes: 0, or -1. */
+static inline int vfs_unhex(const char *s, unsigned char *b, size_t n)
+{
+	for (size_t i = 0; i < 2 * n; i++) {
+		char c = s[i];
+		int v = c >= '0' && c <= '9' ? c - '0' :
+			c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+
+		if (v < 0)
+			return -1;
+		b[i / 2] = (unsigned char)(i % 2 ? b[i / 2] << 4 | v : v);
+	}
+	return s[2 * n] ? -1 : 0;
+}
+
 /* Big-endian 64-bit: LMDB keys, so that byte order is numeric order. */
 static inline void be64_put(unsigned char *p, uint64_t v)
 {

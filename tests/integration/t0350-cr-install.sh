@@ -11,7 +11,8 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 
 if command -v shellcheck >/dev/null; then
 	(cd "$SRC" && shellcheck -x cr-hooks/versionfs-* \
-		cr-hooks/examples/slurm-criu-job.sh) >"$T/sc" 2>&1 ||
+		cr-hooks/examples/slurm-criu-job.sh \
+		cr-hooks/examples/slurm-job-versionfs.sh) >"$T/sc" 2>&1 ||
 		fail "shellcheck: $(head -n 30 "$T/sc")"
 else
 	note "shellcheck not installed: lint skipped"
@@ -32,6 +33,8 @@ done
 for f in libexec/versionfs/versionfs-cr-lib.sh etc/versionfs/criu.conf.example \
 	etc/versionfs/cr-hooks.conf.example etc/versionfs/slurm.conf.example \
 	share/doc/versionfs/examples/slurm-criu-job.sh \
+	share/doc/versionfs/examples/slurm-job-versionfs.sh \
+	etc/versionfs/job.conf.example \
 	share/doc/versionfs/examples/app_checkpoint.c; do
 	[ -f "$p/$f" ] || fail "$f not installed"
 done

@@ -18,8 +18,10 @@
  * daemon gone (-EPIPE without SIGPIPE), malformed list, diff and prune
  * replies (-EPROTO, nothing returned, nothing leaked), tags too short or
  * too long refused before anything is sent, a request too large, and
- * vfs_client_open on paths that are not versionfs mounts.  The real
- * daemon's side is the integration tests' (t0001, t0400, t0700, ...).
+ * vfs_client_open on paths that are not versionfs mounts.  Job records
+ * (client_job.c): a round trip, every byte flipped and every length
+ * refused, each bad field named.  The real daemon's side is the
+ * integration tests' (t0001, t0400, t0700, t0950, ...).
  */
 #include <check.h>
 #include <errno.h>
@@ -895,6 +897,114 @@ START_TEST(test_helpers)
 }
 END_TEST
 
+/* A record of two nodes, node 1 with two stores. */
+static void job_sample(struct vfs_job *j, struct vfs_job_member *m)
+{
+	memset(j, 0, sizeof(*j));
+	memset(m, 0, 3 * sizeof(*m));
+	snprintf(j->job, sizeof(j->job), "1234_5");
+	snprintf(j->tag, sizeof(j->tag), "step10");
+	snprintf(j->mtag, sizeof(j->mtag), "vfsjob.1234_5.a1b2c3");
+	j->id = 7;
+	j->time_ns = 1234567890123ull;
+	j->nnodes = 2;
+	j->n = 3;
+	j->m = m;
+	for (int i = 0; i < 3; i++) {
+		m[i].node = i ? 1 : 0;
+		m[i].ckpt = 10 + (uint64_t)i;
+		memset(m[i].store, 0x11 * (i + 1), 16);
+		memset(m[i].guid, i == 2 ? 0 : 0x40 + i, 16);
+		snprintf(m[i].host, sizeof(m[i].host), "node%d", i ? 1 : 0);
+	}
+}
+
+START_TEST(test_job_record)
+{
+	struct vfs_job_member m[3];
+	struct vfs_job j, d;
+	unsigned char *b;
+	char why[256];
+	size_t len;
+
+	job_sample(&j, m);
+	ck_assert_int_eq(vfs_job_encode(&j, &b, &len, why, sizeof(why)), 0);
+	ck_assert_uint_eq(len, 360 + 3 * 112 + 8);
+	ck_assert_int_eq(vfs_job_decode(b, len, &d, why, sizeof(why)), 0);
+	ck_assert_str_eq(d.job, "1234_5");
+	ck_assert_str_eq(d.tag, "step10");
+	ck_assert_str_eq(d.mtag, j.mtag);
+	ck_assert_uint_eq(d.id, 7);
+	ck_assert_uint_eq(d.time_ns, j.time_ns);
+	ck_assert_uint_eq(d.n, 3);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_uint_eq(d.m[i].node, m[i].node);
+		ck_assert_uint_eq(d.m[i].ckpt, m[i].ckpt);
+		ck_assert(!memcmp(d.m[i].store, m[i].store, 16));
+		ck_assert(!memcmp(d.m[i].guid, m[i].guid, 16));
+		ck_assert_str_eq(d.m[i].host, m[i].host);
+	}
+	vfs_job_clear(&d);
+	/* every byte flipped, every truncation and extension: refused */
+	for (size_t i = 0; i < len; i++) {
+		b[i] ^= 0x20;
+		ck_assert_int_eq(vfs_job_decode(b, len, &d, why, sizeof(why)),
+				 -EINVAL);
+		ck_assert_ptr_null(d.m);
+		b[i] ^= 0x20;
+	}
+	for (size_t n = 0; n < len; n++)
+		ck_assert_int_eq(vfs_job_decode(b, n, &d, why, sizeof(why)),
+				 -EINVAL);
+	free(b);
+}
+END_TEST
+
+START_TEST(test_job_record_fields)
+{
+	struct vfs_job_member m[3];
+	struct vfs_job j;
+	unsigned char *b;
+	char why[256];
+	size_t len;
+
+	job_sample(&j, m);
+	snprintf(j.job, sizeof(j.job), "12/34");
+	ck_assert_int_eq(vfs_job_encode(&j, &b, &len, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "job id"));
+	job_sample(&j, m);
+	m[1].node = 0;			/* node 1 has a member left, fine */
+	m[2].node = 0;			/* node 1 none: refused */
+	ck_assert_int_eq(vfs_job_encode(&j, &b, &len, why, sizeof(why)),
+			 -EINVAL);
+	job_sample(&j, m);
+	memcpy(m[2].store, m[1].store, 16);	/* twice */
+	ck_assert_int_eq(vfs_job_encode(&j, &b, &len, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "twice"));
+	job_sample(&j, m);
+	m[0].ckpt = 0;
+	ck_assert_int_eq(vfs_job_encode(&j, &b, &len, why, sizeof(why)),
+			 -EINVAL);
+	job_sample(&j, m);
+	snprintf(m[1].host, sizeof(m[1].host), "a b");
+	ck_assert_int_eq(vfs_job_encode(&j, &b, &len, why, sizeof(why)),
+			 -EINVAL);
+	job_sample(&j, m);
+	snprintf(j.mtag, sizeof(j.mtag), "%s", "");
+	ck_assert_int_eq(vfs_job_encode(&j, &b, &len, why, sizeof(why)),
+			 -EINVAL);
+	job_sample(&j, m);
+	j.n = VFS_JOB_MAX_MEMBERS + 1;
+	ck_assert_int_eq(vfs_job_encode(&j, &b, &len, why, sizeof(why)),
+			 -E2BIG);
+	ck_assert(vfs_job_id_valid("123+0"));
+	ck_assert(!vfs_job_id_valid(""));
+	ck_assert(!vfs_job_id_valid("1.2"));
+}
+END_TEST
+
 static Suite *client_suite(void)
 {
 	Suite *s = suite_create("client");
@@ -919,6 +1029,10 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_request_too_large);
 	tcase_add_test(tc, test_open_errors);
 	tcase_add_test(tc, test_helpers);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("job records");
+	tcase_add_test(tc, test_job_record);
+	tcase_add_test(tc, test_job_record_fields);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -193,6 +193,12 @@ struct req {
 	char peer[256], secret[4096];
 	uint64_t bwlimit;
 	bool wait_peer, stop, zst;
+	/* job records (issue 29) */
+	unsigned char *jrec;
+	size_t jlen;
+	char job[80];
+	uint64_t jdrop;
+	bool have_job;
 };
 
 /* A string field into buf[cap], NUL-free: 0 or -EINVAL. */
@@ -254,6 +260,21 @@ static int parse_req(const unsigned char *p, size_t len, struct req *r)
 		case F_REPL_STOP: r->stop = cf_u64(&f) != 0; break;
 		case F_REPL_COMPRESS: r->zst = cf_u64(&f) != 0; break;
 		case F_WAIT: r->wait = cf_u64(&f) != 0; break;
+		case F_JOB_REC:
+			free(r->jrec);
+			r->jlen = 0;
+			if (!(r->jrec = malloc(f.len ? f.len : 1))) {
+				rc = -ENOMEM;
+				break;
+			}
+			memcpy(r->jrec, f.val, f.len);
+			r->jlen = f.len;
+			break;
+		case F_JOB_ID:
+			rc = field_str(&f, r->job, sizeof(r->job));
+			r->have_job = true;
+			break;
+		case F_JOB_DROP: r->jdrop = cf_u64(&f); break;
 		case F_SPEC:
 			free(r->spec);
 			r->spec = NULL;
@@ -394,6 +415,24 @@ static int rq_replicate(struct req *r, struct ctl_out *out, char *err,
 	return rc;
 }
 
+static int rq_job_put(struct req *r, struct ctl_out *out, char *err,
+		      size_t errlen)
+{
+	if (r->jrec)
+		return jb_put(r->jrec, r->jlen, err, errlen);
+	if (r->have_job && r->jdrop)
+		return jb_drop(r->job, r->jdrop, err, errlen);
+	snprintf(err, errlen, "job request needs a record, or a job and an "
+		 "id to forget");
+	return -EINVAL;
+}
+
+static int rq_job_list(struct req *r, struct ctl_out *out, char *err,
+		       size_t errlen)
+{
+	return jb_list(r->have_job ? r->job : NULL, out, err, errlen);
+}
+
 static const struct {
 	uint16_t op;
 	int (*fn)(struct req *r, struct ctl_out *out, char *err,
@@ -405,6 +444,7 @@ static const struct {
 	{ CTL_DIFF, rq_diff },		{ CTL_DELETE, rq_delete },
 	{ CTL_PRUNE, rq_prune },	{ CTL_POLICY, rq_policy },
 	{ CTL_CLEAN, rq_clean },	{ CTL_REPLICATE, rq_replicate },
+	{ CTL_JOB_PUT, rq_job_put },	{ CTL_JOB_LIST, rq_job_list },
 };
 
 /*
@@ -436,6 +476,7 @@ static bool serve(int fd, const char *denied)
 			  "out of memory" : "malformed request");
 		free(r.ids);
 		free(r.spec);
+		free(r.jrec);
 		return false;
 	}
 	cb_init(&out.b);
@@ -456,6 +497,7 @@ static bool serve(int fd, const char *denied)
 	cb_free(&out.b);
 	free(r.ids);
 	free(r.spec);
+	free(r.jrec);
 	return true;
 }
 

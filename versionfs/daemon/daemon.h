@@ -479,6 +479,11 @@ size_t sinks_keep_filter(uint64_t *ids, size_t n);
 void sinks_status(struct ctl_out *out);
 void sinks_stop(void);
 
+/* ---- jobs.c: the job records of this store (issue 29) ---- */
+int jb_put(const unsigned char *rec, size_t len, char *err, size_t errlen);
+int jb_drop(const char *job, uint64_t id, char *err, size_t errlen);
+int jb_list(const char *job, struct ctl_out *out, char *err, size_t errlen);
+
 /* ---- ctlsrv.c ---- */
 int ctl_listen(struct vfs *v);
 void *ctl_thread(void *arg);

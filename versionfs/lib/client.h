@@ -276,6 +276,81 @@ int vfs_clean_start(vfs_client *c, uint64_t *pass);
 int vfs_push(vfs_client *c, const char *spec, uint64_t upto, unsigned flags,
 	     uint64_t *pushed);
 
+/*
+ * JOB CHECKPOINTS (issue 29; versionfs-job(8)).  A job checkpoint is one
+ * checkpoint of every mount of every node of a job, all or nothing.  Once
+ * every member is durable, each member's store keeps a job record naming
+ * all of them; a job checkpoint is complete exactly when a record of it
+ * exists (on any node: every record names every member).  The daemon keeps
+ * records as files of its store (BACKING/.versionfs/jobs/), checked when
+ * read like every store file.
+ *
+ * The record's format (little-endian, fixed width, versionfs(5)): a
+ * 360-byte header (magic "VFJR", version 1, header size, member count,
+ * node count, flags, job checkpoint id, time, job id, tag, member tag),
+ * then 112 bytes per member (node index, checkpoint id, store id, GUID,
+ * node name), then the XXH3-64 of everything before it.  Strings are
+ * NUL-padded; a record is at most VFS_JOB_MAX_MEMBERS members.
+ */
+#define VFS_JOB_ID_MAX		63	/* [A-Za-z0-9_+-], Slurm's job ids */
+#define VFS_JOB_HOST_MAX	63
+#define VFS_JOB_MAX_MEMBERS	512
+
+struct vfs_job_member {
+	uint32_t node;			/* index in the job's node list */
+	uint64_t ckpt;			/* its checkpoint id in that store */
+	unsigned char store[16];	/* the store's id */
+	unsigned char guid[16];		/* the checkpoint's GUID; all zero:
+					   not known (a store without GUIDs) */
+	char host[VFS_JOB_HOST_MAX + 1];	/* the node's name when taken */
+};
+
+struct vfs_job {
+	char job[VFS_JOB_ID_MAX + 1];	/* the job id */
+	uint64_t id;			/* job checkpoint id: 1, 2, ... */
+	uint64_t time_ns;		/* when it completed, CLOCK_REALTIME */
+	uint32_t nnodes;		/* nodes of the job */
+	uint32_t flags;			/* 0 (reserved) */
+	char tag[VFS_TAG_MAX + 1];	/* the user's tag, "" if none */
+	char mtag[VFS_TAG_MAX + 1];	/* every member checkpoint's tag */
+	size_t n;			/* members, sorted by node and store */
+	struct vfs_job_member *m;
+};
+
+/* A job id as accepted in records: 1..63 of [A-Za-z0-9_+-]. */
+int vfs_job_id_valid(const char *job);
+/*
+ * The record's bytes (*buf malloc'ed, *len its size), or -EINVAL (a bad
+ * field, why[] says which), -E2BIG (too many members), -ENOMEM.
+ */
+int vfs_job_encode(const struct vfs_job *j, unsigned char **buf,
+		   size_t *len, char *why, size_t whylen);
+/*
+ * A record's bytes checked and decoded into *j (j->m malloc'ed: free with
+ * vfs_job_clear): 0, or -EINVAL with why[] naming the field at fault (bad
+ * magic, version, size, checksum, string, order), -ENOMEM.
+ */
+int vfs_job_decode(const unsigned char *buf, size_t len, struct vfs_job *j,
+		   char *why, size_t whylen);
+void vfs_job_clear(struct vfs_job *j);
+
+/*
+ * Keep record j in the mount's store (it must name the store among its
+ * members; the same record again is a no-op, another one with the same
+ * job and id is refused with -EEXIST).  Durable when this returns 0.
+ */
+int vfs_job_put(vfs_client *c, const struct vfs_job *j);
+/* Forget the record of job checkpoint `id` of job `job` (-ENOENT: none). */
+int vfs_job_drop(vfs_client *c, const char *job, uint64_t id);
+/*
+ * The records the store keeps of job `job` (NULL: of every job), by job
+ * and id; free with vfs_job_list_free.  store (if not NULL) receives the
+ * store's id.  A record found damaged is left out (the daemon logs it).
+ */
+int vfs_job_list(vfs_client *c, const char *job, struct vfs_job **v,
+		 size_t *n, unsigned char store[16]);
+void vfs_job_list_free(struct vfs_job *v, size_t n);
+
 /* One-shot conveniences: open, call, close.  Messages go to err. */
 int vfs_checkpoint_path(const char *path, const char *tag, uint64_t *id,
 			char *err, size_t errlen);

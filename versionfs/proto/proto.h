@@ -36,6 +36,12 @@ enum ctl_op {
 	CTL_CLEAN,
 	CTL_REPLICATE,
 	CTL_PUSH,		/* to a chunk store (issue 17) */
+	/* job checkpoints (issue 29): records of the job checkpoints this
+	   store is a member of, kept as files of the store (jobs.c) */
+	CTL_JOB_PUT,		/* F_JOB_REC: keep it; or F_JOB_ID and
+				   F_JOB_DROP: forget that record */
+	CTL_JOB_LIST,		/* F_JOB_ID (optional): F_JOB_STORE, then
+				   one F_REC + F_JOB_REC per record */
 };
 
 /* Field keys (TLV). */
@@ -70,6 +76,10 @@ enum ctl_key {
 	   the store's id and the one it was copied or rebuilt from (status),
 	   32 hex digits each */
 	F_GUID, F_PARENT_GUID, F_STORE_ID, F_ORIGIN_ID,
+	/* job checkpoints (issue 29): a job record (versionfs-job(8),
+	   client.h), a job id, a job checkpoint id to forget, the store's
+	   16-byte id */
+	F_JOB_REC, F_JOB_ID, F_JOB_DROP, F_JOB_STORE,
 };
 
 struct ctl_hdr {

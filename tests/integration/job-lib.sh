@@ -1,0 +1,353 @@
+# job-lib.sh — an emulated cluster for the job tests (t095N-job-*):
+# nodes that are network namespaces joined by a bridge, each with a mount
+# and a UTS namespace of its own, its own loop-mounted XFS as node-local
+# disk at the same path on every node ($JDISK), and its own versionfs
+# mount over its job directory ($JDIR, mounted over itself as the Slurm
+# prolog does).  Sourced after lib.sh:
+#
+#   cluster_up N [SIZE]      nodes n0..n(N-1) (SIZE of each disk, 320M)
+#   node_exec NODE CMD...    run CMD on NODE (its namespaces, nsenter)
+#   node_pid NODE            the process that holds NODE's namespaces
+#   node_mount NODE          versionfs over $JDIR on NODE
+#   node_umount NODE         unmount it, wait for the daemon, fsck the store
+#   node_kill9 NODE          kill -9 NODE's daemon, detach the dead mount
+#   node_fsck NODE           versionfs-fsck of NODE's store (unmounted)
+#   node_addr NODE           its address on the bridge
+#   JRAW                     the node's disk seen without the mount:
+#                            $JRAW/job/.versionfs is the store
+#   LAUNCHER                 the per-node launcher for versionfs-job
+#                            ("$T/node-exec %h")
+#   JOB                      versionfs-job with --job, --nodes of the
+#                            cluster and the launcher (a function)
+#
+# Nodes are entered with nsenter -t PID -m -n -u (not ip netns exec, which
+# makes a new mount namespace on every call: a mount made there would be
+# seen by nothing else).  A mount made on a node lives in that node's
+# mount namespace only: other nodes and the test's own shell do not see
+# it, as on a cluster.  The EXIT trap kills every node's processes (its
+# daemons and namespace holder), which takes its mounts and loop device
+# with it, then removes the namespaces.
+# shellcheck shell=bash
+
+JDISK=$T/disk
+JDIR=$JDISK/job
+JRAW=$T/raw		# the node's disk without its versionfs mount: the store
+JOBBIN=$VFS_BUILD/versionfs-job
+LAUNCHER="$T/node-exec %h"
+NODES=()
+_jns=()
+_jpids=()
+JNET=10.231.$((40 + $$ % 50))
+
+job_cleanup() {
+	local p n i
+	for p in ${_jpids[@]+"${_jpids[@]}"}; do
+		# every process in that node's mount namespace
+		for n in /proc/[0-9]*; do
+			[ "$(readlink "$n/ns/mnt" 2>/dev/null)" = \
+				"$(readlink "/proc/$p/ns/mnt" 2>/dev/null)" ] &&
+				[ "${n#/proc/}" != "$p" ] && kill -9 "${n#/proc/}" 2>/dev/null
+		done
+		kill -9 "$p" 2>/dev/null
+	done
+	for i in $(seq 50); do
+		n=0
+		for p in ${_jpids[@]+"${_jpids[@]}"}; do
+			kill -0 "$p" 2>/dev/null && n=1
+		done
+		[ "$n" = 0 ] && break
+		sleep 0.1
+	done
+	for n in ${_jns[@]+"${_jns[@]}"}; do ip netns del "$n" 2>/dev/null; done
+	_cleanup
+}
+trap job_cleanup EXIT
+
+node_pid() { cat "$T/nodes/$1.pid"; }
+node_exec() {
+	local n=$1
+	shift
+	nsenter -t "$(node_pid "$n")" -m -n -u -- "$@"
+}
+node_addr() { echo "$JNET.$((10 + ${1#n}))"; }
+
+# cluster_up N [SIZE]
+cluster_up() {
+	local n=$1 size=${2:-320M} i node ns sw p
+	mkdir -p "$T/nodes" "$JDISK"
+	sw=vfsjsw$$
+	ip netns add "$sw" || skip "cannot create network namespaces"
+	_jns+=("$sw")
+	ip -n "$sw" link add br0 type bridge
+	ip -n "$sw" link set br0 up
+	cat >"$T/node-exec" <<EOF
+#!/bin/sh
+# node-exec NODE CMD...: the test's launcher
+n=\$1; shift
+exec nsenter -t "\$(cat "$T/nodes/\$n.pid")" -m -n -u -- "\$@"
+EOF
+	chmod 755 "$T/node-exec"
+	for ((i = 0; i < n; i++)); do
+		node=n$i ns=vfsj$$n$i
+		ip netns add "$ns" || fail "ip netns add $ns"
+		_jns+=("$ns")
+		ip link add "vj$$n$i" netns "$ns" type veth peer name "vs$i" \
+			netns "$sw" || fail "veth for $node"
+		ip -n "$sw" link set "vs$i" master br0 up
+		ip -n "$ns" addr add "$(node_addr "$node")/24" dev "vj$$n$i"
+		ip -n "$ns" link set "vj$$n$i" up
+		ip -n "$ns" link set lo up
+		# the node: its namespaces held by a sleeper; its own host
+		# name; mounts of its own (slave: ours do not reach it later)
+		nsenter --net=/run/netns/"$ns" -- unshare --mount --uts \
+			--propagation slave sh -c "hostname $node; echo \$\$ > '$T/nodes/$node.pid.tmp'; exec sleep 100000" \
+			</dev/null >/dev/null 2>&1 &
+		disown
+		for p in $(seq 100); do
+			[ -s "$T/nodes/$node.pid.tmp" ] && break
+			sleep 0.05
+		done
+		mv "$T/nodes/$node.pid.tmp" "$T/nodes/$node.pid" ||
+			fail "node $node did not start"
+		_jpids+=("$(node_pid "$node")")
+		truncate -s "$size" "$T/$node.img"
+		mkfs.xfs -q -f "$T/$node.img" >/dev/null 2>&1 || fail "mkfs.xfs $node"
+		node_exec "$node" mount -o loop "$T/$node.img" "$JDISK" ||
+			fail "mount the disk of $node"
+		node_exec "$node" mkdir -p "$JDIR" "$JRAW"
+		node_exec "$node" mount --bind "$JDISK" "$JRAW" ||
+			fail "bind mount of the disk of $node"
+		NODES+=("$node")
+	done
+	note "cluster: ${#NODES[@]} nodes (network, mount and UTS namespaces; XFS $size each at $JDISK)"
+}
+
+node_mount() {
+	node_exec "$1" "$VFS" "${@:2}" "$JDIR" "$JDIR" ||
+		fail "versionfs on $1 exited $?"
+	node_exec "$1" findmnt -n -M "$JDIR" -t fuse.versionfs >/dev/null ||
+		fail "$1: versionfs returned but $JDIR is not mounted"
+}
+
+# node_daemon_pid NODE: the pid of NODE's versionfs daemon
+node_daemon_pid() {
+	node_exec "$1" "$VFSCTL" --json status "$JDIR" 2>/dev/null |
+		sed -n 's/.*"pid":\([0-9]*\).*/\1/p'
+}
+
+node_fsck() {
+	local out
+	out=$(node_exec "$1" "$VFS_BUILD/versionfs-fsck" "$JDIR" 2>&1) ||
+		fail "versionfs-fsck on $1: $out"
+}
+
+node_umount() {
+	local pid i
+	pid=$(node_daemon_pid "$1")
+	for i in $(seq 50); do
+		node_exec "$1" fusermount3 -u "$JDIR" 2>/dev/null && break
+		sleep 0.1
+	done
+	node_exec "$1" findmnt -n -M "$JDIR" -t fuse.versionfs >/dev/null &&
+		fail "cannot unmount $JDIR on $1"
+	if [ -n "$pid" ]; then
+		for i in $(seq 300); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -0 "$pid" 2>/dev/null && fail "daemon $pid of $1 did not exit"
+	fi
+	node_fsck "$1"
+}
+
+node_kill9() {
+	local pid i
+	pid=$(node_daemon_pid "$1")
+	[ -n "$pid" ] || fail "no daemon on $1"
+	kill -9 "$pid"
+	for i in $(seq 100); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	node_exec "$1" fusermount3 -u -z "$JDIR" 2>/dev/null ||
+		node_exec "$1" umount -l "$JDIR" 2>/dev/null
+	return 0
+}
+
+# cluster_hosts: the nodes' names resolve on every node (an /etc/hosts of
+# the cluster bind-mounted over the node's own, in its mount namespace)
+cluster_hosts() {
+	local n
+	{
+		grep -v '^[[:space:]]*#' /etc/hosts 2>/dev/null | grep -w localhost
+		for n in "${NODES[@]}"; do echo "$(node_addr "$n") $n"; done
+	} >"$T/hosts.cluster"
+	for n in "${NODES[@]}"; do
+		node_exec "$n" mount --bind "$T/hosts.cluster" /etc/hosts ||
+			fail "hosts on $n"
+	done
+}
+
+# partners_up PORT: versionfs-replicad on every node, replicas in
+# $JDISK/replicas, the secret $T/secret
+partners_up() {
+	local n
+	printf 'the partner secret of this test %s\n' "$RANDOM$RANDOM$RANDOM" >"$T/secret"
+	chmod 600 "$T/secret"
+	for n in "${NODES[@]}"; do
+		node_exec "$n" mkdir -p "$JDISK/replicas"
+		node_exec "$n" "$VFS_BUILD/versionfs-replicad" -f \
+			--listen "$(node_addr "$n"):$1" --dir "$JDISK/replicas" \
+			--secret-file "$T/secret" >>"$T/repd.$n.log" 2>&1 </dev/null &
+		disown
+	done
+}
+
+# job_app_install: $T/app, the script-driven job of the tests:
+#   app DIR NODE FROM TO [half]    steps FROM..TO of NODE's work in DIR
+#   app DIR NODE resume TO [half]  from the step after DIR/out/state
+# Each step appends to out/log.txt, writes out/step-S.dat, rewrites pages
+# of out/big.dat in place and then out/state (through a rename); "half"
+# stops in the middle of step TO (the crash) and damages an older file.
+job_app_install() {
+	cat >"$T/app" <<'EOA'
+#!/bin/sh
+set -e
+d=$1 node=$2 from=$3 to=$4 half=${5:-}
+mkdir -p "$d/out"
+if [ "$from" = resume ]; then
+	from=$(( $(cat "$d/out/state" 2>/dev/null || echo 0) + 1 ))
+fi
+s=$from
+while [ "$s" -le "$to" ]; do
+	echo "$node step $s begins" >> "$d/out/log.txt"
+	yes "$node $s payload" | head -c $((20000 + s * 777)) > "$d/out/step-$s.dat"
+	if [ "$s" = "$to" ] && [ "$half" = half ]; then
+		echo "$node step $s half" >> "$d/out/log.txt"
+		head -c 5000 /dev/urandom >> "$d/out/step-$((s - 1)).dat"
+		exit 0
+	fi
+	yes "$node $s big" | head -c 300000 | dd of="$d/out/big.dat" bs=4096 \
+		seek=$((s % 5)) conv=notrunc status=none
+	echo "$node step $s ends" >> "$d/out/log.txt"
+	echo "$s" > "$d/out/state.tmp" && mv "$d/out/state.tmp" "$d/out/state"
+	s=$((s + 1))
+done
+EOA
+	chmod 755 "$T/app"
+}
+
+JOB() {
+	"$JOBBIN" --job "${JOBID:-4242}" --nodes "$(IFS=,; echo "${NODES[*]}")" \
+		--launcher "$LAUNCHER" --mount "$JDIR" "$@"
+}
+
+# ---- a real Slurm over the nodes (t0960) ------------------------------------
+#
+# slurm_up: slurmctld on n0, one slurmd per node (slurmd -N NODE, entered
+# through the node's namespaces: its mounts, its host name), auth/none,
+# proctrack/linuxproc, task/none, no cgroups; TmpFS per node;
+# SlurmdParameters=config_overrides; short cred_expire and bf_interval so
+# that a requeued job starts again at once.  The Prolog and Epilog are the
+# cr-hooks' (versionfs over $JDISK/%u.%j on every node of the allocation,
+# PrologFlags=Alloc), through wrappers that give them their settings.
+# SL NODE CMD...: a Slurm client command on NODE (SLURM_CONF set).
+SL() {
+	local n=$1
+	shift
+	node_exec "$n" env SLURM_CONF="$T/slurm/slurm.conf" "$@"
+}
+
+slurm_up() {
+	local i n p1=$((30000 + $$ % 15000)) hooks
+	command -v slurmctld >/dev/null && command -v slurmd >/dev/null ||
+		skip "slurmctld and slurmd (slurm-wlm) not installed"
+	hooks=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../cr-hooks" && pwd)
+	mkdir -p "$T/slurm/state"
+	for n in "${NODES[@]}"; do mkdir -p "$T/slurm/tmp-$n" "$T/slurm/spool-$n"; done
+	cat >"$T/slurm/versionfs-slurm.conf" <<EOC
+dir $JDISK/%u.%j
+select always
+versionfs $VFS
+umount_timeout 20
+${SLURM_PARTNER_PORT:+partner_port $SLURM_PARTNER_PORT
+partner_secret $T/secret}
+EOC
+	for hook in prolog epilog; do
+		cat >"$T/slurm/$hook" <<EOC
+#!/bin/sh
+exec env VERSIONFS_SLURM_CONF="$T/slurm/versionfs-slurm.conf" VERSIONFS_CTL="$VFSCTL" SLURM_CONF="$T/slurm/slurm.conf" "$hooks/versionfs-slurm-$hook" >>"$T/slurm/$hook.log" 2>&1
+EOC
+		chmod 755 "$T/slurm/$hook"
+	done
+	{
+		cat <<EOC
+ClusterName=vfsjob
+SlurmctldHost=n0($(node_addr n0))
+AuthType=auth/none
+CredType=cred/none
+AuthInfo=cred_expire=10
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort=$p1
+SlurmdPort=$((p1 + 1))
+StateSaveLocation=$T/slurm/state
+SlurmdSpoolDir=$T/slurm/spool-%n
+SlurmctldPidFile=$T/slurm/slurmctld.pid
+SlurmdPidFile=$T/slurm/slurmd-%n.pid
+SlurmctldLogFile=$T/slurm/slurmctld.log
+SlurmdLogFile=$T/slurm/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+MpiDefault=none
+ReturnToService=2
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=1
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+TmpFS=$T/slurm/tmp-%n
+Prolog=$T/slurm/prolog
+Epilog=$T/slurm/epilog
+PrologFlags=Alloc
+JobRequeue=1
+KillWait=5
+MessageTimeout=20
+SlurmctldTimeout=60
+SlurmdTimeout=60
+InactiveLimit=0
+EOC
+		for n in "${NODES[@]}"; do
+			echo "NodeName=$n NodeAddr=$(node_addr "$n") CPUs=2 RealMemory=1000 State=UNKNOWN"
+		done
+		echo "PartitionName=batch Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFINITE State=UP"
+	} >"$T/slurm/slurm.conf"
+	SL n0 slurmctld -f "$T/slurm/slurm.conf" ||
+		skip "slurmctld does not start here: $(tail -3 "$T/slurm/slurmctld.log" 2>/dev/null)"
+	for n in "${NODES[@]}"; do
+		SL "$n" slurmd -f "$T/slurm/slurm.conf" -N "$n" ||
+			skip "slurmd -N $n does not start here: $(tail -3 "$T/slurm/slurmd-$n.log" 2>/dev/null)"
+	done
+	for i in $(seq 300); do
+		[ "$(SL n0 sinfo -h -o '%T' -n "$(IFS=,; echo "${NODES[*]}")" 2>/dev/null | grep -c idle)" -ge 1 ] &&
+			[ "$(SL n0 sinfo -h -N -o '%T' 2>/dev/null | grep -c idle)" = "${#NODES[@]}" ] && break
+		sleep 0.2
+	done
+	[ "$(SL n0 sinfo -h -N -o '%T' 2>/dev/null | grep -c idle)" = "${#NODES[@]}" ] ||
+		{ tail -5 "$T/slurm/slurmctld.log" >&2; skip "the Slurm nodes are not idle: $(SL n0 sinfo -N 2>&1 | tr "\n" " ")"; }
+	note "Slurm $(slurmd -V | awk '{print $2}'): slurmctld on n0, slurmd on ${NODES[*]}"
+}
+
+# slurm_wait JOBID STATE SECS: until the job is in STATE (squeue, sacct-less)
+slurm_wait() {
+	local i st
+	for ((i = 0; i < $3 * 5; i++)); do
+		st=$(SL n0 scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+		[ "$st" = "$2" ] && return 0
+		sleep 0.2
+	done
+	note "job $1 is $st, not $2"
+	return 1
+}
