@@ -1,8 +1,9 @@
 /*
  * identity.c — who a store and its checkpoints are (DESIGN.md §4).
  *
- * A store has a random 128-bit id, made when it is created (the format
- * file holds it, store.c).  A checkpoint has a random 128-bit GUID, made
+ * A store has a random 128-bit id, made when it is created, held by the
+ * format file (magic, format number, creation time, id, XXH64; written
+ * through format.tmp and a rename, synced: here).  A checkpoint has a random 128-bit GUID, made
  * when it is taken, and records its parent's (libvfsbtree's checkpoint
  * records).  The small integer ids are the user's handles on one store,
  * never an identity: everything that leaves the store names checkpoints by
@@ -36,7 +37,108 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "store/store.h"
+#include "store/store_int.h"
+
+/* ---- the format file: its magic, the format, the store's id ---- */
+
+int store_fmt_check(const unsigned char *b, size_t n, uint32_t *fmt)
+{
+	uint64_t sum = 0;
+
+	*fmt = 0;
+	if (n != FMT_LEN || memcmp(b, FMT_MAGIC, 8))
+		return -EINVAL;
+	for (int i = 7; i >= 0; i--)
+		sum = sum << 8 | b[40 + i];
+	if (XXH64(b, 40, 0) != sum)
+		return BT_ECORRUPT;
+	*fmt = b[8] | b[9] << 8 | b[10] << 16 | (uint32_t)b[11] << 24;
+	return *fmt == VFS_FORMAT ? 0 : -EPROTONOSUPPORT;
+}
+
+static int fmt_write(int store_fd, const unsigned char *id)
+{
+	unsigned char b[FMT_LEN] = { 0 };
+	struct timespec now = vfs_now();
+	uint64_t t = (uint64_t)now.tv_sec * 1000000000u + now.tv_nsec, sum;
+	struct vfs_trust own;
+	char why[160];
+	int fd, rc = 0;
+
+	vfs_trust_own(&own);
+	memcpy(b, FMT_MAGIC, 8);
+	b[8] = VFS_FORMAT;
+	for (int i = 0; i < 8; i++)
+		b[16 + i] = (unsigned char)(t >> (8 * i));
+	if (id)
+		memcpy(b + 24, id, 16);
+	else if (getrandom(b + 24, 16, 0) != 16)
+		memcpy(b + 24, &t, 8);
+	sum = XXH64(b, 40, 0);
+	for (int i = 0; i < 8; i++)
+		b[40 + i] = (unsigned char)(sum >> (8 * i));
+	fd = vfs_open_file(store_fd, "format.tmp", O_WRONLY | O_CREAT | O_TRUNC,
+			   0644, &own, why, sizeof(why));
+	if (fd < 0)
+		return fd;
+	if (write(fd, b, FMT_LEN) != FMT_LEN || fsync(fd))
+		rc = -errno ? -errno : -EIO;
+	close(fd);
+	if (!rc && renameat(store_fd, "format.tmp", store_fd, "format"))
+		rc = -errno;
+	if (!rc && fsync(store_fd))
+		rc = -errno;
+	return rc;
+}
+
+int store_fmt_write(int store_fd)
+{
+	return fmt_write(store_fd, NULL);
+}
+
+int store_fmt_write_id(int store_fd, const unsigned char id[16])
+{
+	return fmt_write(store_fd, id);
+}
+
+int store_fmt_id(const unsigned char *b, size_t n, unsigned char id[16])
+{
+	uint32_t fmt;
+	int rc = store_fmt_check(b, n, &fmt);
+
+	if (!rc)
+		memcpy(id, b + 24, 16);
+	return rc;
+}
+
+int store_id(const struct vstore *st, unsigned char id[16])
+{
+	unsigned char b[FMT_LEN + 1];
+	ssize_t n;
+	struct vfs_trust own;
+	char why[160];
+	int fd;
+
+	vfs_trust_own(&own);
+	fd = vfs_open_file(st->store_fd, "format", O_RDONLY, 0, &own, why,
+			   sizeof(why));
+	if (fd < 0 && why[0])
+		vfs_log(LOG_ERR, "%s/%s/format: refused, %s", st->backing,
+			VFS_STORE_DIR, why);
+
+	if (fd < 0)
+		return fd;
+	n = read(fd, b, sizeof(b));
+	close(fd);
+	if (n < 0)
+		return -errno;
+	return store_fmt_id(b, (size_t)n, id);
+}
+
+/* ---- checkpoint GUIDs and copies ---- */
 
 #define KV_HOME_INO	"home.ino"
 #define KV_HOME_BTIME	"home.btime_ns"
@@ -97,7 +199,7 @@ int store_origin(const struct vstore *st, unsigned char id[16])
 	bt_txn *txn;
 	int rc;
 
-	if ((rc = bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn)))
+	if ((rc = bt_txn_begin(st->env, BT_TXN_RDONLY, &txn)))
 		return rc;
 	rc = bt_kv_get_u64(txn, KV_ORIGIN_HI, &hi);
 	if (!rc)
@@ -117,14 +219,14 @@ int store_new_identity(struct vstore *st, const unsigned char origin[16])
 	struct home h = { 0 };
 	int rc;
 
-	if ((rc = home_of(store_dir_fd(st), &h.ino, &h.btime)))
+	if ((rc = home_of(st->store_fd, &h.ino, &h.btime)))
 		return rc;
 	memcpy(h.origin, origin, 16);
 	h.set_origin = true;
-	if ((rc = bt_txn_run(store_env(st), home_txn, &h)) ||
-	    (rc = bt_env_sync(store_env(st))))
+	if ((rc = bt_txn_run(st->env, home_txn, &h)) ||
+	    (rc = bt_env_sync(st->env)))
 		return rc;
-	return store_fmt_write(store_dir_fd(st));
+	return store_fmt_write(st->store_fd);
 }
 
 /* Give every checkpoint record without a GUID a local one. */
@@ -179,12 +281,12 @@ static int assign_guids(struct vstore *st)
 	bt_txn *txn;
 	int rc;
 
-	if ((rc = bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn)))
+	if ((rc = bt_txn_begin(st->env, BT_TXN_RDONLY, &txn)))
 		return rc;
 	rc = bt_ckpt_foreach(txn, guid_seen, &a);
 	bt_txn_abort(txn);
 	if (!rc && a.missing)
-		rc = bt_txn_run(store_env(st), guid_txn, &a);
+		rc = bt_txn_run(st->env, guid_txn, &a);
 	free(a.ids);
 	return rc;
 }
@@ -200,10 +302,10 @@ int store_check_identity(struct vstore *st)
 
 	if ((rc = assign_guids(st)))
 		return rc;
-	if ((rc = home_of(store_dir_fd(st), &ino, &btime)) ||
+	if ((rc = home_of(st->store_fd, &ino, &btime)) ||
 	    (rc = store_id(st, id)))
 		return rc;
-	if ((rc = bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn)))
+	if ((rc = bt_txn_begin(st->env, BT_TXN_RDONLY, &txn)))
 		return rc;
 	rc = bt_kv_get_u64(txn, KV_HOME_INO, &hino);
 	if (!rc)
@@ -218,7 +320,7 @@ int store_check_identity(struct vstore *st)
 		return rc;
 	/* a new identity that a crash interrupted: finish it */
 	if (rc == 1 && !memcmp(origin, id, 16))
-		return store_fmt_write(store_dir_fd(st));
+		return store_fmt_write(st->store_fd);
 	if (moved) {
 		char was[33], now[33];
 
@@ -229,7 +331,7 @@ int store_check_identity(struct vstore *st)
 		vfs_hex(id, 16, now);
 		vfs_log(LOG_NOTICE, "%s: this store was copied or moved here "
 			"(it lived elsewhere): it is a store of its own now, "
-			"id %s (copied from %s)", store_backing(st), now,
+			"id %s (copied from %s)", st->backing, now,
 			was);
 		return 0;
 	}
@@ -237,7 +339,7 @@ int store_check_identity(struct vstore *st)
 		return 0;
 	h.ino = ino;
 	h.btime = btime;
-	if ((rc = bt_txn_run(store_env(st), home_txn, &h)))
+	if ((rc = bt_txn_run(st->env, home_txn, &h)))
 		return rc;
 	return 0;
 }

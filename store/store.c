@@ -40,17 +40,8 @@
 
 #include "util/util.h"
 #include "store/store.h"
+#include "store/store_int.h"
 
-struct vstore {
-	char *backing;			/* absolute path of the backing dir */
-	int backing_fd;			/* O_PATH|O_DIRECTORY of it */
-	int store_fd;			/* BACKING/.versionfs */
-	int obj_fd;			/* .versionfs/obj, O_PATH */
-	int lock_fd;
-	int index_fd;			/* .versionfs/index, O_PATH */
-	bt_env *env;
-	uint64_t epoch, parent;		/* as recorded at open */
-};
 
 bt_env *store_env(const struct vstore *st) { return st->env; }
 const char *store_backing(const struct vstore *st) { return st->backing; }
@@ -60,8 +51,6 @@ int store_obj_fd(const struct vstore *st) { return st->obj_fd; }
 uint64_t store_epoch(const struct vstore *st) { return st->epoch; }
 uint64_t store_parent(const struct vstore *st) { return st->parent; }
 
-#define FMT_MAGIC	"VFSSTORE"
-#define FMT_LEN		48
 
 void store_meta_name(char *buf, size_t len, uint64_t ino, uint64_t ver)
 {
@@ -342,20 +331,6 @@ static int store_lock(struct vstore *v)
 	return -EBUSY;
 }
 
-int store_fmt_check(const unsigned char *b, size_t n, uint32_t *fmt)
-{
-	uint64_t sum = 0;
-
-	*fmt = 0;
-	if (n != FMT_LEN || memcmp(b, FMT_MAGIC, 8))
-		return -EINVAL;
-	for (int i = 7; i >= 0; i--)
-		sum = sum << 8 | b[40 + i];
-	if (XXH64(b, 40, 0) != sum)
-		return BT_ECORRUPT;
-	*fmt = b[8] | b[9] << 8 | b[10] << 16 | (uint32_t)b[11] << 24;
-	return *fmt == VFS_FORMAT ? 0 : -EPROTONOSUPPORT;
-}
 
 static int fmt_check(struct vstore *v, const unsigned char *b, size_t n)
 {
@@ -377,50 +352,8 @@ static int fmt_check(struct vstore *v, const unsigned char *b, size_t n)
 	return rc;
 }
 
-static int fmt_write(int store_fd, const unsigned char *id)
-{
-	unsigned char b[FMT_LEN] = { 0 };
-	struct timespec now = vfs_now();
-	uint64_t t = (uint64_t)now.tv_sec * 1000000000u + now.tv_nsec, sum;
-	struct vfs_trust own;
-	char why[160];
-	int fd, rc = 0;
 
-	vfs_trust_own(&own);
-	memcpy(b, FMT_MAGIC, 8);
-	b[8] = VFS_FORMAT;
-	for (int i = 0; i < 8; i++)
-		b[16 + i] = (unsigned char)(t >> (8 * i));
-	if (id)
-		memcpy(b + 24, id, 16);
-	else if (getrandom(b + 24, 16, 0) != 16)
-		memcpy(b + 24, &t, 8);
-	sum = XXH64(b, 40, 0);
-	for (int i = 0; i < 8; i++)
-		b[40 + i] = (unsigned char)(sum >> (8 * i));
-	fd = vfs_open_file(store_fd, "format.tmp", O_WRONLY | O_CREAT | O_TRUNC,
-			   0644, &own, why, sizeof(why));
-	if (fd < 0)
-		return fd;
-	if (write(fd, b, FMT_LEN) != FMT_LEN || fsync(fd))
-		rc = -errno ? -errno : -EIO;
-	close(fd);
-	if (!rc && renameat(store_fd, "format.tmp", store_fd, "format"))
-		rc = -errno;
-	if (!rc && fsync(store_fd))
-		rc = -errno;
-	return rc;
-}
 
-int store_fmt_write(int store_fd)
-{
-	return fmt_write(store_fd, NULL);
-}
-
-int store_fmt_write_id(int store_fd, const unsigned char id[16])
-{
-	return fmt_write(store_fd, id);
-}
 
 static int init_index(bt_txn *txn, void *arg)
 {
@@ -668,27 +601,4 @@ int store_open(const char *backing, unsigned flags, struct vstore **out)
 	return 0;
 }
 
-int store_fmt_id(const unsigned char *b, size_t n, unsigned char id[16])
-{
-	uint32_t fmt;
-	int rc = store_fmt_check(b, n, &fmt);
 
-	if (!rc)
-		memcpy(id, b + 24, 16);
-	return rc;
-}
-
-int store_id(const struct vstore *st, unsigned char id[16])
-{
-	unsigned char b[FMT_LEN + 1];
-	ssize_t n;
-	int fd = store_file(st->store_fd, st->backing, "format", O_RDONLY, 0);
-
-	if (fd < 0)
-		return fd;
-	n = read(fd, b, sizeof(b));
-	close(fd);
-	if (n < 0)
-		return -errno;
-	return store_fmt_id(b, (size_t)n, id);
-}

@@ -30,9 +30,6 @@
 #define SYSCONFDIR "/etc"
 #endif
 
-const char *prog = "versionfs-job";
-const char *cmd = "";
-
 static const char usage[] =
 "usage: versionfs-job COMMAND [OPTIONS]\n"
 "  checkpoint [--tag T] [--wait-sink]  checkpoint every node's mounts, all\n"
@@ -56,82 +53,6 @@ static const char usage[] =
 "  --timeout SECS    per phase (default 300)\n"
 "exit: 0 success, 1 refused or failed, 2 usage.  See versionfs-job(8).\n";
 
-/* "versionfs-job: CMD: message" and tail on standard error. */
-static void vsay(const char *tail, const char *fmt, va_list ap)
-{
-	fprintf(stderr, "%s: %s%s", prog, cmd, cmd[0] ? ": " : "");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "%s\n", tail);
-}
-
-int die_usage(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsay(" (try --help)", fmt, ap);
-	va_end(ap);
-	return 2;
-}
-
-int refuse(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsay("", fmt, ap);
-	va_end(ap);
-	return 1;
-}
-
-void *xmalloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-
-	if (!p) {
-		fprintf(stderr, "%s: out of memory\n", prog);
-		exit(1);
-	}
-	return p;
-}
-
-void *xrealloc(void *p, size_t n)
-{
-	if (!(p = realloc(p, n ? n : 1))) {
-		fprintf(stderr, "%s: out of memory\n", prog);
-		exit(1);
-	}
-	return p;
-}
-
-char *xstrdup(const char *s)
-{
-	size_t n = strlen(s) + 1;
-
-	return memcpy(xmalloc(n), s, n);
-}
-
-bool parse_u64(const char *s, uint64_t *v)
-{
-	char *end;
-
-	if (!*s || *s == '-' || *s == '+')
-		return false;
-	errno = 0;
-	*v = strtoull(s, &end, 10);
-	return !errno && !*end;
-}
-
-bool node_name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	return n >= 1 && n <= VFS_JOB_HOST_MAX &&
-	       strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-		      "0123456789._-") == n;
-}
-
-/* Split s at white space into *words (malloc'ed copies). */
 static void split_words(const char *s, char ***words, size_t *n)
 {
 	char *copy = xstrdup(s), *save = NULL;
