@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# lazyfs.sh — build LazyFS (upstream commit a47a5ba) from ../shared/vendor
+# into the tool cache, once.
+#
+#   lazyfs=$(tests/vendor/lazyfs.sh)/lazyfs || skip ...
+#
+# Prints the directory holding the `lazyfs` binary (and its libpcache.so,
+# found through the binary's RUNPATH); exits 1 saying why when the archive,
+# the build dependencies or the build fail.
+#
+# LazyFS's CMake files fetch toml11 v3.7.1 and spdlog v1.10.0 from the
+# network at configure time.  Debian 12 ships exactly those versions
+# (libtoml11-dev, libspdlog-dev), so the copy in the cache, never the
+# archive, is changed to find them with find_package instead, and links
+# spdlog::spdlog; the unit tests (which fetch googletest) are not built.
+set -u
+VENDOR_NAME=lazyfs
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+sum=$(vendor_archive lazyfs-a47a5ba.tar.gz) || exit 1
+dir="$VFS_TOOL_CACHE/lazyfs-a47a5ba-${sum:0:12}"
+
+build_lazyfs() {
+	local src=$1 out=$2 pc
+	tar -xzf "$VFS_VENDOR/lazyfs-a47a5ba.tar.gz" -C "$src" --strip-components=1
+	pc=$src/libs/libpcache/CMakeLists.txt
+	# the two FetchContent blocks and the PIC property of the fetched
+	# spdlog go; Debian's packages come in their place
+	awk '
+		/^include\(FetchContent\)/ { next }
+		/^FetchContent_Declare\(/ { skip = 1 }
+		skip { if ($0 ~ /^\)/) skip = 0; next }
+		/^FetchContent_MakeAvailable/ { next }
+		/^set_target_properties\(spdlog / { next }
+		/^set\(warn_opts/ {
+			print "find_package(toml11 REQUIRED)"
+			print "find_package(spdlog REQUIRED)"
+		}
+		{ print }
+	' "$pc" >"$pc.new"
+	mv "$pc.new" "$pc"
+	sed -i 's/^target_link_libraries(pcache toml11::toml11 spdlog)$/target_link_libraries(pcache toml11::toml11 spdlog::spdlog)/' "$pc"
+	grep -q 'find_package(toml11 REQUIRED)' "$pc" &&
+		grep -q 'spdlog::spdlog)' "$pc" && ! grep -q FetchContent "$pc" ||
+		{ echo "libpcache's CMakeLists.txt is not what lazyfs.sh expects"; return 1; }
+	pc=$src/lazyfs/CMakeLists.txt
+	sed -i 's/^find_package(Threads REQUIRED)$/find_package(Threads REQUIRED)\nfind_package(spdlog REQUIRED)/;
+		s/^target_link_libraries(${CMAKE_PROJECT_NAME} fuse3 Threads::Threads libpcache.so)$/target_link_libraries(${CMAKE_PROJECT_NAME} fuse3 Threads::Threads libpcache.so spdlog::spdlog)/' "$pc"
+	grep -q 'libpcache.so spdlog::spdlog)' "$pc" ||
+		{ echo "lazyfs's CMakeLists.txt is not what lazyfs.sh expects"; return 1; }
+	cmake -S "$src/libs/libpcache" -B "$src/libs/libpcache/build" \
+		-DCMAKE_BUILD_TYPE=Release
+	cmake --build "$src/libs/libpcache/build" -j2
+	mkdir -p "$out"
+	cp -a "$src"/libs/libpcache/build/libpcache.so* "$out/"
+	cmake -S "$src/lazyfs" -B "$src/lazyfs/build" -DLAZYFS_BUILD_TESTS=OFF \
+		-DCMAKE_BUILD_TYPE=Release \
+		-DCMAKE_BUILD_RPATH="$out" -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath,$out"
+	cmake --build "$src/lazyfs/build" -j2
+	cp "$src/lazyfs/build/lazyfs" "$out/lazyfs"
+	cp "$src/LICENSE" "$out/LICENSE"
+}
+
+[ -e "$dir/.done" ] ||
+	vendor_need_pkgs g++ cmake make pkg-config libfuse3-dev libtoml11-dev \
+		libspdlog-dev
+vendor_build "$dir" build_lazyfs >/dev/null || exit 1
+[ -x "$dir/lazyfs" ] || vendor_fail "$dir lacks lazyfs"
+ldd "$dir/lazyfs" | grep -q 'libpcache.so.* => /' ||
+	vendor_fail "$dir/lazyfs does not find its libpcache.so"
+echo "$dir"
