@@ -75,6 +75,10 @@ int ap_base_finish(struct rcv *r)
 			rc = -errno;
 		if (!rc && S_ISREG(r->base.mode) && futimens(r->base_fd, ts))
 			rc = -errno;
+		/* syncfs covers it at the commit, except where it does not
+		   reach storage (store.h) */
+		if (!rc && S_ISREG(r->base.mode))
+			rc = store_sync_file(r->st, r->base_fd);
 		close(r->base_fd);
 	}
 	r->base_fd = -1;

@@ -410,7 +410,7 @@ int ap_finish(struct rcv *r)
 	bt_txn_abort(txn);
 	if (rc)
 		return rc;
-	if ((rc = store_sync_all(r->st)))
+	if ((rc = ap_stage_sync(r)) || (rc = store_sync_all(r->st)))
 		return rc;
 	for (size_t i = 0; i < r->nstaged; i++)
 		len += strlen(r->staged[i]) + 1;

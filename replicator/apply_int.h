@@ -128,6 +128,9 @@ static inline bool from_base(const struct rcv *r, uint64_t v)
    file of (ino, ver), noting its name for the move: fd or -errno. */
 int ap_stage_open(struct rcv *r, uint64_t ino, uint64_t ver, bool meta,
 		  int flags);
+/* fsync every staged file where syncfs does not reach storage (store.h);
+   0 or -errno. */
+int ap_stage_sync(struct rcv *r);
 /* Whether obj/ holds the metadata or content file of (ino, ver). */
 bool ap_obj_exists(struct rcv *r, uint64_t ino, uint64_t ver, bool meta);
 /* Remove the staging directory (its files, then itself), synced. */

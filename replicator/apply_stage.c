@@ -40,6 +40,26 @@ static int stage_open(int dfd, const char *name, int flags, mode_t mode)
 	return vfs_open_file(dfd, name, flags, mode, &own, why, sizeof(why));
 }
 
+/* Where syncfs does not reach storage (store.h), every staged file is
+   fsynced before the commit's first barrier. */
+int ap_stage_sync(struct rcv *r)
+{
+	int rc = 0;
+
+	if (!store_sync_per_file(r->st))
+		return 0;
+	for (size_t i = 0; i < r->nstaged && !rc; i++) {
+		int fd = stage_open(r->stage_fd, strchr(r->staged[i], '/') + 1,
+				    O_RDONLY, 0);
+
+		if (fd < 0)
+			return fd;
+		rc = store_sync_file(r->st, fd);
+		close(fd);
+	}
+	return rc;
+}
+
 int ap_stage_open(struct rcv *r, uint64_t ino, uint64_t ver, bool meta,
 		  int flags)
 {

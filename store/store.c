@@ -50,6 +50,8 @@ int store_dir_fd(const struct vstore *st) { return st->store_fd; }
 int store_obj_fd(const struct vstore *st) { return st->obj_fd; }
 uint64_t store_epoch(const struct vstore *st) { return st->epoch; }
 uint64_t store_parent(const struct vstore *st) { return st->parent; }
+bool store_sync_per_file(const struct vstore *st) { return st->sync_files; }
+const char *store_sync_why(const struct vstore *st) { return st->sync_why; }
 
 
 void store_meta_name(char *buf, size_t len, uint64_t ino, uint64_t ver)
@@ -221,11 +223,6 @@ uint64_t store_bytes(const struct vstore *v)
 	total = du_total;
 	pthread_mutex_unlock(&du_lock);
 	return total;
-}
-
-int store_sync_all(const struct vstore *v)
-{
-	return syncfs(v->store_fd) ? -errno : 0;
 }
 
 #define STORE_LOCK_WAIT	60	/* seconds */
@@ -429,8 +426,11 @@ int store_check_index(int store_fd, int *index_fd, char *name, size_t nlen,
 	return 0;
 }
 
+/* FUSE_SUPER_MAGIC: syncfs(2) never reaches a FUSE server (sync.c) */
+#define FUSE_MAGIC	0x65735546
+
 static int open_store(struct vstore *v, const char *backing, bool create_ok,
-		      bool rdonly)
+		      bool rdonly, bool sync_files)
 {
 	unsigned char fmt[FMT_LEN + 1];
 	char path[80], name[32], why[160];
@@ -450,9 +450,16 @@ static int open_store(struct vstore *v, const char *backing, bool create_ok,
 		vfs_log(LOG_ERR, "%s: %s", backing, strerror(errno));
 		return rc;
 	}
-	if (fstatfs(v->backing_fd, &sfs) == 0 && sfs.f_type == 0x65735546)
-		vfs_log(LOG_WARNING, "%s is itself on a FUSE file system",
-			backing);
+	if (fstatfs(v->backing_fd, &sfs) == 0 && sfs.f_type == FUSE_MAGIC)
+		snprintf(v->sync_why, sizeof(v->sync_why),
+			 "its file system is FUSE");
+	else if (sync_files)
+		snprintf(v->sync_why, sizeof(v->sync_why), "asked for");
+	v->sync_files = v->sync_why[0] != 0;
+	if (v->sync_files && !rdonly)
+		vfs_log(LOG_NOTICE, "%s: %s, so the store is made durable "
+			"file by file (fsync), not by syncfs(2)", backing,
+			v->sync_why);
 	if (rdonly) {
 		errno = EEXIST;		/* never create */
 	} else if (mkdirat(v->backing_fd, VFS_STORE_DIR, 0711) == 0) {
@@ -592,7 +599,8 @@ int store_open(const char *backing, unsigned flags, struct vstore **out)
 		return -ENOMEM;
 	}
 	rc = open_store(v, backing, (flags & STORE_CREATE) &&
-			!(flags & STORE_RDONLY), flags & STORE_RDONLY);
+			!(flags & STORE_RDONLY), flags & STORE_RDONLY,
+			flags & STORE_SYNC_FILES);
 	if (rc) {
 		store_close(v);
 		return rc;

@@ -74,6 +74,8 @@ struct vstore;
 #define STORE_CREATE	0x1	/* create the store if there is none */
 #define STORE_RDONLY	0x2	/* a reader beside the owner: no lock, the
 				   index opened read-only (see below) */
+#define STORE_SYNC_FILES 0x4	/* make files durable one by one (fsync),
+				   whatever the file system (sync.c) */
 
 /*
  * Open and lock the store of backing directory `backing` (an absolute
@@ -183,8 +185,34 @@ int store_base_at(const struct vstore *st, const char *rel, char *buf,
 		  size_t len);
 /* Disk space the store uses (st_blocks of every file), bytes. */
 uint64_t store_bytes(const struct vstore *st);
-/* syncfs(2) of the file system holding the store. */
+
+/* ---- durability (sync.c) ------------------------------------------------- */
+
+/*
+ * A store is made durable by syncfs(2) of its file system, or file by file
+ * where syncfs does not reach storage: on FUSE (the kernel never passes
+ * syncfs to the server), or when opened with STORE_SYNC_FILES.  In that
+ * per-file mode every writer fsyncs the store files it wrote before it
+ * relies on them (store_sync_file), and the calls below sync directories
+ * and, for an epoch, the files its log names.
+ *
+ * store_sync_per_file: whether the store is in per-file mode.
+ * store_sync_why: why ("" when it is not), e.g. "its file system is FUSE".
+ * store_sync_file: fsync(fd) in per-file mode, 0 otherwise; 0 or -errno.
+ * store_sync_all: syncfs(2) of the store's file system; in per-file mode
+ *   an fsync of every directory of the store (.versionfs, index, obj and
+ *   obj/XX: the entries of files created or renamed), not of its files.
+ * store_sync_epoch: every store file of version e durable (not the index):
+ *   syncfs(2); in per-file mode an fsync of meta.e and content.e of each
+ *   inode of e's epoch log (O(files changed in e)) and of the directories
+ *   holding them.  Reads the log in its own read transaction.
+ * All return 0 or -errno (BT_ECORRUPT from the log walk).
+ */
+bool store_sync_per_file(const struct vstore *st);
+const char *store_sync_why(const struct vstore *st);
+int store_sync_file(const struct vstore *st, int fd);
 int store_sync_all(const struct vstore *st);
+int store_sync_epoch(const struct vstore *st, uint64_t e);
 
 /* ---- the format file ----------------------------------------------------- */
 

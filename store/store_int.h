@@ -20,6 +20,8 @@ struct vstore {
 	int index_fd;			/* .versionfs/index, O_PATH */
 	bt_env *env;
 	uint64_t epoch, parent;		/* as recorded at open */
+	bool sync_files;		/* per-file durability (sync.c) */
+	char sync_why[64];
 };
 
 #endif /* VFS_STORE_INT_H */

@@ -146,6 +146,10 @@ int cl_tmp_open(struct cleaner *cl, const char *name, char tmp[80])
 int cl_tmp_done(struct cleaner *cl, int fd, const char *tmp,
 		const char *name, int rc)
 {
+	/* where syncfs does not reach storage, the caller's store_sync_all
+	   covers the rename only (store.h) */
+	if (!rc)
+		rc = store_sync_file(cl->st, fd);
 	close(fd);
 	if (!rc && renameat(cl->obj_fd, tmp, cl->obj_fd, name) < 0)
 		rc = -errno;

@@ -12,8 +12,10 @@
  *      checkpoint E and opens epoch E + 1, which every write from now on
  *      goes to;
  *   3. (operations go on) one syncfs(2) of the store puts E's content and
- *      metadata files and the index pages on disk, then a durable point
- *      records the index snapshot that holds E; then the client gets E.
+ *      metadata files and the index pages on disk (on a backing where
+ *      syncfs does not reach storage, an fsync of each file E's log
+ *      names: store.h, sync.c), then a durable point records the index
+ *      snapshot that holds E; then the client gets E.
  *
  * Only step 2 blocks the job, and it does no I/O but the commit's page
  * writes into the page cache: a checkpoint under heavy writes used to sync
@@ -119,9 +121,12 @@ static int ck_sync_store(void *arg)
  * Make checkpoint E durable: its content and metadata files and the index
  * (the record was committed without a sync).  One syncfs(2) of the store
  * does it all when the index lives on the store's file system; the
- * durable point then only writes its side file.
+ * durable point then only writes its side file.  Where syncfs does not
+ * reach storage (a FUSE backing, -o sync=files: store.h), E's files are
+ * fsynced one by one from its epoch log, and the durable point fdatasyncs
+ * the index.
  */
-static int ck_make_durable(char *err, size_t errlen)
+static int ck_make_durable(uint64_t E, char *err, size_t errlen)
 {
 	static int test_fail = -1;	/* VFS_TEST_CKPT_SYNC_FAIL: tests */
 	int rc;
@@ -134,10 +139,14 @@ static int ck_make_durable(char *err, size_t errlen)
 			 strerror(EIO));
 		return -EIO;
 	}
-	if (bt_env_same_fs(vfs->env, vfs->store_fd))
+	if (store_sync_per_file(vfs->st)) {
+		if (!(rc = store_sync_epoch(vfs->st, E)))
+			rc = bt_env_sync(vfs->env);
+	} else if (bt_env_same_fs(vfs->env, vfs->store_fd)) {
 		rc = bt_env_sync_with(vfs->env, ck_sync_store, vfs->st);
-	else if (!(rc = store_sync_all(vfs->st)))
+	} else if (!(rc = store_sync_all(vfs->st))) {
 		rc = bt_env_sync(vfs->env);
+	}
 	if (rc)
 		snprintf(err, errlen, "syncing the store: %s",
 			 rc == -EIO || rc == BT_ECORRUPT ? bt_last_error() :
@@ -189,7 +198,7 @@ static int take_checkpoint(const char *tag, uint64_t *id, bool *existed,
 			*existed = true;
 			pthread_rwlock_unlock(&vfs->epoch_lock);
 			/* acknowledged only once durable, as the first time */
-			return ck_make_durable(err, errlen);
+			return ck_make_durable(old.id, err, errlen);
 		}
 		if (rc == 0) {
 			snprintf(err, errlen, "tag '%s' is used by checkpoint "
@@ -240,7 +249,7 @@ static int take_checkpoint(const char *tag, uint64_t *id, bool *existed,
 	 * takes the index back to the last durable point, before E) or keeps
 	 * it whole (a killed daemon: the page cache holds E's files).
 	 */
-	rc = ck_make_durable(err, errlen);
+	rc = ck_make_durable(E, err, errlen);
 	bt_env_release(vfs->env);
 	if (rc) {
 		uint64_t ids[1] = { E };

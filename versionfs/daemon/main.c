@@ -55,6 +55,7 @@ struct opts {
 	double cs_rate;			/* MB/s */
 	unsigned cs_retry;
 	char *cs_chunking;		/* fsch (default) or cdc */
+	char *sync;			/* auto (default) or files */
 };
 
 enum { KEY_HELP, KEY_VERSION, KEY_MAX_READ, KEY_CHUNKSTORE, KEY_CS_WAIT,
@@ -85,6 +86,7 @@ static const struct fuse_opt vfs_optspec[] = {
 	{ "chunkstore_rate=%lf", offsetof(struct opts, cs_rate), 0 },
 	{ "chunkstore_retry=%u", offsetof(struct opts, cs_retry), 0 },
 	{ "chunkstore_chunking=%s", offsetof(struct opts, cs_chunking), 0 },
+	{ "sync=%s", offsetof(struct opts, sync), 0 },
 	FUSE_OPT_END
 };
 
@@ -218,6 +220,9 @@ static void usage(void)
 "    -o chunkstore_chunking=fsch|cdc\n"
 "                           fixed 64 KiB chunks (default: files rewritten\n"
 "                           in place) or FastCDC (whole-image rewrites)\n"
+"    -o sync=auto|files     make checkpoints durable by syncfs(2), or file\n"
+"                           by file with fsync(2) (auto: by file on FUSE\n"
+"                           backings, which syncfs does not reach)\n"
 "    -h, --help             this help, then the FUSE options\n"
 "    -V, --version          print the version\n"
 "\n"
@@ -505,6 +510,11 @@ int main(int argc, char *argv[])
 		ret = 2;
 		goto out_args;
 	}
+	if (o.sync && strcmp(o.sync, "auto") && strcmp(o.sync, "files")) {
+		fprintf(stderr, "versionfs: sync=%s: auto or files\n", o.sync);
+		ret = 2;
+		goto out_args;
+	}
 	v.foreground = co.foreground;
 	v.max_read = o.max_read;
 	if (!co.foreground)
@@ -512,7 +522,8 @@ int main(int argc, char *argv[])
 	init_locks(&v);
 	vfs_log_init(true, co.debug);
 	raise_nofile();
-	if (store_open(rb, STORE_CREATE, &v.st))
+	if (store_open(rb, STORE_CREATE | (o.sync && !strcmp(o.sync, "files") ?
+					   STORE_SYNC_FILES : 0), &v.st))
 		goto out_store;
 	v.env = store_env(v.st);
 	v.backing_fd = store_backing_fd(v.st);
@@ -662,6 +673,7 @@ out_args:
 	free(o.repl_compress);
 	free(o.chunkstore);
 	free(o.cs_chunking);
+	free(o.sync);
 	free(co.mountpoint);
 	fuse_opt_free_args(&args);
 	return ret;
