@@ -13,16 +13,23 @@
 # (libtoml11-dev, libspdlog-dev), so the copy in the cache, never the
 # archive, is changed to find them with find_package instead, and links
 # spdlog::spdlog; the unit tests (which fetch googletest) are not built.
+# LazyFS passes extended attributes through only when built with
+# HAVE_SETXATTR (its CMake files never define it): versionfs keeps user
+# xattrs on its metadata files, so it is defined (the cache directory's
+# name says so).
 set -u
 VENDOR_NAME=lazyfs
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 sum=$(vendor_archive lazyfs-a47a5ba.tar.gz) || exit 1
-dir="$VFS_TOOL_CACHE/lazyfs-a47a5ba-${sum:0:12}"
+dir="$VFS_TOOL_CACHE/lazyfs-a47a5ba-${sum:0:12}-xattr"
 
+# Every step is checked by hand: vendor_build runs this under set -e, but
+# bash ignores set -e in a function called from an || list.
 build_lazyfs() {
 	local src=$1 out=$2 pc
-	tar -xzf "$VFS_VENDOR/lazyfs-a47a5ba.tar.gz" -C "$src" --strip-components=1
+	tar -xzf "$VFS_VENDOR/lazyfs-a47a5ba.tar.gz" -C "$src" \
+		--strip-components=1 || return 1
 	pc=$src/libs/libpcache/CMakeLists.txt
 	# the two FetchContent blocks and the PIC property of the fetched
 	# spdlog go; Debian's packages come in their place
@@ -37,8 +44,7 @@ build_lazyfs() {
 			print "find_package(spdlog REQUIRED)"
 		}
 		{ print }
-	' "$pc" >"$pc.new"
-	mv "$pc.new" "$pc"
+	' "$pc" >"$pc.new" && mv "$pc.new" "$pc" || return 1
 	sed -i 's/^target_link_libraries(pcache toml11::toml11 spdlog)$/target_link_libraries(pcache toml11::toml11 spdlog::spdlog)/' "$pc"
 	grep -q 'find_package(toml11 REQUIRED)' "$pc" &&
 		grep -q 'spdlog::spdlog)' "$pc" && ! grep -q FetchContent "$pc" ||
@@ -49,16 +55,16 @@ build_lazyfs() {
 	grep -q 'libpcache.so spdlog::spdlog)' "$pc" ||
 		{ echo "lazyfs's CMakeLists.txt is not what lazyfs.sh expects"; return 1; }
 	cmake -S "$src/libs/libpcache" -B "$src/libs/libpcache/build" \
-		-DCMAKE_BUILD_TYPE=Release
-	cmake --build "$src/libs/libpcache/build" -j2
-	mkdir -p "$out"
-	cp -a "$src"/libs/libpcache/build/libpcache.so* "$out/"
+		-DCMAKE_BUILD_TYPE=Release &&
+		cmake --build "$src/libs/libpcache/build" -j2 || return 1
+	mkdir -p "$out" && cp -a "$src"/libs/libpcache/build/libpcache.so* "$out/" ||
+		return 1
 	cmake -S "$src/lazyfs" -B "$src/lazyfs/build" -DLAZYFS_BUILD_TESTS=OFF \
 		-DCMAKE_BUILD_TYPE=Release \
-		-DCMAKE_BUILD_RPATH="$out" -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath,$out"
-	cmake --build "$src/lazyfs/build" -j2
-	cp "$src/lazyfs/build/lazyfs" "$out/lazyfs"
-	cp "$src/LICENSE" "$out/LICENSE"
+		-DCMAKE_CXX_FLAGS="-DHAVE_SETXATTR -include sys/xattr.h" \
+		-DCMAKE_BUILD_RPATH="$out" -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath,$out" &&
+		cmake --build "$src/lazyfs/build" -j2 || return 1
+	cp "$src/lazyfs/build/lazyfs" "$src/LICENSE" "$out/"
 }
 
 [ -e "$dir/.done" ] ||

@@ -16,17 +16,16 @@ tag=v2026.01.27
 sum=$(vendor_archive xfstests-$tag.tar.gz) || exit 1
 dir="$VFS_TOOL_CACHE/xfstests-$tag-${sum:0:12}"
 
+# Every step is checked by hand: vendor_build runs this under set -e, but
+# bash ignores set -e in a function called from an || list.
 build_xfstests() {
 	local src=$1 out=$2
-	tar -xzf "$VFS_VENDOR/xfstests-$tag.tar.gz" -C "$src" --strip-components=1
-	cd "$src"
-	make configure
-	./configure
-	make -C lib
-	make -C ltp fsx fsstress
-	mkdir -p "$out"
-	cp ltp/fsx ltp/fsstress "$out/"
-	cp -r LICENSES "$out/"
+	tar -xzf "$VFS_VENDOR/xfstests-$tag.tar.gz" -C "$src" \
+		--strip-components=1 || return 1
+	cd "$src" && make configure && ./configure && make -C lib &&
+		make -C ltp fsx fsstress || return 1
+	mkdir -p "$out" && cp ltp/fsx ltp/fsstress "$out/" &&
+		cp -r LICENSES "$out/"
 }
 
 [ -e "$dir/.done" ] ||
