@@ -399,12 +399,32 @@ static int persist_one_txn(bt_txn *txn, void *arg)
 	return vn_persist_index(((struct persist_one *)arg)->vn, txn);
 }
 
+/*
+ * fsync(2) of a file: its data and metadata files of the open epoch on
+ * disk.  The data may have been written through a descriptor that retired
+ * since (a release closes it) while its pages are still only in the page
+ * cache: content.E is synced whether or not a write descriptor is cached.
+ */
 static int vn_sync_files(struct vnode *vn)
 {
 	int fd, rc = 0;
 
-	if ((fd = vn_cur_wfd(vn)) >= 0 && fdatasync(fd))
-		return -errno;
+	if ((fd = vn_cur_wfd(vn)) >= 0) {
+		if (fdatasync(fd))
+			return -errno;
+	} else {
+		fd = store_open_content(vfs->st, vn->vino, vfs->epoch,
+					O_RDONLY);
+		if (fd >= 0) {
+			if (fdatasync(fd))
+				rc = -errno;
+			close(fd);
+		} else if (fd != -ENOENT) {
+			return fd;
+		}
+		if (rc)
+			return rc;
+	}
 	if (vn->mfile_ver == vfs->epoch) {
 		fd = store_open_meta(vfs->st, vn->vino, vfs->epoch, O_RDONLY);
 		if (fd >= 0) {
