@@ -15,6 +15,11 @@
 #   sums MNT                      md5 of every file, live and per view
 #   sig DIR [SKIPINO-PREFIX]      a tree's every name, metadata, content
 #                                 hash and user xattr (replica comparisons)
+#   vendor_tool NAME ARCHIVE      build an upstream tool of ../shared/vendor
+#                                 once (tests/vendor/NAME.sh) and set
+#                                 VENDOR_DIR to where it is; skip the test
+#                                 when ARCHIVE is absent, fail it when the
+#                                 build fails
 #   fail MSG / skip MSG / note MSG
 #   test_case NAME CMD [ARGS...]  one named case (git's test_expect_success):
 #                                 CMD runs in a subshell, a fail in it ends
@@ -37,6 +42,7 @@ set -u
 VFS="$VFS_BUILD/versionfs"
 VFSCTL="$VFS_BUILD/versionfs-ctl"
 
+_lib_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 T=$(mktemp -d "${TMPDIR:-/tmp}/vfs-test.XXXXXX")
 chmod 755 "$T"		# tests run some commands as an unprivileged user
 _vfs_mounts=()
@@ -67,6 +73,13 @@ cases_done() {
 }
 fail() { printf 'FAIL: %s\n' "$*"; exit 1; }
 skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
+
+vendor_tool() {
+	local vendor=${VFS_VENDOR:-$_lib_here/../../../shared/vendor}
+	VENDOR_DIR=$("$_lib_here/../vendor/$1.sh") && return 0
+	[ -r "$vendor/$2" ] || skip "$2 absent from $vendor: not run"
+	fail "building $1 (tests/vendor/$1.sh)"
+}
 
 need_root() {
 	[ "$(id -u)" = 0 ] || skip "needs root (loop mounts)"

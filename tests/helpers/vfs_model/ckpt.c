@@ -376,10 +376,21 @@ void recover_after_kill(bool all_views)
 	uint64_t *ids;
 	size_t n;
 
+	if (cfg.power_cmd)
+		pw_cut(cur_round);
 	lazy_umount();
 	do_mount();
+	/* the daemon's own recovery, then a clean unmount: no finding */
+	if (cfg.fsck_rounds) {
+		char when[64];
+
+		snprintf(when, sizeof(when), "round %u, after recovery",
+			 cur_round);
+		pw_fsck(when);
+	}
 	if (list_views(&ids, &n))
 		fail("after kill -9: %s", why);
+	pw_reconcile(ids, n);
 	if (pending_ckpt) {
 		/* committed or not: either is right */
 		stat_add("checkpoint.cut-short", true);

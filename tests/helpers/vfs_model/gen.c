@@ -168,7 +168,7 @@ static uint64_t pick_size(uint64_t size)
 		return 0;
 	if (r < 80)
 		return size < (32u << 20) ? size * 2 + rnd(PAGE) : size;
-	if (r < 83)
+	if (r < 83 && !cfg.skip[OP_BIGWRITE])	/* --no-bigwrite: none */
 		return GIB4 + rnd(64 * PAGE);
 	return rnd(1u << 20);
 }

@@ -65,6 +65,9 @@
  * each checkpoint taken in the round, newest first, and compares the live
  * tree with its snapshot (so every checkpoint is checked both ways).
  *
+ * Aimed kills, power cuts, the cleaner and fsck in crash mode (--moments,
+ * --power CMD, --fsck-rounds): tests/helpers/vfs_model/power.c says how.
+ *
  * Determinism.  Every choice comes from one xoshiro256** generator seeded
  * with --seed and depends only on REF, so a seed replays exactly (the
  * moment of a crash-mode kill is the exception).  Operations run in this
@@ -80,6 +83,7 @@
  * test scripts name the ones they use; drop each with its fix):
  *   --no-KIND         leave operation kind KIND out (e.g. --no-mmap,
  *                     --no-delete, --no-prune, --no-policy, --no-clean)
+ *                     (--no-bigwrite also keeps truncates below 4 GiB)
  *   --no-otrunc       create without O_TRUNC (open(O_TRUNC) is ignored)
  *   --no-base-xattr   no xattrs in the base layer (lost on first change)
  *   --no-link         no hard links, in operations or the base layer
@@ -122,7 +126,8 @@ static void usage(void)
 	printf(
 "usage: vfs_model --mnt DIR --backing DIR --ref DIR --snap DIR --bin DIR\n"
 "                 [--seed N] [--ops N] [--check-every N] [--verbose]\n"
-"                 [--crash [--rounds N] [--kill-max-ms MS]] [--no-KIND]...\n"
+"                 [--crash [--rounds N] [--kill-max-ms MS] [--moments]\n"
+"                  [--fsck-rounds] [--power CMD]] [--no-KIND]...\n"
 "                 [--seed-base [--no-base-xattr]] [--no-otrunc]\n"
 "                 [--no-link] [--no-aligned-punch] [--mount-retry]\n"
 "       vfs_model --compare DIR_A DIR_B [--skip-store]\n"
@@ -163,6 +168,12 @@ int main(int argc, char **argv)
 			takes = false;
 		} else if (!strcmp(a, "--crash")) {
 			cfg.crash = true;
+			takes = false;
+		} else if (!strcmp(a, "--moments")) {
+			cfg.moments = true;
+			takes = false;
+		} else if (!strcmp(a, "--fsck-rounds")) {
+			cfg.fsck_rounds = true;
 			takes = false;
 		} else if (!strcmp(a, "--no-otrunc")) {
 			cfg.no_otrunc = true;
@@ -225,6 +236,9 @@ int main(int argc, char **argv)
 			cfg.rounds = (unsigned)num(v, a);
 		} else if (!strcmp(a, "--kill-max-ms")) {
 			cfg.kill_max_ms = (unsigned)num(v, a);
+		} else if (!strcmp(a, "--power")) {
+			cfg.power_cmd = v;
+			cfg.crash = true;
 		} else if (!strcmp(a, "--compare")) {
 			if (i + 2 >= argc) {
 				usage();
@@ -340,6 +354,10 @@ int main(int argc, char **argv)
 			fail("%s", why);
 	}
 	print_stats();
+	if (pw_fsck_failed())
+		fail("versionfs-fsck found problems after the recovery of %u "
+		     "of %" PRIu64 " rounds (FSCK FINDING above)",
+		     pw_fsck_failed(), n_rounds_done);
 	if (cfg.crash)
 		printf("PASS vfs_model seed=%" PRIu64 " crash mode: %" PRIu64
 		       " rounds, %" PRIu64 " steps in %.1f s\n", cfg.seed,

@@ -225,6 +225,10 @@ int ctl(char *out, size_t outlen, char *err, size_t errlen,
 			  (char *)a3, (char *)a4, NULL };
 
 	snprintf(prog, sizeof(prog), "%s/versionfs-ctl", cfg.bin);
+	if (arm_next_cmd_us != UINT64_MAX) {
+		arm_kill(arm_next_cmd_us);
+		arm_next_cmd_us = UINT64_MAX;
+	}
 	return run_cmd(argv, out, outlen, err, errlen);
 }
 

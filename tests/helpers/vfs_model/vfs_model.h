@@ -14,6 +14,7 @@
  *   ckpt.c     checkpoints, rollbacks, views, listings, recovery after a
  *              kill -9
  *   clean.c    delete, prune, policies and the cleaner
+ *   power.c    crash mode's power cuts, aimed cleaner passes and fsck
  *   compare.c  comparing two trees (names, metadata, sparse contents,
  *              xattrs, hard links)
  *   witness.c  inode numbers across rollbacks, fsync witnesses
@@ -23,7 +24,8 @@
  *   util.c     the random generator, allocation, paths, running programs
  *
  * The program is single-threaded but for crash mode's killer thread, which
- * only touches kill_fired (step.c): nothing here needs a lock.
+ * only touches kill_fired and its own state, under its own mutex
+ * (step.c): nothing else here needs a lock.
  */
 #ifndef VFS_MODEL_H
 #define VFS_MODEL_H
@@ -72,6 +74,11 @@ struct model_cfg {
 					   hole reads as zeros */
 	unsigned rounds, kill_max_ms;
 	bool skip[NKINDS];
+	/* crash mode (power.c) */
+	const char *power_cmd;		/* --power CMD: each kill is a power
+					   cut, CMD drops what was not synced */
+	bool moments;			/* --moments: kill at chosen moments */
+	bool fsck_rounds;		/* --fsck-rounds: fsck after recovery */
 };
 
 /* A file-system operation (gen.c makes it, apply.c runs it). */
@@ -250,6 +257,11 @@ void step(void);
 void full_check(const char *when);
 void do_remount(void);
 void crash_round(unsigned round);
+/* Crash mode: the killer fires delay_us from now (once per round). */
+void arm_kill(uint64_t delay_us);
+/* Crash mode: arm the killer delay_us after the next versionfs-ctl or
+   versionfs-clean starts (UINT64_MAX: not). */
+extern uint64_t arm_next_cmd_us;
 
 /* ---- base.c ---- */
 
@@ -268,5 +280,20 @@ void mc_step(enum kind k);
 void mc_after_checkpoint(uint64_t id);
 /* Print what the cleaner did over the run. */
 void mc_report(void);
+
+/* ---- power.c: power cuts, the cleaner and fsck in crash mode ---- */
+
+/* After the daemon died: run --power's command (a power cut). */
+void pw_cut(unsigned round);
+/* The store must be fsck-clean: unmount, versionfs-fsck, mount; a
+   finding is printed and counted (pw_fsck_failed), not fatal. */
+void pw_fsck(const char *when);
+unsigned pw_fsck_failed(void);
+/* Delete one or two checkpoints and clean, online; aim: the kill is
+   armed to land within.  Returns -1 if the daemon died. */
+int pw_clean(bool aim);
+/* After recovery: settle the deletes a kill cut short by what is
+   listed (ids[n], sorted). */
+void pw_reconcile(const uint64_t *ids, size_t n);
 
 #endif
