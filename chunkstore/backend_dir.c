@@ -66,6 +66,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -93,6 +94,7 @@ struct dir_backend {
 	struct pend *pend;		/* deferred puts since the last flush */
 	size_t npend, pend_cap;
 	unsigned seq;			/* of temporary names */
+	bool no_syncfs;			/* FUSE: syncfs does not reach it */
 };
 
 static int name_ok(const char *name)
@@ -428,8 +430,14 @@ static int dir_put_deferred(struct cs_backend *cb, const char *name,
  * what others left dirty on that file system, a cost a benefactor lent to
  * us may carry; since Linux 5.8 it reports writeback errors of the file
  * system since the benefactor was opened, which is what the fsyncs told.
+ * Not on FUSE: syncfs never reaches a FUSE server, and a benefactor there
+ * gets an fsync per temporary.
  */
 #define SYNCFS_MIN	4
+/* FUSE_SUPER_MAGIC: syncfs(2) never reaches a FUSE server (a benefactor
+   mounted with sshfs, say), only fsync(2) does; such a benefactor gets an
+   fsync per temporary whatever their number. */
+#define FUSE_MAGIC	0x65735546
 
 static int dir_flush(struct cs_backend *cb)
 {
@@ -441,7 +449,7 @@ static int dir_flush(struct cs_backend *cb)
 		return 0;
 	if ((tfd = kind_fd(d, TMP, false)) < 0) {
 		rc = tfd;
-	} else if (d->npend >= SYNCFS_MIN) {
+	} else if (d->npend >= SYNCFS_MIN && !d->no_syncfs) {
 		if (syncfs(d->fd))
 			rc = -errno;
 	} else {
@@ -793,6 +801,7 @@ int cs_dir_open(const char *path, bool init, struct cs_backend **out)
 {
 	struct dir_backend *d = calloc(1, sizeof(*d));
 	char text[sizeof(MARKER_TEXT)];
+	struct statfs sfs;
 	const char *what;
 	ssize_t n;
 	int rc, mfd = -1;
@@ -815,6 +824,7 @@ int cs_dir_open(const char *path, bool init, struct cs_backend **out)
 		rc = -errno;
 		goto fail;
 	}
+	d->no_syncfs = fstatfs(d->fd, &sfs) == 0 && sfs.f_type == FUSE_MAGIC;
 	if (init && (rc = dir_init(d)))
 		goto fail;
 	if ((mfd = reg_open(d->fd, MARKER, &what)) < 0) {

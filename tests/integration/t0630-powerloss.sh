@@ -64,7 +64,10 @@
 #      only through the write descriptor it still had open);
 #   4. -o sync=files on a native backing: the mount says how it syncs and
 #      its checkpoints read back after a remount;
-#   5, 6. the randomized cuts on ext4 and on XFS.
+#   5. a chunk store benefactor on LazyFS: a checkpoint pushed before a
+#      cut restores byte for byte and checks clean (failed: the
+#      benefactor's barrier was one syncfs from four temporaries on);
+#   6, 7. the randomized cuts on ext4 and on XFS.
 #
 #   VFS_LONG=1      long mode: 550 cuts per file system (default 12)
 #   VFS_ROUNDS=N    cuts per file system
@@ -225,7 +228,36 @@ case_sync_files() {
 	"$VFS_BUILD/versionfs-fsck" "$b" >/dev/null
 }
 
-# 5, 6: the randomized cuts
+# 5: a chunk store benefactor on LazyFS
+case_benefactor() {
+	local root=$1 d=$T/lz-bene b=$1/cs-backing m=$1/cs-mnt id spec
+	local chunk=$VFS_BUILD/versionfs-chunk restore=$VFS_BUILD/versionfs-restore
+	lz_start "$d" "$LAZYFS" || return 1
+	mkdir -p "$b" "$m" "$d/mnt/bene"
+	"$VFS" "$b" "$m" 2>/dev/null || return 1
+	for i in $(seq 30); do head -c $((1000000 + i * 1000)) /dev/urandom >"$m/f$i"; done
+	id=$("$VFSCTL" checkpoint "$m") || return 1
+	vfs_umount "$m"
+	spec="dir:$d/mnt/bene"
+	"$chunk" init "$spec" >/dev/null || return 1
+	# packs of a few MiB: more temporaries per barrier than one syncfs
+	# would have covered
+	"$chunk" push "$b" --to "$spec" --checkpoint "$id" >/dev/null || return 1
+	lz_cut "$d" "$LAZYFS" >/dev/null || return 1
+	"$restore" "$spec" --checkpoint "$id" --plain "$T/bene-restored" \
+		>/dev/null 2>"$T/bene.err" ||
+		{ note "restore after the cut:"; cat "$T/bene.err"; return 1; }
+	"$VFS" "$b" "$m" 2>/dev/null || return 1
+	diff <(cd "$m/.checkpoints/$id" && md5sum f*) \
+		<(cd "$T/bene-restored" && md5sum f*) ||
+		{ vfs_umount "$m"; return 1; }
+	vfs_umount "$m"
+	"$chunk" check "$spec" --read-data >"$T/bene.check" 2>&1 ||
+		{ cat "$T/bene.check"; return 1; }
+	lz_stop "$d"
+}
+
+# 6, 7: the randomized cuts
 case_cuts() {
 	local fs=$1 root=$2 d=$T/lz-$1 start
 	local w=$root/work-$fs mnt=$T/vfs-$fs
@@ -260,12 +292,15 @@ ext4=$(make_fs ext4 4G)
 lz_setup lz-sim "$ext4"
 lz_setup lz-ack "$ext4"
 lz_setup lz-fsync "$ext4"
+lz_setup lz-bene "$ext4"
 test_case "LazyFS loses what was not fsynced and keeps what was" case_simulation
 test_case "a checkpoint acknowledged before a power cut reads back (FUSE backing)" \
 	case_ack_then_cut
 test_case "a file fsync'ed through another descriptor than the writer's survives a power cut" \
 	case_fsync_other_fd
 test_case "-o sync=files on a native backing" case_sync_files "$ext4"
+test_case "a push to a chunk store benefactor on LazyFS survives a power cut" \
+	case_benefactor "$ext4"
 for fs in ${VFS_POWER_FS-ext4 xfs}; do
 	[ "$fs" = ext4 ] && root=$ext4 || root=$(make_fs xfs 4G)
 	lz_setup "lz-$fs" "$root"
