@@ -447,6 +447,16 @@ static void aimed_step(enum moment m)
 		break;
 	}
 	arm_next_cmd_us = UINT64_MAX;
+	/* nothing to aim at (no checkpoint the cleaner may delete): a
+	   random moment, rather than a round without an end */
+	pthread_mutex_lock(&killer.mu);
+	if (!killer.armed) {
+		pthread_mutex_unlock(&killer.mu);
+		stat_add("moment.not-aimed", true);
+		arm_kill(rnd(cfg.kill_max_ms + 1) * 1000);
+	} else {
+		pthread_mutex_unlock(&killer.mu);
+	}
 }
 
 void crash_round(unsigned round)
