@@ -19,6 +19,8 @@
 
 lz_start() {
 	local d=$1 lazyfs=$2 i
+	# no core file of its abort at exit (its cache is hundreds of MiB)
+	ulimit -c 0
 	setsid "$lazyfs" "$d/mnt" --config-path "$d/lazyfs.toml" \
 		-o allow_other -o modules=subdir -o "subdir=$(cat "$d/root")" \
 		-f </dev/null >>"$d/out" 2>&1 &
@@ -29,12 +31,21 @@ lz_start() {
 			stat "$d/mnt/." >/dev/null 2>&1; then
 			return 0
 		fi
-		kill -0 "$(cat "$d/pid")" 2>/dev/null || break
+		lz_alive "$(cat "$d/pid")" || break
 		sleep 0.05
 	done
 	echo "LazyFS did not mount on $d/mnt; the end of its log:" >&2
 	tail -n 5 "$d/out" >&2
 	return 1
+}
+
+# lz_alive PID: the process runs (a zombie does not: the instance started
+# by an earlier power-cut script is no child of ours, and whoever it was
+# reparented to may reap it late)
+lz_alive() {
+	local st
+	st=$(sed -n 's/^[0-9]* (.*) \(.\) .*/\1/p' "/proc/$1/stat" 2>/dev/null)
+	[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
 }
 
 lz_stop() {
@@ -49,8 +60,12 @@ lz_stop() {
 		echo "cannot unmount LazyFS at $d/mnt" >&2
 		return 1
 	fi
-	for i in $(seq 200); do
-		[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+	# it aborts on its way out (a thread it never joins), which can take
+	# a while with its cache to free: once unmounted it has nothing left
+	# to do, and it must be gone before another instance reads the FIFO
+	for i in $(seq 400); do
+		[ -n "$pid" ] && lz_alive "$pid" || return 0
+		[ "$i" = 40 ] && kill -9 "$pid" 2>/dev/null
 		sleep 0.05
 	done
 	echo "LazyFS $pid did not exit after its unmount" >&2
