@@ -211,6 +211,9 @@ uint64_t store_bytes(const struct vstore *st);
 bool store_sync_per_file(const struct vstore *st);
 const char *store_sync_why(const struct vstore *st);
 int store_sync_file(const struct vstore *st, int fd);
+/* In per-file mode, fsync obj/XX, the directory of inode ino's files (the
+   names of files created there); 0 otherwise.  0 or -errno. */
+int store_sync_obj_dir(const struct vstore *st, uint64_t ino);
 int store_sync_all(const struct vstore *st);
 int store_sync_epoch(const struct vstore *st, uint64_t e);
 

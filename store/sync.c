@@ -85,6 +85,16 @@ static int sync_dirs(const struct vstore *st, const uint64_t mask[4])
 	return rc;
 }
 
+int store_sync_obj_dir(const struct vstore *st, uint64_t ino)
+{
+	char xx[4];
+
+	if (!store_sync_per_file(st))
+		return 0;
+	snprintf(xx, sizeof(xx), "%02x", (unsigned)(ino & 0xff));
+	return sync_dir(store_obj_fd(st), xx);
+}
+
 int store_sync_all(const struct vstore *st)
 {
 	static const uint64_t all[4] = { ~0ull, ~0ull, ~0ull, ~0ull };

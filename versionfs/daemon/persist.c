@@ -433,6 +433,11 @@ static int vn_sync_files(struct vnode *vn)
 			close(fd);
 		}
 	}
+	/* the names of files created this epoch: syncfs-backed stores
+	   get them from the file system's journal with the fsyncs above,
+	   a FUSE server only when asked (store.h) */
+	if (!rc)
+		rc = store_sync_obj_dir(vfs->st, vn->vino);
 	return rc;
 }
 
