@@ -69,7 +69,7 @@
 #      benefactor's barrier was one syncfs from four temporaries on);
 #   6, 7. the randomized cuts on ext4 and on XFS.
 #
-#   VFS_LONG=1      long mode: 550 cuts per file system (default 12)
+#   VFS_LONG=1      long mode: 550 cuts per file system (default 20)
 #   VFS_ROUNDS=N    cuts per file system
 #   VFS_SEED=N      seed of the workload (the moment of a random cut is
 #                   random)
@@ -88,7 +88,7 @@ LAZYFS=$VENDOR_DIR/lazyfs
 if [ "${VFS_LONG:-0}" = 1 ]; then
 	rounds=${VFS_ROUNDS:-550}
 else
-	rounds=${VFS_ROUNDS:-12}
+	rounds=${VFS_ROUNDS:-20}
 fi
 seed=${VFS_SEED:-1}
 
