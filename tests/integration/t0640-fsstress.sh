@@ -41,6 +41,10 @@ if [ "${VFS_LONG:-0}" = 1 ]; then
 else
 	secs=${VFS_STRESS_SECS:-20} seeds=${VFS_SEED:-1}
 fi
+# fsstress writes about 1 GiB in 30 s here, and the checkpoints keep
+# most of it: a sparse image large enough never to fill (a full disk is
+# t0610's subject)
+imgsize=$(((secs + 59) / 60 * 6 + 2))G
 nproc=4
 
 # The views recorded: $rec/<id>.sig, one per live checkpoint.
@@ -113,7 +117,7 @@ beside() {
 
 case_stress() {
 	local fs=$1 seed=$2 root b m rec st rc
-	root=$(make_fs "$fs:$fs-$seed" 3G)
+	root=$(make_fs "$fs:$fs-$seed" "$imgsize")
 	b=$root/backing m=$root/mnt rec=$T/rec-$fs-$seed
 	mkdir -p "$rec"
 	vfs_mount "$b" "$m"
