@@ -562,6 +562,18 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
 	   synchronous mirror below the page cache would have sent */
 	__atomic_add_fetch(&vfs->epoch_written, written, __ATOMIC_RELAXED);
 	op_leave(vn);
+	/*
+	 * The kernel writing back dirty pages (no process: pid 0) of a file
+	 * that a rollback took away (vn->gone): the bytes go with the file,
+	 * as a write to an unlinked file that nothing can read again.  An
+	 * error here would stay in the mount's writeback error and fail the
+	 * next syncfs, and so the next checkpoint, with ESTALE.  A process
+	 * writing to it still gets the error.
+	 */
+	if (rc == -ESTALE && !fuse_req_ctx(req)->pid && vn->gone) {
+		fuse_reply_write(req, fuse_buf_size(in));
+		return;
+	}
 	if (rc && !written)
 		fuse_reply_err(req, -rc);
 	else
