@@ -329,6 +329,12 @@ $(BUILD)/tests/rep_forge: tests/helpers/rep_forge.c $(REP_LIB) $(STORE_LIB) $(CL
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(REP_LIB) $(STORE_LINK)
 
+# vfs_meta_fmt1 makes metadata files of format 1 for t0745-xattrs:
+# libvfsstore reads their sections.
+$(BUILD)/tests/vfs_meta_fmt1: tests/helpers/vfs_meta_fmt1.c $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(STORE_LINK)
+
 # fsck_inject damages a store's index for t0410-fsck: libvfsbtree and LMDB.
 $(BUILD)/tests/fsck_inject: tests/helpers/fsck_inject.c $(BTREE_LIB)
 	@mkdir -p $(@D)

@@ -1,14 +1,15 @@
 /*
  * push_entry.c — one entry of a pushed checkpoint into its manifest: a
  * regular file's data first (push_data.c), then the entry; and the
- * versioned xattrs of a file as a manifest holds them.  What both the
+ * versioned xattrs of a file as a manifest holds them (name, NUL, value
+ * length, value: versionfs-chunkstore(5)), read through the store's one
+ * set API (store/xattr.c) whatever the metadata file's format.  What both the
  * walk of the index (push.c) and the walk of base-layer directories
  * (push_base.c) call: it calls neither.
  */
 #include <errno.h>
 #include <string.h>
 #include <sys/types.h>
-#include <sys/xattr.h>
 
 #include "chunkstore/chunkstore.h"
 #include "chunkstore/cs_int.h"
@@ -42,32 +43,25 @@ int cs_push_entry(struct push *p, struct cs_file *f, struct reader *rd)
 
 int cs_push_xattrs(int fd, const char *path, struct cs_buf *x)
 {
-	char names[65536];
-	static char val[65536];
-	ssize_t n, v;
+	struct vfs_xattrs set = { 0 };
+	char why[128];
 	int rc;
 
-	n = fd >= 0 ? flistxattr(fd, names, sizeof(names)) :
-		      llistxattr(path, names, sizeof(names));
-	if (n < 0)
-		return errno == ENOTSUP ? 0 : -errno;
-	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1) {
+	/* a metadata file's set (either format), or a base file's own;
+	   push.c read the metadata file's record first (vm_read_fd checked
+	   its section too) */
+	rc = fd >= 0 ? store_xattrs_read(fd, &set, why, sizeof(why)) :
+	     store_xattrs_base(-1, path, &set);
+	for (size_t i = 0; !rc && i < set.n; i++) {
+		const struct vfs_xattr *e = &set.v[i];
 		unsigned char l[4];
 
-		if (!store_xattr_versioned(names + i))
-			continue;
-		v = fd >= 0 ? fgetxattr(fd, names + i, val, sizeof(val)) :
-			      lgetxattr(path, names + i, val, sizeof(val));
-		if (v < 0) {
-			if (errno == ENODATA)
-				continue;
-			return -errno;
-		}
-		le32_put(l, (uint32_t)v);
-		if ((rc = cs_buf_add(x, names + i, strlen(names + i) + 1)) ||
+		le32_put(l, e->len);
+		if ((rc = cs_buf_add(x, e->name, strlen(e->name) + 1)) ||
 		    (rc = cs_buf_add(x, l, 4)) ||
-		    (rc = cs_buf_add(x, val, (size_t)v)))
-			return rc;
+		    (e->len && (rc = cs_buf_add(x, e->value, e->len))))
+			break;
 	}
-	return 0;
+	store_xattrs_free(&set);
+	return rc;
 }

@@ -64,7 +64,8 @@ int cs_push_file_data(struct push *p, struct reader *rd, uint64_t size,
 
 /* ---- push_entry.c ---- */
 
-/* Versioned xattrs of fd (or of path, fd < 0) as a manifest wants them. */
+/* Versioned xattrs of metadata file fd (or of base file path, fd < 0)
+   as a manifest wants them. */
 int cs_push_xattrs(int fd, const char *path, struct cs_buf *x);
 /* Entry f into the manifest; with rd, a regular file's data first (the
    first time its vino is seen). */

@@ -344,8 +344,7 @@ out:
 		rep_err_rc(err, errlen, rc);
 	if (stats)
 		*stats = rd.st;
-	if (r.meta_fd >= 0)
-		close(r.meta_fd);
+	ap_meta_done(&r, false);
 	if (r.data_fd >= 0)
 		close(r.data_fd);
 	if (r.base_fd >= 0)

@@ -397,13 +397,12 @@ int ap_finish(struct rcv *r)
 	size_t len = 0;
 	bt_txn *txn;
 
-	if ((rc = ap_base_finish(r)) || (rc = ap_set_dirtimes(r)))
+	if ((rc = ap_base_finish(r)) || (rc = ap_set_dirtimes(r)) ||
+	    (rc = ap_meta_done(r, true)))
 		return rc;
-	if (r->meta_fd >= 0)
-		close(r->meta_fd);
 	if (r->data_fd >= 0)
 		close(r->data_fd);
-	r->meta_fd = r->data_fd = -1;
+	r->data_fd = -1;
 	if ((rc = bt_txn_begin(store_env(r->st), BT_TXN_RDONLY, &txn)))
 		return rc;
 	rc = check_plan(r, txn);

@@ -10,7 +10,10 @@
  * named, entries born or ended in C, no base layer outside a full stream.
  * What needs the replica to check (does it hold that holder, that entry)
  * waits for END (apply_commit.c).  rep_decode already checked every length
- * and value domain.  Pages are written back as they arrive (a hint to the
+ * and value domain.  The XATTR records that follow a META are collected
+ * and written into its metadata file as one set when the file is done
+ * (the next META, or END): the store keeps them in the file's body
+ * (store/xattr.c), so an ext4 replica holds what an XFS primary held.  Pages are written back as they arrive (a hint to the
  * kernel, sync_file_range), so that the disk works during the transfer
  * rather than only at the barrier.
  */
@@ -104,11 +107,9 @@ static int on_meta(struct rcv *r, const struct rep_meta *m)
 	uint64_t ver;
 	int fd, rc;
 
-	if ((rc = want_ver(r, m->ver, "metadata", m->ino, &ver)))
+	if ((rc = want_ver(r, m->ver, "metadata", m->ino, &ver)) ||
+	    (rc = ap_meta_done(r, true)))
 		return rc;
-	if (r->meta_fd >= 0)
-		close(r->meta_fd);
-	r->meta_fd = -1;
 	if (pset_has(&r->staged_meta, m->ino, ver)) {
 		RERR(r, "inode %llu: two metadata files of version %llu",
 		     (unsigned long long)m->ino, (unsigned long long)ver);
@@ -134,31 +135,55 @@ static int on_meta(struct rcv *r, const struct rep_meta *m)
 	return 0;
 }
 
+int ap_meta_done(struct rcv *r, bool write)
+{
+	int rc = 0;
+
+	if (r->meta_fd >= 0 && write && r->meta_x.n &&
+	    (rc = store_xattrs_write(r->meta_fd, &r->meta_x)))
+		RERR(r, "inode %llu: writing the extended attributes of its "
+		     "metadata file: %s", (unsigned long long)r->meta_ino,
+		     strerror(-rc));
+	if (r->meta_fd >= 0)
+		close(r->meta_fd);
+	r->meta_fd = -1;
+	store_xattrs_free(&r->meta_x);
+	return rc;
+}
+
 static int on_xattr(struct rcv *r, const struct rep_xattr *x)
 {
 	char name[BT_NAME_MAX + 1];
-	int fd;
+	int rc;
 
 	memcpy(name, x->name, x->namelen);
 	name[x->namelen] = 0;
-	if (x->ino == 0) {
-		if (!r->full || !r->base_on) {
-			RERR(r, "extended attribute of no base-layer file");
-			return -EPROTO;
-		}
-		fd = r->base_fd;
-		if (fd < 0)
-			return 0;	/* DIR itself, links, devices */
-	} else {
+	if (x->ino != 0) {
 		if (r->meta_fd < 0 || x->ino != r->meta_ino ||
 		    x->ver != r->meta_ver) {
 			RERR(r, "extended attribute of inode %llu outside "
 			     "its metadata file", (unsigned long long)x->ino);
 			return -EPROTO;
 		}
-		fd = r->meta_fd;
+		rc = store_xattrs_set(&r->meta_x, name, x->value, x->valuelen,
+				      XATTR_CREATE);
+		if (rc == -EEXIST)
+			RERR(r, "inode %llu: extended attribute %s twice",
+			     (unsigned long long)x->ino, name);
+		else if (rc)
+			RERR(r, "inode %llu: extended attribute %s: %s",
+			     (unsigned long long)x->ino, name, strerror(-rc));
+		return rc == -EEXIST ? -EPROTO : rc;
 	}
-	if (fsetxattr(fd, name, x->value, x->valuelen, 0)) {
+	if (!r->full || !r->base_on) {
+		RERR(r, "extended attribute of no base-layer file");
+		return -EPROTO;
+	}
+	if (r->base_fd < 0)
+		return 0;	/* DIR itself, links, devices */
+	/* a base-layer file is a real file of DIR: its xattrs are real,
+	   and bounded by DIR's file system */
+	if (fsetxattr(r->base_fd, name, x->value, x->valuelen, 0)) {
 		RERR(r, "setting extended attribute %s: %s", name,
 		     strerror(errno));
 		return -errno;

@@ -87,6 +87,7 @@ struct rcv {
 
 	int meta_fd;			/* last META's file, for XATTRs */
 	uint64_t meta_ino, meta_ver;	/* as on the wire */
+	struct vfs_xattrs meta_x;	/* its XATTRs, written at its end */
 	int data_fd;			/* last content file written */
 	uint64_t data_ino, data_ver;
 	int base_fd;			/* last BASE file (-1: none/special) */
@@ -149,6 +150,9 @@ int ap_set_dirtimes(struct rcv *r);
 
 /* apply_frame.c: one frame other than BEGIN and END. */
 int ap_on_frame(struct rcv *r, const struct rep_rec *x);
+/* The last META's file done: its XATTRs written as one set, closed.
+   write false: only closed (a receive that failed). */
+int ap_meta_done(struct rcv *r, bool write);
 
 /* apply_commit.c: END was read and checked; make C durable, or fail. */
 int ap_finish(struct rcv *r);

@@ -72,7 +72,9 @@ int ap_stage_open(struct rcv *r, uint64_t ino, uint64_t ver, bool meta,
 	else
 		store_content_name(name, sizeof(name), ino, ver);
 	base = strchr(name, '/') + 1;
-	fd = stage_open(r->stage_fd, base, flags | O_WRONLY, 0600);
+	/* a metadata file is read back as its xattrs are written */
+	fd = stage_open(r->stage_fd, base, flags | (meta ? O_RDWR : O_WRONLY),
+			0600);
 	if (fd < 0)
 		return fd;
 	rc = pset_add(meta ? &r->staged_meta : &r->staged_content, ino, ver);

@@ -42,7 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "replicator/rep_int.h"
@@ -67,50 +66,41 @@ struct snd {
 
 /* ---- metadata files and xattrs ---- */
 
+/* The xattrs of metadata file fd of (ino, ver), or with ino 0 of base
+   file fd, as XATTR records (the stream carries them one by one whatever
+   the store's format: versionfs-stream(5)). */
 static int send_xattrs(struct snd *s, int fd, uint64_t ino, uint64_t ver)
 {
-	char *names = NULL, *val = NULL;
-	ssize_t n, v;
-	int rc = 0;
+	struct vfs_xattrs x = { 0 };
+	char why[128];
+	int rc;
 
-	n = flistxattr(fd, NULL, 0);
-	if (n <= 0)
-		return n < 0 && errno != ENOTSUP ? -errno : 0;
-	names = malloc((size_t)n);
-	val = malloc(REP_XATTR_VALUE_MAX);
-	if (!names || !val) {
-		rc = -ENOMEM;
+	rc = ino ? store_xattrs_read(fd, &x, why, sizeof(why)) :
+	     store_xattrs_base(fd, NULL, &x);
+	if (rc && ino) {
+		SERR(s, "extended attributes of inode %llu version %llu: %s",
+		     (unsigned long long)ino, (unsigned long long)ver,
+		     rc == BT_ECORRUPT ? why : strerror(-rc));
 		goto out;
 	}
-	n = flistxattr(fd, names, (size_t)n);
-	if (n < 0) {
-		rc = -errno;
+	if (rc) {
+		SERR(s, "extended attributes of a base-layer file: %s",
+		     strerror(-rc));
 		goto out;
 	}
-	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1) {
+	for (size_t i = 0; i < x.n && !rc; i++) {
 		struct rep_rec r = { .type = REP_XATTR };
 
-		if (!store_xattr_versioned(names + i))
-			continue;
-		v = fgetxattr(fd, names + i, val, REP_XATTR_VALUE_MAX);
-		if (v < 0 && errno == ENODATA)
-			continue;
-		if (v < 0) {
-			rc = -errno;
-			goto out;
-		}
 		r.u.xattr.ino = ino;
 		r.u.xattr.ver = ver;
-		r.u.xattr.name = names + i;
-		r.u.xattr.namelen = (uint32_t)strlen(names + i);
-		r.u.xattr.value = val;
-		r.u.xattr.valuelen = (uint32_t)v;
-		if ((rc = rep_put(&s->w, &r)))
-			goto out;
+		r.u.xattr.name = x.v[i].name;
+		r.u.xattr.namelen = (uint32_t)strlen(x.v[i].name);
+		r.u.xattr.value = x.v[i].value ? x.v[i].value : "";
+		r.u.xattr.valuelen = x.v[i].len;
+		rc = rep_put(&s->w, &r);
 	}
 out:
-	free(names);
-	free(val);
+	store_xattrs_free(&x);
 	return rc;
 }
 

@@ -3,12 +3,11 @@
  *
  * The first change to an inode in epoch N writes `meta.N` (see store.c for
  * the name): one record of fixed layout, little-endian, checksummed, then
- * the symlink target if any.  User xattrs are not in the record: they live
- * as xattrs on the metadata file itself (store/xattr.c copies them).
+ * the symlink target if any, then (format 2) the version's xattrs.
  *
  *   off  size  field
  *     0     4  magic "VFSM"
- *     4     2  format (1)
+ *     4     2  format (1 or 2)
  *     6     2  header length (112)
  *     8     8  inode number
  *    16     8  version
@@ -19,9 +18,32 @@
  *    96     4  target length             100 4  reserved (0)
  *   104     8  XXH64 (seed 0) of the whole record, this field zeroed
  *   112     -  symlink target
+ *   then, format 2 only: zeros to an 8-byte boundary, and the xattr
+ *          section if the version has xattrs (xattr.c: "VFSX", count,
+ *          entries, XXH64); the file ends there.
+ *
+ * Format 1 (what versionfs wrote before) kept the user xattrs as xattrs of
+ * the metadata file itself, so the native file system's xattr space per
+ * inode (one block on ext4) limited what a store could hold, and a replica
+ * or a restore on ext4 refused what XFS held.  Format 2 keeps them in the
+ * body; format 1 files are still read (store_xattrs_read) and are
+ * converted when their xattrs are next written (store_xattrs_write).
  *
  * The record is rewritten in place by one pwrite(2) (a single sector for
- * all but long symlinks, which never change).
+ * all but long symlinks, which never change), and a rewrite keeps what
+ * the file is: a format 1 file stays format 1 (its xattrs are its own and
+ * nothing moves), a format 2 file keeps its section where it is.  A new
+ * file is format 2; the daemon, the cleaner and fsck copy the xattrs onto
+ * a new file before its record (store_xattr_copy, then vm_write_fd), so
+ * the section may already be there, written where a record without a
+ * target ends: a symlink's record then moves it behind its target, in the
+ * same pwrite.  A record that no longer decodes (fsck rewrites it from the
+ * index) keeps its section where the index's target puts it, and is taken
+ * for format 1 if the file has xattrs of its own.  So vm_write_fd reads
+ * the head of the file first (one pread); the daemon rewrites a record
+ * through a descriptor open for writing only (persist.c), which is read
+ * through /proc/self/fd instead (vm_pread: an open, a pread, a close more;
+ * opening it O_RDWR there would spare them).
  *
  * The inode record in LMDB carries a copy of the same attributes
  * (vm_to_rec/vm_from_rec), and the daemon reads them from there: a lookup
@@ -38,11 +60,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "store/store.h"
-
-#define VM_MAGIC	0x4d534656u	/* "VFSM" little-endian */
-#define VM_HDR		112
-#define VM_TARGET_MAX	4096
+#include "store/store_int.h"
 
 _Static_assert(VM_HDR % 8 == 0, "metadata header alignment");
 
@@ -144,17 +162,64 @@ int vm_from_rec(struct vmeta *m, const struct bt_inode *rec)
 	return 0;
 }
 
+/*
+ * What a file holds before vm_write_fd rewrites its record with a target
+ * of tl bytes: the format to keep, and where its xattr section is now
+ * (see the top of this file).
+ */
+static int vm_before(int fd, size_t tl, unsigned *fmt, uint64_t *oldpos)
+{
+	unsigned char b[VM_HDR + VM_TARGET_MAX];
+	size_t otl;
+	ssize_t n;
+	int rc;
+
+	n = vm_pread(fd, b, sizeof(b), 0);
+	if (n < 0)
+		return -errno;
+	if (!vm_check_record(b, (size_t)n, fmt, &otl)) {
+		*oldpos = vm_section_pos(otl);
+		return 0;
+	}
+	*fmt = VM_FORMAT_2;
+	if (vm_no_record(b, (size_t)n)) {
+		*oldpos = vm_section_pos(0);
+		return 0;
+	}
+	/* a damaged record: the section, if any, is where it belongs */
+	*oldpos = vm_section_pos(tl);
+	if ((rc = vx_own_xattrs(fd)) < 0)
+		return rc;
+	if (rc)
+		*fmt = VM_FORMAT_1;
+	return 0;
+}
+
 int vm_write_fd(int fd, uint64_t ino, uint64_t ver, const struct vmeta *m)
 {
-	size_t tl = m->target ? strlen(m->target) : 0;
-	unsigned char buf[VM_HDR + VM_TARGET_MAX];
+	size_t tl = m->target ? strlen(m->target) : 0, len, slen = 0;
+	unsigned char *buf = NULL, *sec = NULL;
+	uint64_t oldpos, pos = vm_section_pos(tl);
+	unsigned fmt;
 	ssize_t n;
+	int rc;
 
 	if (tl > VM_TARGET_MAX)
 		return -ENAMETOOLONG;
-	memset(buf, 0, VM_HDR);
+	if ((rc = vm_before(fd, tl, &fmt, &oldpos)))
+		return rc;
+	/* format 2 pads the target to the section's boundary */
+	len = fmt == VM_FORMAT_1 ? VM_HDR + tl : (size_t)pos;
+	if (fmt == VM_FORMAT_2 && oldpos != pos &&
+	    (rc = vx_section_load(fd, oldpos, &sec, &slen)) < 0)
+		return rc;
+	rc = 0;
+	if (!(buf = calloc(1, len + slen))) {
+		rc = -ENOMEM;
+		goto out;
+	}
 	le32_put(buf, VM_MAGIC);
-	le16_put(buf + 4, VFS_FORMAT);
+	le16_put(buf + 4, (uint16_t)fmt);
 	le16_put(buf + 6, VM_HDR);
 	le64_put(buf + 8, ino);
 	le64_put(buf + 16, ver);
@@ -174,22 +239,30 @@ int vm_write_fd(int fd, uint64_t ino, uint64_t ver, const struct vmeta *m)
 	le32_put(buf + 96, (uint32_t)tl);
 	memcpy(buf + VM_HDR, m->target ? m->target : "", tl);
 	le64_put(buf + 104, XXH64(buf, VM_HDR + tl, 0));
-	n = pwrite(fd, buf, VM_HDR + tl, 0);
+	if (sec)		/* moved behind the target, in the same write */
+		memcpy(buf + len, sec, slen);
+	n = pwrite(fd, buf, len + slen, 0);
 	if (n < 0)
-		return -errno;
-	if ((size_t)n != VM_HDR + tl)
-		return -EIO;
-	return 0;
+		rc = -errno;
+	else if ((size_t)n != len + slen)
+		rc = -EIO;
+	else if (sec && ftruncate(fd, (off_t)(len + slen)))
+		rc = -errno;
+out:
+	free(sec);
+	free(buf);
+	return rc;
 }
 
 int vm_read_fd(int fd, uint64_t ino, uint64_t ver, struct vmeta *m,
 	       char *why, size_t whylen)
 {
 	unsigned char buf[VM_HDR + VM_TARGET_MAX];
-	const char *bad = NULL;
-	uint64_t sum;
+	const char *bad;
+	unsigned fmt;
 	size_t tl;
 	ssize_t n;
+	int rc;
 
 	n = pread(fd, buf, sizeof(buf), 0);
 	if (n < 0)
@@ -199,29 +272,19 @@ int vm_read_fd(int fd, uint64_t ino, uint64_t ver, struct vmeta *m,
 			 VM_HDR);
 		return BT_ECORRUPT;
 	}
-	tl = le32_get(buf + 96);
-	if (le32_get(buf) != VM_MAGIC)
-		bad = "magic";
-	else if (le16_get(buf + 4) != VFS_FORMAT)
-		bad = "format";
-	else if (le16_get(buf + 6) != VM_HDR)
-		bad = "header length";
-	else if (tl > VM_TARGET_MAX || (size_t)n < VM_HDR + tl)
-		bad = "target length";
-	if (!bad) {
-		sum = le64_get(buf + 104);
-		le64_put(buf + 104, 0);
-		if (sum != XXH64(buf, VM_HDR + tl, 0))
-			bad = "checksum";
-		else if (le64_get(buf + 8) != ino)
-			bad = "inode number";
-		else if (le64_get(buf + 16) != ver)
-			bad = "version";
-	}
+	bad = vm_check_record(buf, (size_t)n, &fmt, &tl);
+	if (!bad && le64_get(buf + 8) != ino)
+		bad = "inode number";
+	else if (!bad && le64_get(buf + 16) != ver)
+		bad = "version";
 	if (bad) {
 		snprintf(why, whylen, "bad %s", bad);
 		return BT_ECORRUPT;
 	}
+	/* the xattrs are the version's too: checked on every read */
+	if (fmt == VM_FORMAT_2 &&
+	    (rc = vx_verify(fd, buf, (size_t)n, sizeof(buf), tl, why, whylen)))
+		return rc;
 	vm_clear(m);
 	m->mode = le32_get(buf + 24);
 	m->uid = le32_get(buf + 28);

@@ -257,6 +257,8 @@ int store_pread_zeros(int fd, void *buf, size_t len, uint64_t off);
 /* ---- metadata files (meta.c) --------------------------------------------- */
 
 #define VM_XATTR	0x1	/* the metadata file carries xattrs */
+#define VM_FORMAT_1	1	/* xattrs as xattrs of the file */
+#define VM_FORMAT_2	2	/* xattrs in the file's body (xattr.c) */
 
 struct vmeta {
 	uint32_t mode;			/* type and permission bits */
@@ -277,20 +279,99 @@ void vm_to_stat(const struct vmeta *m, uint64_t ino, struct stat *st);
 void vm_to_rec(const struct vmeta *m, struct bt_inode *rec);
 int vm_from_rec(struct vmeta *m, const struct bt_inode *rec);
 /* Encode/decode the on-disk metadata record of (ino, ver).  vm_read_fd
-   checks magic, format, length, inode, version and checksum; on
-   BT_ECORRUPT `why` names the field at fault. */
+   checks magic, format (1 or 2), length, inode, version and checksum; on
+   BT_ECORRUPT `why` names the field at fault.  vm_write_fd rewrites the
+   record in place and keeps the file's format and xattrs: a new file (or
+   one with only a section, store_xattrs_write() having come first) is
+   format 2, a file of format 1 stays so (meta.c). */
 int vm_write_fd(int fd, uint64_t ino, uint64_t ver, const struct vmeta *m);
 int vm_read_fd(int fd, uint64_t ino, uint64_t ver, struct vmeta *m,
 	       char *why, size_t whylen);
 
 /* ---- xattrs (xattr.c) ----------------------------------------------------- */
 
+/*
+ * The versioned xattrs of a file version, as one set: what a metadata file
+ * of format 2 holds in its body (versionfs(5); xattr.c has the design),
+ * what a metadata file of format 1 holds as xattrs of its own, what a
+ * base-layer file holds as real xattrs.  Every reader and writer of a
+ * metadata file's xattrs goes through these functions; none calls
+ * f*xattr(2) on a metadata file.
+ *
+ * Limits, those of Linux (a file system refuses past them, so does this):
+ * a name of at most 255 bytes (-ERANGE), a value of at most 65536 (-E2BIG),
+ * the names with their NULs at most 65536 (what listxattr(2) can return)
+ * and the whole section at most STORE_XATTR_SECTION_MAX bytes (-ENOSPC, as
+ * a file system out of xattr space answers).
+ */
+#define STORE_XATTR_NAME_MAX	255
+#define STORE_XATTR_VALUE_MAX	65536
+#define STORE_XATTR_LIST_MAX	65536
+#define STORE_XATTR_SECTION_MAX	(4u << 20)
+
+struct vfs_xattr {
+	char *name;			/* NUL-terminated, versioned */
+	void *value;			/* len bytes (malloc'ed; NULL if 0) */
+	uint32_t len;
+};
+
+/* Zero-initialise; store_xattrs_free() empties it again. */
+struct vfs_xattrs {
+	struct vfs_xattr *v;		/* sorted by name (strcmp), unique */
+	size_t n, cap;
+	size_t names;			/* bytes of the names with their NULs */
+	size_t size;			/* bytes of the section they make */
+};
+
 /* "user." and "trusted." are versioned; other namespaces are not. */
 bool store_xattr_versioned(const char *name);
+void store_xattrs_free(struct vfs_xattrs *x);
+/* The entry called name, or NULL; valid until x changes. */
+const struct vfs_xattr *store_xattrs_get(const struct vfs_xattrs *x,
+					 const char *name);
 /*
- * Copy the versioned xattrs of src_fd, or of the file at src_path (not
- * followed) if src_fd is -1, onto metadata file dst_fd.  Returns 1 if
- * dst_fd has xattrs afterwards, 0 if not, or -errno.
+ * Set name to val[0..len) (copied).  flags as setxattr(2)'s: XATTR_CREATE
+ * (-EEXIST if present), XATTR_REPLACE (-ENODATA if absent).  -EOPNOTSUPP
+ * for a name that is not versioned, -ERANGE, -E2BIG, -ENOSPC past the
+ * limits above, -ENOMEM; x is unchanged on failure.
+ */
+int store_xattrs_set(struct vfs_xattrs *x, const char *name, const void *val,
+		     size_t len, int flags);
+/* Remove name: 0 or -ENODATA. */
+int store_xattrs_remove(struct vfs_xattrs *x, const char *name);
+/* The names, each with its NUL, into buf[size] as listxattr(2) does:
+   their length (size 0: only the length), or -ERANGE. */
+ssize_t store_xattrs_list(const struct vfs_xattrs *x, char *buf,
+			  size_t size);
+/*
+ * Read the versioned xattrs of metadata file meta_fd into x (emptied
+ * first): format 2, its section; format 1, the file's own xattrs.  0,
+ * -errno, or BT_ECORRUPT with the field at fault in why (the record's
+ * magic, format, lengths or checksum; the section's magic, count, a
+ * length, a name, the order, the checksum).  x is empty on failure.
+ */
+int store_xattrs_read(int meta_fd, struct vfs_xattrs *x, char *why,
+		      size_t whylen);
+/*
+ * Make x the xattrs of metadata file meta_fd: its section written at the
+ * end of its record (or, on a file whose record is not written yet, where
+ * vm_write_fd() will find it), the file truncated after it.  A file of
+ * format 1 is converted: the section written and synced, its header set
+ * to format 2, its own xattrs removed.  0, -errno, or BT_ECORRUPT for a
+ * file whose record is damaged.
+ */
+int store_xattrs_write(int meta_fd, const struct vfs_xattrs *x);
+/*
+ * The versioned xattrs of a base-layer file, its real ones: through fd if
+ * fd >= 0, else through path, not following its last component (as
+ * store_base_at() gives it).  A file system without xattrs: empty.
+ */
+int store_xattrs_base(int fd, const char *path, struct vfs_xattrs *x);
+/*
+ * Copy the versioned xattrs of metadata file src_fd, or of the base file
+ * at src_path (not followed) if src_fd is -1, onto metadata file dst_fd
+ * (store_xattrs_read/_base, then _write).  Returns 1 if dst_fd has xattrs
+ * afterwards, 0 if not, or -errno (BT_ECORRUPT: src_fd's are damaged).
  */
 int store_xattr_copy(int src_fd, const char *src_path, int dst_fd);
 

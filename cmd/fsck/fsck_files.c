@@ -4,12 +4,15 @@
  *
  * Metadata files.  A record (I, V), V >= 1, with BT_INO_META has
  * obj/XX/I.meta.V, which must decode (magic, format, length, inode,
- * version, checksum: meta.c) and carry the attributes the index holds.
- * The index is the copy the daemon reads (doc/design.md,
- * "Versioning"), so --repair rewrites a damaged or disagreeing file
- * from it, in place, which keeps the file's extended attributes; a missing
- * file is recreated with the extended attributes of the version before
- * (what the daemon does for the open epoch after a crash), and says so.
+ * version, checksum, and in format 2 its xattr section: magic, count,
+ * lengths, checksum, names, order; meta.c, store/xattr.c) and carry the
+ * attributes the index holds.  The index is the copy the daemon reads
+ * (doc/design.md, "Versioning"), so --repair rewrites a damaged or
+ * disagreeing file from it, in place, which keeps the file's extended
+ * attributes (its section, or in format 1 its own xattrs); a damaged
+ * section, and a missing file, get the extended attributes of the version
+ * before (what the daemon does for the open epoch after a crash), and the
+ * report says so.
  * A version whose record has a link count of 0 may have no file: the
  * daemon writes none for an inode nothing can reach any more.
  *
@@ -124,15 +127,43 @@ static int meta_prev_xattrs(struct fsck *f, bt_txn *txn,
 	return n;
 }
 
+/*
+ * After a rewrite in place: if fd's xattr section is still damaged, give
+ * it the xattrs of the version before, or none; *note says which ("" if
+ * the section was sound).
+ */
+static int meta_fix_xattrs(struct fsck *f, bt_txn *txn,
+			   const struct bt_inode *r, int fd, const char **note)
+{
+	struct vfs_xattrs x = { 0 };
+	char why[128];
+	int rc;
+
+	*note = "";
+	rc = store_xattrs_read(fd, &x, why, sizeof(why));
+	store_xattrs_free(&x);
+	if (rc != BT_ECORRUPT)
+		return rc;
+	if (meta_prev_xattrs(f, txn, r, fd) > 0) {
+		*note = " (extended attributes taken from the version before)";
+		return 0;
+	}
+	*note = " (its extended attributes are lost)";
+	return store_xattrs_write(fd, &x);
+}
+
 /* Write the index's attributes into meta file `name` (created if
-   `create`). */
+   `create`); *note as meta_fix_xattrs. */
 static int meta_rewrite(struct fsck *f, bt_txn *txn, const struct bt_inode *r,
-			struct vmeta *m, const char *name, bool create)
+			struct vmeta *m, const char *name, bool create,
+			const char **note)
 {
 	char why[160];
 	int fd, rc = 0;
 
-	fd = fsck_open_file(f->obj_fd, name, O_WRONLY |
+	*note = "";
+	/* read and write: the record keeps the file's format and xattrs */
+	fd = fsck_open_file(f->obj_fd, name, O_RDWR |
 			    (create ? O_CREAT | O_EXCL : 0), 0600, why,
 			    sizeof(why));
 	if (fd < 0)
@@ -141,6 +172,8 @@ static int meta_rewrite(struct fsck *f, bt_txn *txn, const struct bt_inode *r,
 	    meta_prev_xattrs(f, txn, r, fd) <= 0)
 		m->flags &= ~(uint32_t)VM_XATTR;
 	rc = vm_write_fd(fd, r->ino, r->ver, m);
+	if (!rc && !create)
+		rc = meta_fix_xattrs(f, txn, r, fd, note);
 	if (!rc && fsync(fd))
 		rc = -errno;
 	close(fd);
@@ -151,7 +184,7 @@ int fsck_meta(struct fsck *f, bt_txn *txn, const struct bt_inode *r)
 {
 	struct vmeta file = { 0 }, idx = { 0 };
 	char name[64], where[96], why[160];
-	const char *diff;
+	const char *diff, *note;
 	bool had_xattrs;
 	int fd, rc;
 
@@ -177,7 +210,8 @@ int fsck_meta(struct fsck *f, bt_txn *txn, const struct bt_inode *r)
 			;	/* unreachable inode: no file is written */
 		else if (!f->repair)
 			fsck_problem(f, "meta-missing", where, NULL, "missing");
-		else if ((rc = meta_rewrite(f, txn, r, &idx, name, true)))
+		else if ((rc = meta_rewrite(f, txn, r, &idx, name, true,
+					    &note)))
 			fsck_problem(f, "meta-missing", where, NULL, "missing; "
 				     "rebuilding it failed: %s", strerror(-rc));
 		else
@@ -201,7 +235,7 @@ int fsck_meta(struct fsck *f, bt_txn *txn, const struct bt_inode *r)
 		fsck_problem(f, rc ? "meta-corrupt" : "meta-differs", where,
 			     NULL, "%s", why);
 	} else {
-		int wrc = meta_rewrite(f, txn, r, &idx, name, false);
+		int wrc = meta_rewrite(f, txn, r, &idx, name, false, &note);
 
 		if (wrc)
 			fsck_problem(f, rc ? "meta-corrupt" : "meta-differs",
@@ -209,8 +243,8 @@ int fsck_meta(struct fsck *f, bt_txn *txn, const struct bt_inode *r)
 				     why, strerror(-wrc));
 		else
 			fsck_problem(f, rc ? "meta-corrupt" : "meta-differs",
-				     where, "rewritten from the index", "%s",
-				     why);
+				     where, "rewritten from the index", "%s%s",
+				     why, note);
 	}
 	rc = 0;
 out:

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -492,6 +493,478 @@ START_TEST(test_clean_offline)
 }
 END_TEST
 
+
+/* ---- versioned xattrs (xattr.c) ---- */
+
+static int meta_tmp(void)
+{
+	char path[] = "/tmp/vfs-xattr-test-XXXXXX";
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	return fd;
+}
+
+static void meta_sample(struct vmeta *m, const char *target)
+{
+	memset(m, 0, sizeof(*m));
+	m->mode = (target ? S_IFLNK : S_IFREG) | 0644;
+	m->nlink = 1;
+	m->size = target ? strlen(target) : 10;
+	m->flags = VM_XATTR;
+	m->target = target ? strdup(target) : NULL;
+}
+
+static off_t fsize(int fd)
+{
+	struct stat st;
+
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	return st.st_size;
+}
+
+/* a and b hold the same entries */
+static void same_set(const struct vfs_xattrs *a, const struct vfs_xattrs *b)
+{
+	ck_assert_uint_eq(a->n, b->n);
+	ck_assert_uint_eq(a->size, b->size);
+	ck_assert_uint_eq(a->names, b->names);
+	for (size_t i = 0; i < a->n; i++) {
+		ck_assert_str_eq(a->v[i].name, b->v[i].name);
+		ck_assert_uint_eq(a->v[i].len, b->v[i].len);
+		if (a->v[i].len)
+			ck_assert_mem_eq(a->v[i].value, b->v[i].value,
+					 a->v[i].len);
+	}
+}
+
+START_TEST(test_xattrs_set)
+{
+	static char big[STORE_XATTR_VALUE_MAX + 1];
+	struct vfs_xattrs x = { 0 };
+	char name[300], list[64];
+	const struct vfs_xattr *e;
+	int i, rc = 0;
+
+	ck_assert_int_eq(store_xattrs_set(&x, "user.b", "2", 1, 0), 0);
+	ck_assert_int_eq(store_xattrs_set(&x, "user.a", "1", 1, 0), 0);
+	ck_assert_int_eq(store_xattrs_set(&x, "trusted.c", "", 0, 0), 0);
+	ck_assert_uint_eq(x.n, 3);
+	/* sorted: listxattr order */
+	ck_assert_int_eq(store_xattrs_list(&x, NULL, 0), 24);
+	ck_assert_int_eq(store_xattrs_list(&x, list, 23), -ERANGE);
+	ck_assert_int_eq(store_xattrs_list(&x, list, sizeof(list)), 24);
+	ck_assert_mem_eq(list, "trusted.c\0user.a\0user.b\0", 24);
+	ck_assert_int_eq(store_xattrs_set(&x, "user.a", "x", 1, XATTR_CREATE),
+			 -EEXIST);
+	ck_assert_int_eq(store_xattrs_set(&x, "user.z", "x", 1,
+					  XATTR_REPLACE), -ENODATA);
+	ck_assert_int_eq(store_xattrs_set(&x, "user.a", "xyz", 3,
+					  XATTR_REPLACE), 0);
+	ck_assert_ptr_nonnull(e = store_xattrs_get(&x, "user.a"));
+	ck_assert_uint_eq(e->len, 3);
+	ck_assert_mem_eq(e->value, "xyz", 3);
+	ck_assert_ptr_null(store_xattrs_get(&x, "user.q"));
+	/* namespaces and Linux's limits */
+	ck_assert_int_eq(store_xattrs_set(&x, "security.x", "1", 1, 0),
+			 -EOPNOTSUPP);
+	ck_assert_int_eq(store_xattrs_set(&x, "system.posix_acl_access", "1",
+					  1, 0), -EOPNOTSUPP);
+	memset(name, 'n', sizeof(name));
+	memcpy(name, "user.", 5);
+	name[256] = 0;
+	ck_assert_int_eq(store_xattrs_set(&x, name, "1", 1, 0), -ERANGE);
+	name[255] = 0;
+	ck_assert_int_eq(store_xattrs_set(&x, name, "1", 1, 0), 0);
+	ck_assert_int_eq(store_xattrs_set(&x, "user.big", big, sizeof(big), 0),
+			 -E2BIG);
+	ck_assert_int_eq(store_xattrs_set(&x, "user.big", big,
+					  STORE_XATTR_VALUE_MAX, 0), 0);
+	ck_assert_int_eq(store_xattrs_remove(&x, "user.q"), -ENODATA);
+	ck_assert_int_eq(store_xattrs_remove(&x, name), 0);
+	ck_assert_int_eq(store_xattrs_remove(&x, "trusted.c"), 0);
+	ck_assert_uint_eq(x.n, 3);
+	ck_assert_uint_eq(x.names, 9 + 7 + 7);
+	/* the section: 63 values of 64 KiB fit in 4 MiB, the 64th not */
+	for (i = 0; i < 80 && !rc; i++) {
+		snprintf(name, sizeof(name), "user.v%02d", i);
+		rc = store_xattrs_set(&x, name, big, STORE_XATTR_VALUE_MAX, 0);
+	}
+	ck_assert_int_eq(rc, -ENOSPC);
+	ck_assert_int_eq(i, 63);	/* user.big and 62 more */
+	ck_assert_ptr_null(store_xattrs_get(&x, name));
+	store_xattrs_free(&x);
+	ck_assert_uint_eq(x.n, 0);
+	/* the names: 64 KiB of them at most */
+	for (i = 0, rc = 0; i < 1000 && !rc; i++) {
+		memset(name, 'm', 255);
+		snprintf(name, sizeof(name), "user.%04d", i);
+		name[9] = 'm';
+		name[255] = 0;
+		rc = store_xattrs_set(&x, name, "", 0, 0);
+	}
+	ck_assert_int_eq(rc, -ENOSPC);
+	ck_assert_uint_eq(x.n, STORE_XATTR_LIST_MAX / 256);
+	store_xattrs_free(&x);
+}
+END_TEST
+
+START_TEST(test_xattrs_roundtrip)
+{
+	static char big[STORE_XATTR_VALUE_MAX];
+	struct vfs_xattrs x = { 0 }, y = { 0 };
+	struct vmeta m, r = { 0 };
+	char why[128], name[64];
+	uint64_t seed = 7;
+	int fd = meta_tmp();
+
+	/* a new file: no section, a file of just its record */
+	meta_sample(&m, NULL);
+	ck_assert_int_eq(vm_write_fd(fd, 5, 3, &m), 0);
+	ck_assert_int_eq(store_xattrs_write(fd, &x), 0);
+	ck_assert_int_eq(fsize(fd), 112);
+	ck_assert_int_eq(store_xattrs_read(fd, &y, why, sizeof(why)), 0);
+	ck_assert_uint_eq(y.n, 0);
+	/* many entries, of every size up to one of 64 KiB */
+	for (int i = 0; i < 200; i++) {
+		size_t len = rnd(&seed) % 300;
+		char val[300];
+
+		for (size_t j = 0; j < len; j++)
+			val[j] = (char)rnd(&seed);
+		snprintf(name, sizeof(name), "%s.k%llu", i % 5 ? "user" :
+			 "trusted", (unsigned long long)rnd(&seed) % 100000);
+		ck_assert_int_eq(store_xattrs_set(&x, name, val, len, 0), 0);
+	}
+	for (size_t j = 0; j < sizeof(big); j++)
+		big[j] = (char)rnd(&seed);
+	ck_assert_int_eq(store_xattrs_set(&x, "user.big", big, sizeof(big), 0),
+			 0);
+	ck_assert_int_eq(store_xattrs_write(fd, &x), 0);
+	ck_assert_int_eq(fsize(fd), 112 + 16 + (off_t)x.size);
+	ck_assert_int_eq(store_xattrs_read(fd, &y, why, sizeof(why)), 0);
+	same_set(&x, &y);
+	/* the record read and rewritten in place: the section stays */
+	ck_assert_int_eq(vm_read_fd(fd, 5, 3, &r, why, sizeof(why)), 0);
+	m.size = 99;
+	ck_assert_int_eq(vm_write_fd(fd, 5, 3, &m), 0);
+	ck_assert_int_eq(vm_read_fd(fd, 5, 3, &r, why, sizeof(why)), 0);
+	ck_assert_uint_eq(r.size, 99);
+	ck_assert_int_eq(store_xattrs_read(fd, &y, why, sizeof(why)), 0);
+	same_set(&x, &y);
+	/* fewer: the file is cut after the section; none: after the record */
+	ck_assert_int_eq(store_xattrs_remove(&x, "user.big"), 0);
+	ck_assert_int_eq(store_xattrs_write(fd, &x), 0);
+	ck_assert_int_eq(fsize(fd), 112 + 16 + (off_t)x.size);
+	ck_assert_int_eq(store_xattrs_read(fd, &y, why, sizeof(why)), 0);
+	same_set(&x, &y);
+	store_xattrs_free(&x);
+	ck_assert_int_eq(store_xattrs_write(fd, &x), 0);
+	ck_assert_int_eq(fsize(fd), 112);
+	ck_assert_int_eq(store_xattrs_read(fd, &y, why, sizeof(why)), 0);
+	ck_assert_uint_eq(y.n, 0);
+	vm_clear(&m);
+	close(fd);
+
+	/* a symlink's new file: the xattrs copied before the record (as the
+	   daemon does), moved behind the target by vm_write_fd */
+	fd = meta_tmp();
+	ck_assert_int_eq(store_xattrs_set(&x, "trusted.t", big, 5000, 0), 0);
+	ck_assert_int_eq(store_xattrs_set(&x, "trusted.u", "u", 1, 0), 0);
+	ck_assert_int_eq(store_xattrs_write(fd, &x), 0);
+	meta_sample(&m, "some/where/else");
+	ck_assert_int_eq(vm_write_fd(fd, 6, 2, &m), 0);
+	ck_assert_int_eq(vm_read_fd(fd, 6, 2, &r, why, sizeof(why)), 0);
+	ck_assert_str_eq(r.target, "some/where/else");
+	ck_assert_int_eq(store_xattrs_read(fd, &y, why, sizeof(why)), 0);
+	same_set(&x, &y);
+	ck_assert_int_eq(fsize(fd), 128 + 16 + (off_t)x.size);
+	/* and store_xattr_copy onto another new file */
+	{
+		int fd2 = meta_tmp();
+
+		ck_assert_int_eq(store_xattr_copy(fd, NULL, fd2), 1);
+		ck_assert_int_eq(vm_write_fd(fd2, 6, 3, &m), 0);
+		ck_assert_int_eq(store_xattrs_read(fd2, &y, why, sizeof(why)),
+				 0);
+		same_set(&x, &y);
+		close(fd2);
+	}
+	store_xattrs_free(&x);
+	store_xattrs_free(&y);
+	vm_clear(&m);
+	vm_clear(&r);
+	close(fd);
+}
+END_TEST
+
+/* Rewrite fd's section with its checksum made right again. */
+static void reseal(int fd, off_t pos)
+{
+	unsigned char b[4096];
+	ssize_t n = pread(fd, b, sizeof(b), pos);
+
+	ck_assert_int_gt(n, 16);
+	{
+		uint64_t sum = XXH64(b, (size_t)n - 8, 0);
+
+		for (int i = 0; i < 8; i++)
+			b[n - 8 + i] = (unsigned char)(sum >> (8 * i));
+	}
+	ck_assert_int_eq(pwrite(fd, b, (size_t)n, pos), n);
+}
+
+static void expect_bad(int fd, const char *want)
+{
+	struct vfs_xattrs y = { 0 };
+	struct vmeta r = { 0 };
+	char why[128] = "";
+
+	ck_assert_int_eq(store_xattrs_read(fd, &y, why, sizeof(why)),
+			 BT_ECORRUPT);
+	ck_assert_msg(strstr(why, want), "why '%s', want '%s'", why, want);
+	ck_assert_uint_eq(y.n, 0);
+	/* the record's reader refuses it too: the file is damaged */
+	why[0] = 0;
+	ck_assert_int_eq(vm_read_fd(fd, 5, 3, &r, why, sizeof(why)),
+			 BT_ECORRUPT);
+	ck_assert_msg(strstr(why, want), "vm_read_fd: '%s'", why);
+	/* and a rewrite of the section over it is refused on no account */
+	vm_clear(&r);
+}
+
+START_TEST(test_xattrs_damage)
+{
+	struct vfs_xattrs x = { 0 }, y = { 0 };
+	struct vmeta m;
+	char why[128];
+	unsigned char good[256], c;
+	off_t end;
+	int fd = meta_tmp();
+
+	/* record 112, section at 112: magic 4, count 4, then
+	   "user.a"=1 (6+6+1), "user.b"=22 (6+6+2), checksum 8 */
+	meta_sample(&m, NULL);
+	ck_assert_int_eq(vm_write_fd(fd, 5, 3, &m), 0);
+	ck_assert_int_eq(store_xattrs_set(&x, "user.a", "1", 1, 0), 0);
+	ck_assert_int_eq(store_xattrs_set(&x, "user.b", "22", 2, 0), 0);
+	ck_assert_int_eq(store_xattrs_write(fd, &x), 0);
+	end = fsize(fd);
+	ck_assert_int_eq(end, 112 + 8 + 13 + 14 + 8);
+	ck_assert_int_eq(pread(fd, good, (size_t)(end - 112), 112),
+			 end - 112);
+	/* every byte of the section flipped: refused, never accepted */
+	for (off_t o = 112; o < end; o++) {
+		ck_assert_int_eq(pread(fd, &c, 1, o), 1);
+		c ^= 0x41;
+		ck_assert_int_eq(pwrite(fd, &c, 1, o), 1);
+		ck_assert_int_eq(store_xattrs_read(fd, &y, why, sizeof(why)),
+				 BT_ECORRUPT);
+		c ^= 0x41;
+		ck_assert_int_eq(pwrite(fd, &c, 1, o), 1);
+	}
+	ck_assert_int_eq(store_xattrs_read(fd, &y, why, sizeof(why)), 0);
+	/* each field named */
+	c = 'X';
+	ck_assert_int_eq(pwrite(fd, &c, 1, 112), 1);
+	expect_bad(fd, "bad xattr section magic");
+	ck_assert_int_eq(pwrite(fd, good, 1, 112), 1);
+	c = 0xee;
+	ck_assert_int_eq(pwrite(fd, &c, 1, 112 + 7), 1);	/* count */
+	expect_bad(fd, "bad xattr count");
+	ck_assert_int_eq(pwrite(fd, good + 7, 1, 112 + 7), 1);
+	c = 0;
+	ck_assert_int_eq(pwrite(fd, &c, 1, 112 + 8), 1);	/* name len */
+	expect_bad(fd, "bad xattr name length");
+	ck_assert_int_eq(pwrite(fd, good + 8, 1, 112 + 8), 1);
+	c = 2;
+	ck_assert_int_eq(pwrite(fd, &c, 1, 112 + 8 + 5), 1);	/* value len */
+	expect_bad(fd, "bad xattr value length");
+	ck_assert_int_eq(pwrite(fd, good + 13, 1, 112 + 13), 1);
+	c = '9';
+	ck_assert_int_eq(pwrite(fd, &c, 1, 112 + 8 + 12), 1);	/* a value */
+	expect_bad(fd, "bad xattr section checksum");
+	ck_assert_int_eq(pwrite(fd, good + 20, 1, 112 + 20), 1);
+	/* sound checksums over bad names, bad order */
+	c = 'c';
+	ck_assert_int_eq(pwrite(fd, &c, 1, 112 + 8 + 6 + 5), 1); /* user.c */
+	reseal(fd, 112);
+	expect_bad(fd, "bad xattr order (entry 1)");
+	ck_assert_int_eq(pwrite(fd, good, sizeof(good) < (size_t)(end - 112) ?
+			 sizeof(good) : (size_t)(end - 112), 112), end - 112);
+	ck_assert_int_eq(pwrite(fd, "a", 1, 112 + 8 + 6 + 13 + 5), 1); /* b=a */
+	reseal(fd, 112);
+	expect_bad(fd, "bad xattr order (entry 1)");	/* a duplicate */
+	ck_assert_int_eq(pwrite(fd, good, (size_t)(end - 112), 112), end - 112);
+	ck_assert_int_eq(pwrite(fd, "\0", 1, 112 + 8 + 6 + 2), 1); /* us\0r */
+	reseal(fd, 112);
+	expect_bad(fd, "bad xattr name (entry 0)");
+	ck_assert_int_eq(pwrite(fd, good, (size_t)(end - 112), 112), end - 112);
+	ck_assert_int_eq(pwrite(fd, "xxxx", 4, 112 + 8 + 6), 1 * 4); /* xxxx.a */
+	reseal(fd, 112);
+	expect_bad(fd, "bad xattr name (entry 0)");
+	ck_assert_int_eq(pwrite(fd, good, (size_t)(end - 112), 112), end - 112);
+	ck_assert_int_eq(store_xattrs_read(fd, &y, why, sizeof(why)), 0);
+	same_set(&x, &y);
+	/* truncated anywhere in the section */
+	for (off_t t = end - 1; t > 112; t--) {
+		ck_assert_int_eq(ftruncate(fd, t), 0);
+		why[0] = 0;
+		ck_assert_int_eq(store_xattrs_read(fd, &y, why, sizeof(why)),
+				 BT_ECORRUPT);
+		ck_assert_msg(strstr(why, "truncated"), "at %lld: %s",
+			      (long long)t, why);
+	}
+	/* bytes after the checksum (a crash before the truncation): read */
+	ck_assert_int_eq(pwrite(fd, good, (size_t)(end - 112), 112), end - 112);
+	ck_assert_int_eq(pwrite(fd, "junkjunk", 8, end), 8);
+	ck_assert_int_eq(store_xattrs_read(fd, &y, why, sizeof(why)), 0);
+	same_set(&x, &y);
+	/* a damaged record: not read, not written over */
+	c = 0xff;
+	ck_assert_int_eq(pwrite(fd, &c, 1, 50), 1);
+	ck_assert_int_eq(store_xattrs_read(fd, &y, why, sizeof(why)),
+			 BT_ECORRUPT);
+	ck_assert_str_eq(why, "bad checksum");
+	ck_assert_int_eq(store_xattrs_write(fd, &x), BT_ECORRUPT);
+	/* rewritten from the index (fsck): the section kept */
+	ck_assert_int_eq(vm_write_fd(fd, 5, 3, &m), 0);
+	ck_assert_int_eq(store_xattrs_read(fd, &y, why, sizeof(why)), 0);
+	same_set(&x, &y);
+	store_xattrs_free(&x);
+	store_xattrs_free(&y);
+	vm_clear(&m);
+	close(fd);
+}
+END_TEST
+
+/* Make fd's record (of format 2, no section) a record of format 1. */
+static void make_format1(int fd, size_t tl)
+{
+	unsigned char b[112 + 64];
+	uint64_t sum;
+
+	ck_assert_int_eq(pread(fd, b, 112 + tl, 0), (ssize_t)(112 + tl));
+	b[4] = VM_FORMAT_1;
+	memset(b + 104, 0, 8);
+	sum = XXH64(b, 112 + tl, 0);
+	for (int i = 0; i < 8; i++)
+		b[104 + i] = (unsigned char)(sum >> (8 * i));
+	ck_assert_int_eq(pwrite(fd, b, 112, 0), 112);
+	ck_assert_int_eq(ftruncate(fd, (off_t)(112 + tl)), 0);
+}
+
+static int format_of(int fd)
+{
+	unsigned char b[6];
+
+	ck_assert_int_eq(pread(fd, b, 6, 0), 6);
+	return b[4] | b[5] << 8;
+}
+
+START_TEST(test_xattrs_format1)
+{
+	struct vfs_xattrs x = { 0 }, y = { 0 };
+	struct vmeta m, r = { 0 };
+	char why[128], list[256];
+	int fd = meta_tmp(), fd2;
+
+	meta_sample(&m, NULL);
+	ck_assert_int_eq(vm_write_fd(fd, 5, 3, &m), 0);
+	make_format1(fd, 0);
+	if (fsetxattr(fd, "user.one", "1", 1, 0) && errno == ENOTSUP) {
+		close(fd);
+		return;		/* /tmp without user xattrs */
+	}
+	ck_assert_int_eq(fsetxattr(fd, "user.two", "22", 2, 0), 0);
+	ck_assert_int_eq(fsetxattr(fd, "user.empty", "", 0, 0), 0);
+	ck_assert_int_eq(format_of(fd), 1);
+	ck_assert_int_eq(vm_read_fd(fd, 5, 3, &r, why, sizeof(why)), 0);
+	/* read: the file's own */
+	ck_assert_int_eq(store_xattrs_read(fd, &y, why, sizeof(why)), 0);
+	ck_assert_uint_eq(y.n, 3);
+	ck_assert_str_eq(y.v[0].name, "user.empty");
+	ck_assert_mem_eq(store_xattrs_get(&y, "user.two")->value, "22", 2);
+	/* the record rewritten in place: still format 1, xattrs its own */
+	m.size = 77;
+	ck_assert_int_eq(vm_write_fd(fd, 5, 3, &m), 0);
+	ck_assert_int_eq(format_of(fd), 1);
+	ck_assert_int_eq(fsize(fd), 112);
+	ck_assert_int_eq(vm_read_fd(fd, 5, 3, &r, why, sizeof(why)), 0);
+	ck_assert_uint_eq(r.size, 77);
+	ck_assert_int_eq(store_xattrs_read(fd, &x, why, sizeof(why)), 0);
+	same_set(&x, &y);
+	/* copied: the new file is format 2 with the same set */
+	fd2 = meta_tmp();
+	ck_assert_int_eq(store_xattr_copy(fd, NULL, fd2), 1);
+	ck_assert_int_eq(vm_write_fd(fd2, 5, 4, &m), 0);
+	ck_assert_int_eq(format_of(fd2), 2);
+	ck_assert_int_eq(flistxattr(fd2, list, sizeof(list)), 0);
+	ck_assert_int_eq(store_xattrs_read(fd2, &x, why, sizeof(why)), 0);
+	same_set(&x, &y);
+	close(fd2);
+	/* written: converted, the section there, no xattrs of its own */
+	ck_assert_int_eq(store_xattrs_set(&x, "user.three", "333", 3, 0), 0);
+	ck_assert_int_eq(store_xattrs_remove(&x, "user.one"), 0);
+	ck_assert_int_eq(store_xattrs_write(fd, &x), 0);
+	ck_assert_int_eq(format_of(fd), 2);
+	ck_assert_int_eq(flistxattr(fd, list, sizeof(list)), 0);
+	ck_assert_int_eq(vm_read_fd(fd, 5, 3, &r, why, sizeof(why)), 0);
+	ck_assert_uint_eq(r.size, 77);
+	ck_assert_int_eq(store_xattrs_read(fd, &y, why, sizeof(why)), 0);
+	same_set(&x, &y);
+	/* and a format 1 file whose record is damaged keeps its format and
+	   its xattrs when fsck rewrites it from the index */
+	ck_assert_int_eq(ftruncate(fd, 0), 0);
+	ck_assert_int_eq(vm_write_fd(fd, 5, 3, &m), 0);
+	make_format1(fd, 0);
+	ck_assert_int_eq(fsetxattr(fd, "user.one", "1", 1, 0), 0);
+	ck_assert_int_eq(pwrite(fd, "\xff", 1, 30), 1);
+	ck_assert_int_eq(vm_read_fd(fd, 5, 3, &r, why, sizeof(why)),
+			 BT_ECORRUPT);
+	ck_assert_int_eq(vm_write_fd(fd, 5, 3, &m), 0);
+	ck_assert_int_eq(format_of(fd), 1);
+	ck_assert_int_eq(store_xattrs_read(fd, &y, why, sizeof(why)), 0);
+	ck_assert_uint_eq(y.n, 1);
+	store_xattrs_free(&x);
+	store_xattrs_free(&y);
+	vm_clear(&m);
+	vm_clear(&r);
+	close(fd);
+}
+END_TEST
+
+/* A base-layer file's own xattrs; a link is never followed. */
+START_TEST(test_xattrs_base)
+{
+	char dir[] = "/tmp/vfs-xattr-base-XXXXXX", f[64], l[64];
+	struct vfs_xattrs x = { 0 };
+	int fd;
+
+	ck_assert(mkdtemp(dir));
+	snprintf(f, sizeof(f), "%s/f", dir);
+	snprintf(l, sizeof(l), "%s/l", dir);
+	fd = open(f, O_RDWR | O_CREAT, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(symlink("f", l), 0);
+	if (fsetxattr(fd, "user.base", "b", 1, 0) == 0) {
+		ck_assert_int_eq(store_xattrs_base(-1, f, &x), 0);
+		ck_assert_uint_eq(x.n, 1);
+		ck_assert_int_eq(store_xattrs_base(fd, NULL, &x), 0);
+		ck_assert_uint_eq(x.n, 1);
+		ck_assert_int_eq(store_xattrs_base(-1, l, &x), 0);
+		ck_assert_uint_eq(x.n, 0);	/* the link's, not f's */
+	}
+	ck_assert_int_eq(store_xattrs_base(-1, "/nonexistent/x", &x), -ENOENT);
+	store_xattrs_free(&x);
+	close(fd);
+	unlink(l);
+	unlink(f);
+	rmdir(dir);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -511,6 +984,14 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_open_lock);
 	tcase_add_test(tc, test_changes);
 	tcase_add_test(tc, test_clean_offline);
+	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("xattrs");
+	tcase_add_test(tc, test_xattrs_set);
+	tcase_add_test(tc, test_xattrs_roundtrip);
+	tcase_add_test(tc, test_xattrs_damage);
+	tcase_add_test(tc, test_xattrs_format1);
+	tcase_add_test(tc, test_xattrs_base);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	return s;
