@@ -213,7 +213,7 @@ static int write_meta_file(struct vnode *vn, uint64_t E)
 	int fd = -1, rc = 0, n;
 
 	if (!created) {
-		fd = store_open_meta(vfs->st, vn->vino, E, O_WRONLY);
+		fd = store_open_meta(vfs->st, vn->vino, E, O_RDWR);
 		if (fd == -ENOENT) {
 			/* a full disk kept it from being written or rebuilt
 			   (vn_check_meta): create it now */
