@@ -115,10 +115,11 @@ static void hex_id(const unsigned char id[16], char out[33])
 		snprintf(out + 2 * i, 3, "%02x", id[i]);
 }
 
+/* REFUSE with err, a positive errno (peer.h) */
 static void refuse(struct rep_conn *c, const char *who, const char *store,
 		   int err, const char *reason)
 {
-	struct rep_wire w = { .type = RW_REFUSE, .err = -err };
+	struct rep_wire w = { .type = RW_REFUSE, .err = err };
 
 	vfs_log(LOG_WARNING, "refused %s%s%s: %s", who, store ? " store " : "",
 		store ? store : "", reason);
