@@ -331,7 +331,10 @@ int rep_recv_whole(const char *dir, const struct rep_source *src,
  * What the replica in dir holds (discard.c): its store id (zeros if dir
  * holds no replica), its checkpoint ids in ascending order (*ids
  * malloc'ed, NULL if none) and the first one it received (*first, 0 if
- * none).  Opens the store briefly (its lock).
+ * none).  Opens the store read-only for a moment, without its lock
+ * (STORE_RDONLY: a mounted replica answers too), and reads its committed
+ * index: after a power loss, until a locked open restored the replica's
+ * last durable point, that may include a checkpoint never acknowledged.
  */
 int rep_held(const char *dir, unsigned char id[16], uint64_t **ids,
 	     size_t *n, uint64_t *first, char *err, size_t errlen);
