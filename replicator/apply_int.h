@@ -112,12 +112,14 @@ int ap_stage_open(struct rcv *r, uint64_t ino, uint64_t ver, bool meta,
 		  int flags);
 /* Whether obj/ holds the metadata or content file of (ino, ver). */
 bool ap_obj_exists(struct rcv *r, uint64_t ino, uint64_t ver, bool meta);
-/* Remove the staging directory (its files, then itself), synced. */
-int ap_stage_remove(int store_fd);
+/* Remove the staging directory (its files, then itself); synced if
+   sync (a recovery), else left to the next barrier (after a commit). */
+int ap_stage_remove(int store_fd, bool sync);
 /* Undo what an interrupted receive left (see apply.c, ATOMICITY). */
 int ap_recover(struct rcv *r);
-/* Write and fsync a small file in dfd. */
-int ap_write_small(int dfd, const char *name, const char *buf, size_t len);
+/* Write a small file in dfd, fsynced if sync (else a later barrier's). */
+int ap_write_small(int dfd, const char *name, const char *buf, size_t len,
+		   bool sync);
 
 /* apply_base.c */
 int ap_base_start(struct rcv *r, const struct rep_base *b);
