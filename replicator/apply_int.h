@@ -89,6 +89,8 @@ struct rcv {
 	uint64_t meta_ino, meta_ver;	/* as on the wire */
 	int data_fd;			/* last content file written */
 	uint64_t data_ino, data_ver;
+	uint64_t wb_off, wb_len;	/* its bytes not yet written back
+					   (apply_frame.c, on_data) */
 	int base_fd;			/* last BASE file (-1: none/special) */
 	struct rep_base base;		/* fields only; path not kept */
 	bool base_on;
