@@ -278,10 +278,11 @@ static int drain(struct rep_reader *rd, char *err, size_t errlen)
 }
 
 static int recv_one(const char *dir, const struct rep_source *src,
-		    bool whole, struct rep_stats *stats, char *err,
-		    size_t errlen)
+		    bool whole, const struct rep_recv_hooks *hooks,
+		    struct rep_stats *stats, char *err, size_t errlen)
 {
-	struct rcv r = { .dir = dir, .dir_fd = -1, .stage_fd = -1,
+	struct rcv r = { .dir = dir, .hooks = hooks, .dir_fd = -1,
+			 .stage_fd = -1,
 			 .meta_fd = -1, .data_fd = -1, .base_fd = -1,
 			 .err = err, .errlen = errlen };
 	struct rep_reader rd;
@@ -350,6 +351,7 @@ static int recv_one(const char *dir, const struct rep_source *src,
 			goto out;
 		}
 	}
+	r.totals = &rd.st;
 	rc = ap_finish(&r);
 out:
 	if (rc != -EEXIST)
@@ -400,11 +402,18 @@ out:
 int rep_recv(const char *dir, const struct rep_source *src,
 	     struct rep_stats *stats, char *err, size_t errlen)
 {
-	return recv_one(dir, src, false, stats, err, errlen);
+	return recv_one(dir, src, false, NULL, stats, err, errlen);
 }
 
 int rep_recv_whole(const char *dir, const struct rep_source *src,
 		   struct rep_stats *stats, char *err, size_t errlen)
 {
-	return recv_one(dir, src, true, stats, err, errlen);
+	return recv_one(dir, src, true, NULL, stats, err, errlen);
+}
+
+int rep_recv_with(const char *dir, const struct rep_source *src,
+		  const struct rep_recv_hooks *hooks, struct rep_stats *stats,
+		  char *err, size_t errlen)
+{
+	return recv_one(dir, src, false, hooks, stats, err, errlen);
 }

@@ -278,7 +278,10 @@ int ap_finish(struct rcv *r)
 	bt_env_release(env);
 	if (rc)
 		return rc;
-	/* C is durable: the rest is tidying (apply.c, step 6) */
+	/* C is durable: the caller may say so now; the rest is tidying
+	   (apply.c, step 6) */
+	if (r->hooks && r->hooks->durable)
+		r->hooks->durable(r->hooks->arg, r->C, r->totals);
 	close(r->stage_fd);
 	r->stage_fd = -1;
 	ap_stage_remove(sfd, false);

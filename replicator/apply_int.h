@@ -57,6 +57,8 @@ struct p_dirtime {
 
 struct rcv {
 	const char *dir;
+	const struct rep_recv_hooks *hooks;	/* NULL: none */
+	const struct rep_stats *totals;		/* the reader's, for hooks */
 	struct vstore *st;
 	int dir_fd;			/* DIR, O_PATH */
 	int stage_fd;			/* .versionfs/recv */

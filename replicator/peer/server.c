@@ -33,9 +33,10 @@
  * FIN) holds a thread for two minutes, not forever.  Which messages may
  * come when is rep_wire_next's table (wire.c); anything else is refused.
  *
- * Acknowledgement: ACK C is sent only after rep_recv returned 0, which it
- * does only once C is durable on the replica; a stream of a checkpoint
- * held already (-EEXIST) is acknowledged too (a resend after a lost ACK).
+ * Acknowledgement: ACK C is sent once C is durable on the replica and the
+ * stream's DONE was read, from rep_recv_with's hook, before the replica
+ * is tidied and closed; a stream of a checkpoint held already (-EEXIST)
+ * is acknowledged too (a resend after a lost ACK).
  * Every refusal is one log line naming the primary and the reason, then a
  * REFUSE to the primary and the end of the connection.
  */
@@ -141,8 +142,7 @@ static void hex_id(const unsigned char id[16], char out[33])
 		snprintf(out + 2 * i, 3, "%02x", id[i]);
 }
 
-/* REFUSE with err, a positive errno (version 1 sent it negated, which a
-   primary reads as EPROTO) */
+/* REFUSE with err, a positive errno */
 static void refuse(struct rep_conn *c, const char *who, const char *store,
 		   int err, const char *reason)
 {
@@ -155,37 +155,79 @@ static void refuse(struct rep_conn *c, const char *who, const char *store,
 	rep_wire_send(c, &w, NULL);
 }
 
+/* One stream being served: what the acknowledgement needs. */
+struct strm {
+	struct rep_conn *c;
+	int sock;
+	const char *who, *hex;
+	struct inbound *in;
+	uint64_t ckpt;
+	bool finished;			/* in_finish done */
+	int fin;			/* its result */
+	bool acked;			/* ACK sent */
+};
+
+/* Read on to DONE (in_finish) and, if the stream ended well (held: it
+   was applied now, or before), log it and ACK. */
+static void ack_stream(struct strm *x, bool held, bool before,
+		       uint64_t bytes)
+{
+	struct rep_wire a = { .type = RW_ACK, .ckpt = x->ckpt };
+	const struct in_result *d;
+
+	x->fin = in_finish(x->in, held, x->sock);
+	x->finished = true;
+	d = in_result(x->in);
+	if (!held || x->fin || d->aborted || d->err)
+		return;
+	vfs_log(LOG_INFO, "%s store %s: checkpoint %llu %s (%llu bytes)",
+		x->who, x->hex, (unsigned long long)x->ckpt, before ?
+		"held already" : "applied", (unsigned long long)bytes);
+	x->acked = rep_wire_send(x->c, &a, NULL) == 0;
+}
+
+/* rep_recv_with's hook: C is durable, the replica not yet closed (its
+   durable point at close is not the primary's to wait for). */
+static void on_durable(void *arg, uint64_t ckpt, const struct rep_stats *st)
+{
+	struct strm *x = arg;
+
+	(void)ckpt;
+	ack_stream(x, true, false, st ? st->bytes : 0);
+}
+
 /* A STREAM: apply it, acknowledge it.  1: go on, 0: end the session. */
 static int serve_stream(struct rep_conn *c, int sock,
 			const struct rep_wire *s, const char *dir,
 			const unsigned char id[16], const char *who,
 			const char *hex)
 {
-	struct rep_wire a = { .type = RW_ACK, .ckpt = s->ckpt };
+	struct strm x = { .c = c, .sock = sock, .who = who, .hex = hex,
+			  .ckpt = s->ckpt };
+	struct rep_recv_hooks hooks = { on_durable, &x };
 	struct rep_stats stats = { 0 };
 	const struct in_result *d;
-	struct inbound *in = NULL;
 	struct rep_source src;
 	char err[512] = "", why[704];	/* the number, d->why and err */
-	int rc, fin;
+	int rc, ret = 0;
 
-	if ((rc = in_start(c, id, IDLE_MS, &in))) {
-		refuse(c, who, hex, rc, "no thread to receive the stream");
+	if ((rc = in_start(c, id, IDLE_MS, &x.in))) {
+		refuse(c, who, hex, -rc, "no thread to receive the stream");
 		return 0;
 	}
-	rc = in_source(in, &src);
+	rc = in_source(x.in, &src);
 	if (!rc)
-		rc = rep_recv(dir, &src, &stats, err, sizeof(err));
-	fin = in_finish(in, rc == 0 || rc == -EEXIST, sock);
-	d = in_result(in);
+		rc = rep_recv_with(dir, &src, &hooks, &stats, err,
+				   sizeof(err));
+	if (!x.finished)	/* not applied, or held already */
+		ack_stream(&x, rc == -EEXIST, true, stats.bytes);
+	d = in_result(x.in);
 	if (d->aborted) {
 		vfs_log(LOG_WARNING, "%s store %s: the primary abandoned "
 			"checkpoint %llu; nothing of it applied", who, hex,
 			(unsigned long long)s->ckpt);
-		in_free(in);
-		return 1;
-	}
-	if (d->err && d->err != -ECANCELED) {
+		ret = 1;
+	} else if (d->err && d->err != -ECANCELED) {
 		snprintf(why, sizeof(why), "checkpoint %llu: %s%s%s",
 			 (unsigned long long)s->ckpt, d->why[0] ? d->why :
 			 strerror(-d->err), err[0] ? "; " : "", err);
@@ -196,35 +238,24 @@ static int serve_stream(struct rep_conn *c, int sock,
 				who, hex, (unsigned long long)s->ckpt,
 				strerror(-d->err));
 		else
-			refuse(c, who, hex, d->err, why);
-		in_free(in);
-		return 0;
-	}
-	in_free(in);
-	if (rc && rc != -EEXIST) {
+			refuse(c, who, hex, -d->err, why);
+	} else if (rc && rc != -EEXIST) {
 		snprintf(why, sizeof(why), "checkpoint %llu: %s",
 			 (unsigned long long)s->ckpt, err[0] ? err :
 			 strerror(-rc));
-		refuse(c, who, hex, rc, why);
-		return 0;
-	}
-	if (fin == -EPROTO) {
+		refuse(c, who, hex, -rc, why);
+	} else if (x.fin == -EPROTO) {
 		refuse(c, who, hex, EPROTO, "stream bytes after END");
-		return 0;
-	}
-	if (fin) {
+	} else if (x.fin) {
 		vfs_log(LOG_WARNING, "%s store %s: checkpoint %llu applied, "
 			"but the connection failed before its DONE (%s); the "
 			"primary will find it held", who, hex,
-			(unsigned long long)s->ckpt, strerror(-fin));
-		return 0;
+			(unsigned long long)s->ckpt, strerror(-x.fin));
+	} else if (x.acked) {
+		ret = 1;
 	}
-	if (rep_wire_send(c, &a, NULL))
-		return 0;
-	vfs_log(LOG_INFO, "%s store %s: checkpoint %llu %s (%llu bytes)", who,
-		hex, (unsigned long long)s->ckpt, rc ? "held already" :
-		"applied", (unsigned long long)stats.bytes);
-	return 1;
+	in_free(x.in);
+	return ret;
 }
 
 /* HELD for session x: what its replica holds.  0, or -errno refused. */
