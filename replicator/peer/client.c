@@ -23,6 +23,16 @@
  * copy).  What a kept connection carries over is only the connection:
  * the version agreed, the store it named, its message buffer.
  *
+ * SHORT ROUNDS.  What the peer holds is known after a round on a kept
+ * connection: its newest checkpoint on our line is the last one it
+ * acknowledged (or named in HELD) on this very connection, and nothing
+ * else can change the replica meanwhile but a mount of it, which makes
+ * the next stream refused (the registry keeps every other connection of
+ * the store out: server.c).  So the next round starts with its STREAM if
+ * that checkpoint is still on our line, and with HELLO otherwise (a
+ * rollback below it: the peer's whole list decides the discard), on a
+ * new connection, and when the owner asks (o->hello: the keep-alive).
+ *
  * VERSIONS.  rep_peer_sync offers version 1, so a one-shot caller
  * (versionfs-send --peer) works with any peer.  rep_client offers what
  * its owner says, REP_PEER_VERSION at first; a version-1 peer answers
@@ -272,14 +282,28 @@ static int hello(struct rep_conn *c, const unsigned char id[16],
 	return 0;
 }
 
-/* One round (peer.h, PROTOCOL) on c; *agreed as for hello(). */
+/* Whether checkpoint id is on the line. */
+static bool on_line(const struct line_ck *line, size_t n, uint64_t id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (line[i].id == id)
+			return true;
+	return false;
+}
+
+/*
+ * One round (peer.h, PROTOCOL) on c; *agreed as for hello().  known: the
+ * newest checkpoint the peer holds, as the last round on this connection
+ * left it (0: unknown, ask with HELLO); if it is still on our line and
+ * o->hello is not set, the round starts with its first STREAM.
+ */
 static int round_on(struct vstore *st, struct rep_conn *c, uint32_t offer,
-		    uint32_t *agreed, void **buf, size_t *cap,
+		    uint32_t *agreed, uint64_t known, void **buf, size_t *cap,
 		    const struct rep_peer_opts *o, struct rep_peer_stats *s,
 		    char *err, size_t errlen)
 {
 	unsigned char id[16];
-	struct rep_wire w;
+	struct rep_wire w = { .n = 0 };
 	struct line_ck *line = NULL;
 	size_t nline = 0, i, start;
 	uint64_t common = 0, last_held = 0;
@@ -288,11 +312,15 @@ static int round_on(struct vstore *st, struct rep_conn *c, uint32_t offer,
 	memset(s, 0, sizeof(*s));
 	if (err && errlen)
 		*err = 0;
-	if ((rc = store_id(st, id)))
-		return rc;
+	if ((rc = store_id(st, id)) || (rc = current_line(st, &line, &nline)))
+		goto out;
+	if (known && !o->hello && on_line(line, nline, known)) {
+		/* the peer's last word on this connection (peer.h,
+		   SHORT ROUNDS): no HELLO */
+		common = last_held = known;
+		goto ship;
+	}
 	if ((rc = hello(c, id, offer, agreed, o, &w, buf, cap, err, errlen)))
-		return rc;
-	if ((rc = current_line(st, &line, &nline)))
 		goto out;
 	/* the newest checkpoint of the peer that is on our line */
 	for (uint32_t k = w.n; k-- > 0 && !common;) {
@@ -324,6 +352,7 @@ static int round_on(struct vstore *st, struct rep_conn *c, uint32_t offer,
 		if (o->acked)
 			o->acked(o->arg, common, 0);
 	}
+ship:
 	s->acked = common;
 	if (common) {
 		for (start = 0; line[start].id != common; start++)
@@ -371,7 +400,7 @@ int rep_peer_sync(struct vstore *st, struct rep_conn *c,
 	size_t cap = 0;
 	int rc;
 
-	rc = round_on(st, c, 1, &agreed, &buf, &cap, o, s, err, errlen);
+	rc = round_on(st, c, 1, &agreed, 0, &buf, &cap, o, s, err, errlen);
 	free(buf);
 	return rc;
 }
@@ -384,6 +413,8 @@ struct rep_client {
 	uint32_t offer, version;	/* version: agreed, 0 before HELD */
 	unsigned rounds;
 	bool broken;			/* a round failed: no more */
+	uint64_t known;			/* the peer's newest checkpoint, as
+					   the last round left it; 0: ask */
 	unsigned char id[16];		/* the store its rounds name */
 	void *buf;			/* messages from the peer */
 	size_t cap;
@@ -430,12 +461,14 @@ int rep_client_round(struct rep_client *cl, struct vstore *st,
 		return -EINVAL;
 	}
 	memcpy(cl->id, id, 16);
-	rc = round_on(st, cl->c, cl->offer, &cl->version, &cl->buf, &cl->cap,
-		      o, s, err, errlen);
-	if (rc)
+	rc = round_on(st, cl->c, cl->offer, &cl->version, cl->known, &cl->buf,
+		      &cl->cap, o, s, err, errlen);
+	if (rc) {
 		cl->broken = true;
-	else
+	} else {
 		cl->rounds++;
+		cl->known = s->acked;
+	}
 	return rc;
 }
 

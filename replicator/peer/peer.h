@@ -45,6 +45,16 @@
  * round with that peer.  A primary that needs one round only (versionfs-
  * send --peer, rep_peer_sync) offers version 1 and works with every peer.
  *
+ * SHORT ROUNDS (version 2).  After a round the primary knows the peer's
+ * newest checkpoint on its line: the last one the peer acknowledged or
+ * named in HELD on this connection.  While that one is still on the
+ * primary's line, the next round may start with its first STREAM
+ * (after an ACK a STREAM is in order anyway), saving a round trip and
+ * the peer's reading of its replica per checkpoint; a rollback below it
+ * needs the peer's whole list, and starts with HELLO.  If the replica
+ * changed meanwhile (mounted for a failover), the stream is refused and
+ * the next connection starts with HELLO.
+ *
  * IDLE CONNECTIONS (version 2).  Between rounds nothing is sent either
  * way.  A primary that keeps a connection open starts a round at least
  * every REP_KEEPALIVE_S (a round with nothing to ship is HELLO, HELD: the
@@ -167,6 +177,9 @@ struct rep_peer_opts {
 	uint64_t bwlimit;		/* bytes per second, 0: none */
 	bool compress;			/* zstd the stream */
 	int timeout_ms;			/* per reply; 0: 10 minutes */
+	bool hello;			/* rep_client_round: start with HELLO
+					   even when the peer's state is
+					   known (the keep-alive) */
 	/* called after each acknowledgement (ack of a discard: shipped 0) */
 	void (*acked)(void *arg, uint64_t ckpt, uint64_t shipped);
 	/* polled between streams and DATA messages: stop when true */
@@ -210,7 +223,9 @@ struct rep_client;
 int rep_client_new(struct rep_conn *c, int fd, uint32_t offer,
 		   struct rep_client **out);
 /*
- * One round on cl, as rep_peer_sync.  -EPROTONOSUPPORT: the peer speaks
+ * One round on cl, as rep_peer_sync, but starting with the first STREAM
+ * when the last round left the peer's state known (SHORT ROUNDS) and
+ * o->hello is not set.  -EPROTONOSUPPORT: the peer speaks
  * version 1 only and refused the HELLO (it closed the connection: close
  * cl, open a new connection offering 1).  After an error cl takes no
  * more rounds.

@@ -85,7 +85,7 @@ start_repd() {
 	local i n0
 	# the log is appended to: wait for this receiver's own line
 	n0=$(cat "$T/repd.$2.log" 2>/dev/null | grep -c listening)
-	"${QX[@]}" "$REPD" -f --listen "$ADDR:$2" --dir "$1" \
+	"${QX[@]}" "$REPD" -f ${REPD_DEBUG:+-d} --listen "$ADDR:$2" --dir "$1" \
 		--secret-file "${3:-$T/secret}" >> "$T/repd.$2.log" 2>&1 &
 	REPD_PID=$!
 	_repd_pids+=("$REPD_PID")
@@ -379,7 +379,7 @@ vfs_umount "$M"
 # ==== the kept connection (protocol version 2): checkpoints after the
 # first take no dial and no handshake; named cases
 B=$prim/b3 M=$prim/m3 P=$peer/replicas3 PORT=$((PORT + 1))
-start_repd "$P" "$PORT"
+REPD_DEBUG=1 start_repd "$P" "$PORT"
 vfs_mount "$B" "$M" -o "replicate=$ADDR:$PORT,secret=$T/secret,wait=peer"
 mkdir "$M/d0" "$M/d1" "$M/d2"
 
@@ -393,12 +393,17 @@ applied() { grep -q "checkpoint $1 applied" "$T/repd.$PORT.log"; }
 # ms since the epoch
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
+# HELLOs after a connection's first (the receiver's debug log)
+hellos() { grep -c ": round [0-9]*, [0-9]* checkpoints held" "$T/repd.$PORT.log"; }
+
 # 20 checkpoints, each returning once the peer applied it, all over the
-# one connection the mount opened, which stays open between them
+# one connection the mount opened, which stays open between them; each
+# starts with its stream (no HELLO: the peer's state is known from the
+# last acknowledgement), but for a keep-alive round every 30 s
 one_connection() {
-	local i c n0
+	local i c n0 h0 t0
 	for i in $(seq 50); do [ "$(conns)" -ge 1 ] && break; sleep 0.1; done
-	n0=$(conns)
+	n0=$(conns) h0=$(hellos) t0=$(date +%s)
 	[ "$n0" = 1 ] || fail "the mount made $n0 connections, want 1"
 	for i in $(seq 20); do
 		work 3
@@ -406,6 +411,8 @@ one_connection() {
 		applied "$c" || fail "checkpoint $c returned before the peer applied it"
 	done
 	[ "$(conns)" = "$n0" ] || fail "$(( $(conns) - n0 )) more connections for 20 checkpoints"
+	[ $(( $(hellos) - h0 )) -le $(( ($(date +%s) - t0) / 30 + 1 )) ] ||
+		fail "$(( $(hellos) - h0 )) HELLOs for 20 checkpoints in $(( $(date +%s) - t0 )) s"
 	[ "$(established)" = 1 ] || fail "$(established) connections established between checkpoints, want 1"
 	compare
 }

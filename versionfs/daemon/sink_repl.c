@@ -17,7 +17,9 @@
  * peer.h): dialled and authenticated for the first round, then kept
  * while the mount replicates, so a checkpoint waits for its stream and
  * the peer's apply, not for a dial, a handshake and a thread on the
- * peer.  While it is kept the thread waits for the next kick in poll(2)
+ * peer; and, the peer's state being known from the last round, a kicked
+ * round starts with its STREAM, without HELLO and HELD (peer.h, SHORT
+ * ROUNDS).  While it is kept the thread waits for the next kick in poll(2)
  * on an eventfd and the connection's socket: the peer never sends
  * unasked, so a readable socket means it closed the connection (its idle
  * timeout, its restart, a newer connection of this store), and the
@@ -246,12 +248,12 @@ static bool conn_error(int rc)
 
 /* One round, on the kept connection or a new one: 0, or -errno with err
    filled. */
-static int rp_round(struct rp_link *l, const struct rp_cfg *g, char *err,
-		    size_t errlen)
+static int rp_round(struct rp_link *l, const struct rp_cfg *g, bool hello,
+		    char *err, size_t errlen)
 {
 	struct rep_peer_opts o = {
 		.bwlimit = g->bwlimit, .compress = g->compress,
-		.acked = on_acked, .stop = should_stop,
+		.acked = on_acked, .stop = should_stop, .hello = hello,
 	};
 	struct rep_peer_stats s;
 	bool retried = false, kept;
@@ -389,7 +391,9 @@ static void *rp_thread(void *arg)
 		    now - l.v1_at >= RP_V1_S * 1000)
 			l.offer = REP_PEER_VERSION;
 
-		rc = rp_round(&l, &g, err, sizeof(err));
+		/* a kick ships at once; a timer's round asks the peer
+		   (HELLO: the keep-alive, and what it holds) */
+		rc = rp_round(&l, &g, !kick, err, sizeof(err));
 		if (!rc) {
 			/* a keep-alive (or timer) round past the idle bound,
 			   with nothing waiting for the cleaner either:
