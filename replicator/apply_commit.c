@@ -5,12 +5,15 @@
  * The plan is checked against the replica before anything leaves the
  * staging directory: every holder and map version it names is held or
  * staged, every entry it ends exists, every inode new to the replica was
- * created in C.  Then one barrier (syncfs) covers every staged file, the
- * list of names goes to recv/moving (synced), the names are renamed into
- * obj/, a second barrier makes the renames durable, and one LMDB write
- * transaction adds every record, map, entry and log entry, the checkpoint
- * and the new open epoch, followed by a durable point.  Only then is C
- * there; a crash before leaves it absent (apply_stage.c cleans up).
+ * created in C.  Then the list of names goes to recv/moving, one barrier
+ * (syncfs) covers it, "ckpt" and every staged file, and the names are
+ * renamed into obj/.  One LMDB write transaction adds every record, map,
+ * entry and log entry, the checkpoint and the new open epoch, with
+ * durable points held back, so that the second barrier, a syncfs made
+ * the data-file sync of the durable point (bt_env_sync_with), covers the
+ * renames and the index together: the index never becomes durable before
+ * the files it names.  Only then is C there; a crash before leaves it
+ * absent (apply_stage.c cleans up).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -390,8 +393,14 @@ static int commit_txn(bt_txn *txn, void *arg)
 }
 
 
+static int sync_store(void *arg)
+{
+	return store_sync_all(arg);
+}
+
 int ap_finish(struct rcv *r)
 {
+	bt_env *env = store_env(r->st);
 	int sfd = store_dir_fd(r->st), rc;
 	char *list = NULL;
 	size_t len = 0;
@@ -409,7 +418,9 @@ int ap_finish(struct rcv *r)
 	bt_txn_abort(txn);
 	if (rc)
 		return rc;
-	if ((rc = ap_stage_sync(r)) || (rc = store_sync_all(r->st)))
+	/* where syncfs does not reach storage, each staged file itself;
+	   the first barrier below covers them with "moving" either way */
+	if ((rc = ap_stage_sync(r)))
 		return rc;
 	for (size_t i = 0; i < r->nstaged; i++)
 		len += strlen(r->staged[i]) + 1;
@@ -418,9 +429,10 @@ int ap_finish(struct rcv *r)
 	len = 0;
 	for (size_t i = 0; i < r->nstaged; i++)
 		len += (size_t)sprintf(list + len, "%s\n", r->staged[i]);
-	rc = ap_write_small(r->stage_fd, "moving", list, len);
+	rc = ap_write_small(r->stage_fd, "moving", list, len, false);
 	free(list);
-	if (rc)
+	/* the first barrier: "moving" and what it names, before any rename */
+	if (rc || (rc = store_sync_all(r->st)))
 		return rc;
 	for (size_t i = 0; i < r->nstaged; i++)
 		if (renameat(r->stage_fd, strchr(r->staged[i], '/') + 1,
@@ -430,21 +442,29 @@ int ap_finish(struct rcv *r)
 			     strerror(errno));
 			return rc;
 		}
-	if ((rc = store_sync_all(r->st)))
-		return rc;
 	if (r->full && (rc = store_fmt_write_id(sfd, r->b.store_id)))
 		return rc;
-	rc = bt_txn_run(store_env(r->st), commit_txn, r);
+	/* the second barrier: the renames and the commit together; no
+	   durable point may cover the commit before it (a map resize, the
+	   periodic one) */
+	bt_env_hold(env);
+	rc = bt_txn_run(env, commit_txn, r);
 	if (rc == -EPROTO)
 		RERR(r, "the stream's entries disagree with this replica");
+	if (!rc && bt_env_same_fs(env, sfd))
+		rc = bt_env_sync_with(env, sync_store, r->st);
+	else if (!rc && !(rc = store_sync_all(r->st)))
+		rc = bt_env_sync(env);
+	bt_env_release(env);
 	if (rc)
 		return rc;
-	if ((rc = bt_env_sync(store_env(r->st))))
-		return rc;
-	/* C is durable: the rest is tidying */
+	/* C is durable: the caller may say so now; the rest is tidying
+	   (apply.c, step 6) */
+	if (r->hooks && r->hooks->durable)
+		r->hooks->durable(r->hooks->arg, r->C, r->totals);
 	close(r->stage_fd);
 	r->stage_fd = -1;
-	ap_stage_remove(sfd);
+	ap_stage_remove(sfd, false);
 	if (r->full) {
 		unlinkat(sfd, FULL_MARKER, 0);
 		fsync(sfd);

@@ -15,7 +15,10 @@
  * (the next META, or END): the store keeps them in the file's body
  * (store/xattr.c), so an ext4 replica holds what an XFS primary held.  Pages are written back as they arrive (a hint to the
  * kernel, sync_file_range), so that the disk works during the transfer
- * rather than only at the barrier.
+ * rather than only at the barrier: a run of at least WB_MIN bytes of one
+ * file at a time.  Smaller files are left to the barrier, which writes
+ * them together: a hint per 4 KiB file cost a system call and an I/O
+ * submission each (2.5 ms of the 5 ms that 100 small files took).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +30,8 @@
 #include <unistd.h>
 
 #include "replicator/apply_int.h"
+
+#define WB_MIN		(256u << 10)	/* bytes of one file per hint */
 
 static int want_ver(struct rcv *r, uint64_t ver, const char *what,
 		    uint64_t ino, uint64_t *out)
@@ -275,6 +280,7 @@ static int on_data(struct rcv *r, const struct rep_data *d)
 				return r->data_fd;
 			r->data_ino = d->ino;
 			r->data_ver = h;
+			r->wb_len = 0;
 		}
 		fd = r->data_fd;
 	}
@@ -285,14 +291,27 @@ static int on_data(struct rcv *r, const struct rep_data *d)
 		return n < 0 ? -errno : -EIO;
 	}
 	/*
-	 * Start writing these pages back now, without waiting: the barrier
-	 * before the commit (apply_commit.c) then finds the stream's data
-	 * mostly on disk instead of starting all of it at END, so the disk
-	 * works while the stream still arrives.  Only a hint: durability is
-	 * still the barrier's, so a failure here changes nothing.
+	 * Start writing the pages back now, without waiting, once WB_MIN
+	 * bytes of this content file are pending: the barrier before the
+	 * commit (apply_commit.c) then finds the stream's data mostly on
+	 * disk instead of starting all of it at END, so the disk works while
+	 * the stream still arrives.  Only a hint: durability is still the
+	 * barrier's, so a failure here changes nothing.  (Runs shorter than
+	 * that, and base-layer files of a full stream, go by the barrier.)
 	 */
-	(void)sync_file_range(fd, (off_t)(d->page * VFS_PAGE), (off_t)len,
-			      SYNC_FILE_RANGE_WRITE);
+	if (fd != r->data_fd)
+		return 0;
+	if (r->wb_len && d->page * VFS_PAGE == r->wb_off + r->wb_len) {
+		r->wb_len += len;
+	} else {	/* a new run: what the last one left, the barrier's */
+		r->wb_off = d->page * VFS_PAGE;
+		r->wb_len = len;
+	}
+	if (r->wb_len >= WB_MIN) {
+		(void)sync_file_range(fd, (off_t)r->wb_off, (off_t)r->wb_len,
+				      SYNC_FILE_RANGE_WRITE);
+		r->wb_len = 0;
+	}
 	return 0;
 }
 

@@ -57,6 +57,8 @@ struct p_dirtime {
 
 struct rcv {
 	const char *dir;
+	const struct rep_recv_hooks *hooks;	/* NULL: none */
+	const struct rep_stats *totals;		/* the reader's, for hooks */
 	struct vstore *st;
 	int dir_fd;			/* DIR, O_PATH */
 	int stage_fd;			/* .versionfs/recv */
@@ -90,6 +92,8 @@ struct rcv {
 	struct vfs_xattrs meta_x;	/* its XATTRs, written at its end */
 	int data_fd;			/* last content file written */
 	uint64_t data_ino, data_ver;
+	uint64_t wb_off, wb_len;	/* its bytes not yet written back
+					   (apply_frame.c, on_data) */
 	int base_fd;			/* last BASE file (-1: none/special) */
 	struct rep_base base;		/* fields only; path not kept */
 	bool base_on;
@@ -134,12 +138,14 @@ int ap_stage_open(struct rcv *r, uint64_t ino, uint64_t ver, bool meta,
 int ap_stage_sync(struct rcv *r);
 /* Whether obj/ holds the metadata or content file of (ino, ver). */
 bool ap_obj_exists(struct rcv *r, uint64_t ino, uint64_t ver, bool meta);
-/* Remove the staging directory (its files, then itself), synced. */
-int ap_stage_remove(int store_fd);
+/* Remove the staging directory (its files, then itself); synced if
+   sync (a recovery), else left to the next barrier (after a commit). */
+int ap_stage_remove(int store_fd, bool sync);
 /* Undo what an interrupted receive left (see apply.c, ATOMICITY). */
 int ap_recover(struct rcv *r);
-/* Write and fsync a small file in dfd. */
-int ap_write_small(int dfd, const char *name, const char *buf, size_t len);
+/* Write a small file in dfd, fsynced if sync (else a later barrier's). */
+int ap_write_small(int dfd, const char *name, const char *buf, size_t len,
+		   bool sync);
 
 /* apply_base.c */
 int ap_base_start(struct rcv *r, const struct rep_base *b);

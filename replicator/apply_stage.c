@@ -109,7 +109,7 @@ bool ap_obj_exists(struct rcv *r, uint64_t ino, uint64_t ver, bool meta)
 }
 
 /* Remove the staging directory's files and itself. */
-int ap_stage_remove(int store_fd)
+int ap_stage_remove(int store_fd, bool sync)
 {
 	struct dirent *de;
 	DIR *d;
@@ -127,7 +127,7 @@ int ap_stage_remove(int store_fd)
 	closedir(d);
 	if (unlinkat(store_fd, STAGE_DIR, AT_REMOVEDIR) && errno != ENOENT)
 		return -errno;
-	return fsync(store_fd) ? -errno : 0;
+	return sync && fsync(store_fd) ? -errno : 0;
 }
 
 static int read_small(int dfd, const char *name, char *buf, size_t len)
@@ -198,7 +198,7 @@ int ap_recover(struct rcv *r)
 	} else if (rc) {
 		goto out;
 	}
-	rc = ap_stage_remove(sfd);
+	rc = ap_stage_remove(sfd, true);
 out:
 	free(list);
 	close(fd);
@@ -206,14 +206,16 @@ out:
 }
 
 
-int ap_write_small(int dfd, const char *name, const char *buf, size_t len)
+int ap_write_small(int dfd, const char *name, const char *buf, size_t len,
+		   bool sync)
 {
 	int fd = stage_open(dfd, name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	int rc = 0;
 
 	if (fd < 0)
 		return fd;
-	if (write(fd, buf, len) != (ssize_t)len || fsync(fd))
+	errno = 0;
+	if (write(fd, buf, len) != (ssize_t)len || (sync && fsync(fd)))
 		rc = errno ? -errno : -EIO;
 	close(fd);
 	return rc;

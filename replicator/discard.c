@@ -24,6 +24,8 @@
  * A discard below the first checkpoint the replica received (kv
  * "rep.first", the flattened full stream) is refused: the replica never
  * had the versions before it.
+ *
+ * rep_held reads the replica read-only, beside whoever has it (below).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -74,7 +76,14 @@ int rep_held(const char *dir, unsigned char id[16], uint64_t **ids,
 	memset(id, 0, 16);
 	if (!has_store(dir))
 		return 0;
-	if ((rc = store_open(dir, 0, &st))) {
+	/* read-only, without the lock (store.h): HELD answers a primary's
+	   every round, also while the replica is mounted for a failover
+	   (the stream then is refused), and costs no durable points.  After
+	   a power loss, before the next locked open restores the last
+	   durable point, it may list a checkpoint committed but not yet
+	   durable, one never acknowledged: the stream built on it is then
+	   refused (its base is gone) and the next round's HELD is right. */
+	if ((rc = store_open(dir, STORE_RDONLY, &st))) {
 		rep_errf(err, errlen, "cannot open the replica store in %s: %s",
 		     dir, strerror(-rc));
 		return rc;

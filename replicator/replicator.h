@@ -331,12 +331,30 @@ int rep_recv(const char *dir, const struct rep_source *src,
    (-EPROTO), before anything is committed. */
 int rep_recv_whole(const char *dir, const struct rep_source *src,
 		   struct rep_stats *stats, char *err, size_t errlen);
+/*
+ * rep_recv telling its caller the moment the checkpoint is durable:
+ * hooks->durable(arg, C) is called then, before the staging directory is
+ * tidied and the replica closed (a durable point of its index at close:
+ * two fdatasyncs the caller need not wait for), from the calling thread.
+ * If it is called, 0 is returned.  versionfs-replicad acknowledges there.
+ */
+struct rep_recv_hooks {
+	/* st: the stream's totals (all of it was read) */
+	void (*durable)(void *arg, uint64_t ckpt, const struct rep_stats *st);
+	void *arg;
+};
+int rep_recv_with(const char *dir, const struct rep_source *src,
+		  const struct rep_recv_hooks *hooks, struct rep_stats *stats,
+		  char *err, size_t errlen);
 
 /*
  * What the replica in dir holds (discard.c): its store id (zeros if dir
  * holds no replica), its checkpoint ids in ascending order (*ids
  * malloc'ed, NULL if none) and the first one it received (*first, 0 if
- * none).  Opens the store briefly (its lock).
+ * none).  Opens the store read-only for a moment, without its lock
+ * (STORE_RDONLY: a mounted replica answers too), and reads its committed
+ * index: after a power loss, until a locked open restored the replica's
+ * last durable point, that may include a checkpoint never acknowledged.
  */
 int rep_held(const char *dir, unsigned char id[16], uint64_t **ids,
 	     size_t *n, uint64_t *first, char *err, size_t errlen);

@@ -434,6 +434,37 @@ report_plot_repl() {
 		echo "plot '$dat' using 2:xtic(1) title 'RAID1 (every write)' lc rgb '#4c72b0', '' using 3 title 'versionfs (stream bytes)' lc rgb '#55a868'"
 	} >"$pd/repl-table2.gp"
 	gnuplot "$pd/repl-table2.gp" 2>>"$pd/gnuplot.log"
+	report_plot_repl_ack "$dir" "$pd" "$term"
+}
+
+# The repl family: every checkpoint's time to the peer's acknowledgement
+# and the local one's, sorted, one line per build and mode.
+report_plot_repl_ack() {
+	local dir=$1 pd=$2 term=$3 key plot="" i=0 t
+	[ -s "$dir/repl-ack.csv" ] || return 0
+	for key in $(awk -F, 'NR > 1 && !s[$1 "," $2]++ { print $1 "," $2 }' "$dir/repl-ack.csv"); do
+		awk -F, -v k="$key" 'NR > 1 && $1 "," $2 == k { print $5 }' "$dir/repl-ack.csv" |
+			sort -g | awk '{ print NR, $1 }' >"$pd/repl-ack-$i.dat"
+		case $key in
+		*,local) t="local checkpoint" ;;
+		*,peer-owndisk) t="to the peer's ACK, replica on its own disk" ;;
+		*,peer-samedisk) t="to the peer's ACK, replica on the sender's disk" ;;
+		*) t=${key#*,} ;;
+		esac
+		plot="$plot${plot:+, }'$pd/repl-ack-$i.dat' using 1:2 with linespoints title \"${key%%,*}: $t\""
+		i=$((i + 1))
+	done
+	{
+		echo "set terminal $term"
+		echo "set output '$dir/repl-ack.png'"
+		echo "set title 'Checkpoint of 100 dirty 4 KiB files: each checkpoint, sorted'"
+		echo "set ylabel 'ms (versionfs-ctl checkpoint, process included)'"
+		echo "set xlabel 'checkpoints, fastest first'"
+		echo "set yrange [0:*]"
+		echo "set key top left"
+		echo "plot $plot"
+	} >"$pd/repl-ack.gp"
+	gnuplot "$pd/repl-ack.gp" 2>>"$pd/gnuplot.log"
 }
 
 report_plots() {

@@ -6,9 +6,11 @@
  *
  * Listens on ADDR:PORT; each connection gets a thread of its own, which
  * runs the transport's handshake (libvfstransport: the shared secret,
- * mutual, fresh keys) and then serves the primary (libvfspeer, server.c):
- * its replica is DIR/<store id>, one per primary store, and many
- * primaries are served at once.  Each checkpoint is applied atomically by
+ * mutual, fresh keys) and then serves the primary (libvfspeer, server.c)
+ * for as long as it keeps the connection, round after round (a primary
+ * of protocol version 2 keeps it between checkpoints; the thread ends it
+ * after REP_PEER_IDLE_S of silence): its replica is DIR/<store id>, one
+ * per primary store, and many primaries are served at once.  Each checkpoint is applied atomically by
  * rep_recv and acknowledged only once durable.  Every refusal is one log
  * line (syslog, or stderr with -f).
  *

@@ -15,10 +15,30 @@
  * precedes.  A deleted checkpoint not merged yet stops the walk: its
  * successor's stream needs it merged (rep_send), and the cleaner will.
  *
- * Nothing here is kept between calls: after a disconnect or a restart of
- * either side the next call starts from what the peer says it holds, so
- * an acknowledged checkpoint is never sent twice, and an unacknowledged
- * one is sent again whole (the peer dropped its partial copy).
+ * Nothing of what the peer holds is kept between rounds: each round
+ * starts from the peer's HELD, also a round on a connection kept open
+ * (rep_client, version 2), so after a disconnect or a restart of either
+ * side an acknowledged checkpoint is never sent twice, and an
+ * unacknowledged one is sent again whole (the peer dropped its partial
+ * copy).  What a kept connection carries over is only the connection:
+ * the version agreed, the store it named, its message buffer.
+ *
+ * SHORT ROUNDS.  What the peer holds is known after a round on a kept
+ * connection: its newest checkpoint on our line is the last one it
+ * acknowledged (or named in HELD) on this very connection, and nothing
+ * else can change the replica meanwhile but a mount of it, which makes
+ * the next stream refused (the registry keeps every other connection of
+ * the store out: server.c).  So the next round starts with its STREAM if
+ * that checkpoint is still on our line, and with HELLO otherwise (a
+ * rollback below it: the peer's whole list decides the discard), on a
+ * new connection, and when the owner asks (o->hello: the keep-alive).
+ *
+ * VERSIONS.  rep_peer_sync offers version 1, so a one-shot caller
+ * (versionfs-send --peer) works with any peer.  rep_client offers what
+ * its owner says, REP_PEER_VERSION at first; a version-1 peer answers
+ * that HELLO with its one refusal of an unknown version, "expected HELLO
+ * version 1", which is turned into -EPROTONOSUPPORT so that the owner
+ * dials again offering 1 (peer.h, VERSIONS).
  *
  * The stream goes out in DATA messages of up to 1 MiB, encrypted and sent
  * by a thread of their own while the next pages are read (outbound.c),
@@ -27,6 +47,7 @@
  * for more than a message.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,60 +220,115 @@ out:
 	return rc;
 }
 
-int rep_peer_sync(struct vstore *st, struct rep_conn *c,
-		  const struct rep_peer_opts *o, struct rep_peer_stats *s,
-		  char *err, size_t errlen)
+/* How long a HELD may take: the peer may wait up to a minute for an
+   older connection of the store to let go of it (server.c, TAKEOVER_S). */
+#define HELD_MS		90000
+
+/* What a version-1 peer answers a HELLO of a later version (server.c of
+   version 1, kept verbatim there): the sign to fall back. */
+#define V1_REFUSAL	"expected HELLO version 1"
+
+/*
+ * HELLO, offering `offer`, and the peer's HELD into *w (pointing into
+ * *buf).  *agreed: 0 on the first round of a connection (set to the
+ * version of HELD), else the version that round agreed (HELD must say it
+ * again).
+ */
+static int hello(struct rep_conn *c, const unsigned char id[16],
+		 uint32_t offer, uint32_t *agreed,
+		 const struct rep_peer_opts *o, struct rep_wire *w,
+		 void **buf, size_t *cap, char *err, size_t errlen)
 {
-	struct rep_wire w = { .type = RW_HELLO, .version = REP_PEER_VERSION };
+	struct rep_wire h = { .type = RW_HELLO, .version = offer };
+	int tmo = o->timeout_ms && o->timeout_ms < HELD_MS ? o->timeout_ms :
+		  HELD_MS;
+	char why[128];
+	size_t len;
+	int rc;
+
+	memcpy(h.store_id, id, 16);
+	if ((rc = rep_wire_send(c, &h, NULL))) {
+		rep_errf(err, errlen, "sending to the peer: %s", strerror(-rc));
+		return rc;
+	}
+	if ((rc = rep_conn_recv(c, buf, cap, &len, tmo))) {
+		rep_errf(err, errlen, "waiting for the peer's HELD: %s",
+			 strerror(-rc));
+		return rc;
+	}
+	if ((rc = rep_wire_decode(*buf, len, w, why, sizeof(why)))) {
+		rep_errf(err, errlen, "bad message from the peer: %s", why);
+		return rc;
+	}
+	if (w->type == RW_REFUSE) {
+		rep_errf(err, errlen, "the peer refused: %.*s", (int)w->len,
+			 w->reason);
+		/* (version 1 sent the errno negated) */
+		if (offer > 1 && !*agreed && (w->err == EPROTO ||
+					      w->err == -EPROTO) &&
+		    w->len >= strlen(V1_REFUSAL) &&
+		    !memcmp(w->reason, V1_REFUSAL, strlen(V1_REFUSAL)))
+			return -EPROTONOSUPPORT;
+		return w->err > 0 ? -w->err : -EPROTO;
+	}
+	if (w->type != RW_HELD || w->version < REP_PEER_VERSION_MIN ||
+	    w->version > offer || (*agreed && w->version != *agreed)) {
+		rep_errf(err, errlen, "the peer answered type %u version %u, "
+			 "not HELD of version %u%s", w->type, w->version,
+			 *agreed ? *agreed : offer, *agreed ? "" : " or less");
+		return -EPROTO;
+	}
+	*agreed = w->version;
+	return 0;
+}
+
+/* Whether checkpoint id is on the line. */
+static bool on_line(const struct line_ck *line, size_t n, uint64_t id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (line[i].id == id)
+			return true;
+	return false;
+}
+
+/*
+ * One round (peer.h, PROTOCOL) on c; *agreed as for hello().  known: the
+ * newest checkpoint the peer holds, as the last round on this connection
+ * left it (0: unknown, ask with HELLO); if it is still on our line and
+ * o->hello is not set, the round starts with its first STREAM.
+ */
+static int round_on(struct vstore *st, struct rep_conn *c, uint32_t offer,
+		    uint32_t *agreed, uint64_t known, void **buf, size_t *cap,
+		    const struct rep_peer_opts *o, struct rep_peer_stats *s,
+		    char *err, size_t errlen)
+{
+	unsigned char id[16];
+	struct rep_wire w = { .n = 0 };
 	struct line_ck *line = NULL;
 	size_t nline = 0, i, start;
 	uint64_t common = 0, last_held = 0;
-	void *buf = NULL;
-	size_t cap = 0, len;
-	char why[128];
 	int rc;
 
 	memset(s, 0, sizeof(*s));
 	if (err && errlen)
 		*err = 0;
-	if ((rc = store_id(st, w.store_id)))
-		return rc;
-	if ((rc = rep_wire_send(c, &w, NULL))) {
-		rep_errf(err, errlen, "sending to the peer: %s", strerror(-rc));
-		return rc;
-	}
-	rc = rep_conn_recv(c, &buf, &cap, &len,
-			   o->timeout_ms ? o->timeout_ms : 600000);
-	if (rc) {
-		rep_errf(err, errlen, "waiting for the peer's HELD: %s",
-		     strerror(-rc));
+	if ((rc = store_id(st, id)) || (rc = current_line(st, &line, &nline)))
 		goto out;
+	if (known && !o->hello && on_line(line, nline, known)) {
+		/* the peer's last word on this connection (peer.h,
+		   SHORT ROUNDS): no HELLO */
+		common = last_held = known;
+		goto ship;
 	}
-	if ((rc = rep_wire_decode(buf, len, &w, why, sizeof(why)))) {
-		rep_errf(err, errlen, "bad message from the peer: %s", why);
-		goto out;
-	}
-	if (w.type == RW_REFUSE) {
-		rep_errf(err, errlen, "the peer refused: %.*s", (int)w.len,
-		     w.reason);
-		rc = w.err > 0 ? -w.err : -EPROTO;
-		goto out;
-	}
-	if (w.type != RW_HELD || w.version != REP_PEER_VERSION) {
-		rep_errf(err, errlen, "the peer answered type %u version %u, not "
-		     "HELD version %d", w.type, w.version, REP_PEER_VERSION);
-		rc = -EPROTO;
-		goto out;
-	}
-	if ((rc = current_line(st, &line, &nline)))
+	if ((rc = hello(c, id, offer, agreed, o, &w, buf, cap, err, errlen)))
 		goto out;
 	/* the newest checkpoint of the peer that is on our line */
 	for (uint32_t k = w.n; k-- > 0 && !common;) {
-		uint64_t id = rep_wire_held_id(&w, k);
+		uint64_t h = rep_wire_held_id(&w, k);
 
 		for (i = 0; i < nline; i++)
-			if (line[i].id == id) {
-				common = id;
+			if (line[i].id == h) {
+				common = h;
 				break;
 			}
 	}
@@ -270,12 +346,13 @@ int rep_peer_sync(struct vstore *st, struct rep_conn *c,
 		struct rep_wire d = { .type = RW_DISCARD, .ckpt = common };
 
 		if ((rc = rep_wire_send(c, &d, NULL)) ||
-		    (rc = wait_ack(c, o, common, &buf, &cap, err, errlen)))
+		    (rc = wait_ack(c, o, common, buf, cap, err, errlen)))
 			goto out;
 		s->discarded++;
 		if (o->acked)
 			o->acked(o->arg, common, 0);
 	}
+ship:
 	s->acked = common;
 	if (common) {
 		for (start = 0; line[start].id != common; start++)
@@ -296,7 +373,7 @@ int rep_peer_sync(struct vstore *st, struct rep_conn *c,
 			break;		/* the cleaner merges it first */
 		if (o->stop && o->stop(o->arg))
 			break;
-		rc = ship(st, c, o, line[i].id, from, &bytes, &buf, &cap, err,
+		rc = ship(st, c, o, line[i].id, from, &bytes, buf, cap, err,
 			  errlen);
 		if (rc)
 			goto out;
@@ -311,6 +388,124 @@ int rep_peer_sync(struct vstore *st, struct rep_conn *c,
 		s->pending = 0;
 out:
 	free(line);
+	return rc;
+}
+
+int rep_peer_sync(struct vstore *st, struct rep_conn *c,
+		  const struct rep_peer_opts *o, struct rep_peer_stats *s,
+		  char *err, size_t errlen)
+{
+	uint32_t agreed = 0;
+	void *buf = NULL;
+	size_t cap = 0;
+	int rc;
+
+	rc = round_on(st, c, 1, &agreed, 0, &buf, &cap, o, s, err, errlen);
 	free(buf);
 	return rc;
+}
+
+/* ---- a connection kept between rounds ---- */
+
+struct rep_client {
+	struct rep_conn *c;
+	int fd;				/* c's socket, only polled here */
+	uint32_t offer, version;	/* version: agreed, 0 before HELD */
+	unsigned rounds;
+	bool broken;			/* a round failed: no more */
+	uint64_t known;			/* the peer's newest checkpoint, as
+					   the last round left it; 0: ask */
+	unsigned char id[16];		/* the store its rounds name */
+	void *buf;			/* messages from the peer */
+	size_t cap;
+};
+
+int rep_client_new(struct rep_conn *c, int fd, uint32_t offer,
+		   struct rep_client **out)
+{
+	struct rep_client *cl;
+
+	*out = NULL;
+	if (offer < REP_PEER_VERSION_MIN || offer > REP_PEER_VERSION) {
+		rep_conn_close(c);
+		return -EINVAL;
+	}
+	if (!(cl = calloc(1, sizeof(*cl)))) {
+		rep_conn_close(c);
+		return -ENOMEM;
+	}
+	cl->c = c;
+	cl->fd = fd;
+	cl->offer = offer;
+	*out = cl;
+	return 0;
+}
+
+int rep_client_round(struct rep_client *cl, struct vstore *st,
+		     const struct rep_peer_opts *o,
+		     struct rep_peer_stats *s, char *err, size_t errlen)
+{
+	unsigned char id[16];
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	if (cl->broken || (cl->rounds && cl->version < 2)) {
+		rep_errf(err, errlen, "this connection takes no more rounds");
+		return -EPIPE;
+	}
+	if ((rc = store_id(st, id)))
+		return rc;
+	if (cl->rounds && memcmp(id, cl->id, 16)) {
+		rep_errf(err, errlen, "a round of another store on this "
+			 "connection");
+		return -EINVAL;
+	}
+	memcpy(cl->id, id, 16);
+	rc = round_on(st, cl->c, cl->offer, &cl->version, cl->known, &cl->buf,
+		      &cl->cap, o, s, err, errlen);
+	if (rc) {
+		cl->broken = true;
+	} else {
+		cl->rounds++;
+		cl->known = s->acked;
+	}
+	return rc;
+}
+
+bool rep_client_reusable(const struct rep_client *cl)
+{
+	struct pollfd p = { .fd = cl->fd, .events = POLLIN };
+
+	if (cl->broken || cl->version < 2)
+		return false;
+	/* the peer sends nothing unasked: readable is closed (or worse) */
+	return poll(&p, 1, 0) == 0;
+}
+
+uint32_t rep_client_version(const struct rep_client *cl)
+{
+	return cl->version;
+}
+
+unsigned rep_client_rounds(const struct rep_client *cl)
+{
+	return cl->rounds;
+}
+
+int rep_client_fd(const struct rep_client *cl)
+{
+	return cl->fd;
+}
+
+void rep_client_close(struct rep_client *cl)
+{
+	struct rep_wire bye = { .type = RW_BYE };
+
+	if (!cl)
+		return;
+	if (!cl->broken && cl->version)
+		rep_wire_send(cl->c, &bye, NULL);
+	rep_conn_close(cl->c);
+	free(cl->buf);
+	free(cl);
 }

@@ -74,6 +74,7 @@ struct inbound {
 static void *in_thread(void *arg)
 {
 	struct inbound *in = arg;
+	enum rep_phase ph;
 	struct rep_wire w;
 	char why[128] = "";
 	size_t n;
@@ -94,14 +95,15 @@ static void *in_thread(void *arg)
 		rc = rep_conn_recv(in->c, &s->buf, &s->cap, &n, in->timeout_ms);
 		if (!rc)
 			rc = rep_wire_decode(s->buf, n, &w, why, sizeof(why));
-		if (!rc && w.type == RW_DONE)
-			rc = 1;
-		else if (!rc && w.type == RW_ABORT)
-			rc = -ECANCELED;
-		else if (!rc && w.type != RW_DATA) {
+		ph = RW_PH_STREAM;
+		if (!rc && rep_wire_next(REP_PEER_VERSION, &ph, w.type)) {
 			snprintf(why, sizeof(why), "message type %u in a "
 				 "stream", w.type);
 			rc = -EPROTO;
+		} else if (!rc && w.type == RW_DONE) {
+			rc = 1;
+		} else if (!rc && w.type == RW_ABORT) {
+			rc = -ECANCELED;
 		}
 		pthread_mutex_lock(&in->lock);
 		if (rc)

@@ -15,6 +15,14 @@
  * memory (OUT_SLOTS messages of 1 MiB); a full ring makes the writer
  * wait, so a slow peer slows the reading down rather than filling memory.
  *
+ * SLOW START.  The first message of a stream carries OUT_FIRST bytes,
+ * each next one twice as many, up to REP_DATA_MAX: a small checkpoint
+ * (100 files of 4 KiB make a 420 KiB stream) used to go out in one
+ * message at its end, so the peer opened its replica and wrote its files
+ * only after the primary had read the last page; now it starts on the
+ * first 64 KiB while the rest is read.  From the fifth message on every
+ * message is a full 1 MiB, so a large stream pays four small messages.
+ *
  * RULES.  While the thread runs, only it uses the connection: out_finish
  * joins it before the caller sends DONE or ABORT.  The writer polls
  * opts->stop before each message it queues, and a stop drops what is
@@ -32,6 +40,8 @@
 #include "replicator/peer/peer_int.h"
 
 #define OUT_SLOTS	4
+#define OUT_FIRST	(64u << 10)	/* the first message's bytes */
+_Static_assert(REP_DATA_MAX % OUT_FIRST == 0, "doubling reaches REP_DATA_MAX");
 
 struct outbound {
 	struct rep_conn *c;
@@ -55,6 +65,7 @@ struct outbound {
 	/* the writer's, unlocked */
 	unsigned char *cur;		/* slot being filled, or NULL */
 	size_t n;			/* bytes in it */
+	size_t fill;			/* queue it at this many (SLOW START) */
 };
 
 /* Sleep until `sent` bytes since t0 fit the rate. */
@@ -156,15 +167,19 @@ static int out_write(void *arg, const void *buf, size_t len)
 
 		if (!out->cur && (rc = take_slot(out)))
 			return rc;
-		k = REP_DATA_MAX - out->n;
+		k = out->fill - out->n;
 		if (k > len)
 			k = len;
 		memcpy(out->cur + out->n, p, k);
 		out->n += k;
 		p += k;
 		len -= k;
-		if (out->n == REP_DATA_MAX && (rc = queue(out)))
-			return rc;
+		if (out->n == out->fill) {
+			if ((rc = queue(out)))
+				return rc;
+			if (out->fill < REP_DATA_MAX)
+				out->fill *= 2;
+		}
 	}
 	return 0;
 }
@@ -181,6 +196,7 @@ int out_start(struct rep_conn *c, const struct rep_peer_opts *o,
 	out->c = c;
 	out->o = o;
 	out->t0 = vfs_now();
+	out->fill = OUT_FIRST;
 	pthread_mutex_init(&out->lock, NULL);
 	pthread_cond_init(&out->cond, NULL);
 	for (int i = 0; i < OUT_SLOTS; i++)

@@ -5,13 +5,15 @@
  * run by the daemon's replication thread and by `versionfs-send --peer`;
  * the peer's side (rep_peer_serve) by versionfs-replicad(8).
  *
- * PROTOCOL (version 1).  Every message is one transport message (already
- * authenticated and encrypted, transport.h): a little-endian u32 type, a
- * u32 that must be 0, then the type's fields.  Every length is checked
- * against the message length before use (rep_wire_decode).
+ * PROTOCOL (version 2; version 1 is still spoken).  Every message is one
+ * transport message (already authenticated and encrypted, transport.h):
+ * a little-endian u32 type, a u32 that must be 0, then the type's fields.
+ * Every length is checked against the message length before use
+ * (rep_wire_decode), and every message against the phase of the
+ * connection (rep_wire_next).
  *
  *   primary                                 peer
- *   HELLO  version, store id      ->
+ *   HELLO  version, store id      ->              } a round
  *                                 <-  HELD  version, first, n, n ids
  *                                           (the last REP_HELD_MAX held)
  *   DISCARD to                    ->        (only if the peer holds
@@ -21,8 +23,48 @@
  *   DATA   stream bytes           ->  (as many as needed, <= 1 MiB each)
  *   DONE                          ->  (or ABORT: the sender failed)
  *                                 <-  ACK ckpt, once durable on the peer
- *   ... more STREAMs ...
+ *   ... more STREAMs ...                          }
+ *   HELLO  version, store id      ->  version 2: the next round, on the
+ *                                 <-  HELD        same connection
+ *   ...
  *   BYE                           ->
+ *
+ * VERSIONS.  HELLO carries the highest version the primary speaks; HELD
+ * answers the version of the connection, the lower of the two (a peer
+ * never answers more than was offered, and a primary refuses a HELD that
+ * does).  Version 1 is one round per connection: after the round the
+ * primary says BYE and closes.  Version 2 keeps the connection between
+ * rounds: after an ACK (or HELD) the primary may start the next round
+ * with HELLO again, naming the same store and version as the first,
+ * which the peer answers with a fresh HELD; so a primary pays the dial
+ * and the handshake once, not once per checkpoint.  A version-1 peer
+ * (versionfs-replicad before version 2) refuses a HELLO of version 2
+ * with REFUSE EPROTO "expected HELLO version 1: ..." and closes the
+ * connection: the primary then dials again offering version 1
+ * (rep_client_round says -EPROTONOSUPPORT), and uses one connection per
+ * round with that peer.  A primary that needs one round only (versionfs-
+ * send --peer, rep_peer_sync) offers version 1 and works with every peer.
+ *
+ * SHORT ROUNDS (version 2).  After a round the primary knows the peer's
+ * newest checkpoint on its line: the last one the peer acknowledged or
+ * named in HELD on this connection.  While that one is still on the
+ * primary's line, the next round may start with its first STREAM
+ * (after an ACK a STREAM is in order anyway), saving a round trip and
+ * the peer's reading of its replica per checkpoint; a rollback below it
+ * needs the peer's whole list, and starts with HELLO.  If the replica
+ * changed meanwhile (mounted for a failover), the stream is refused and
+ * the next connection starts with HELLO.
+ *
+ * IDLE CONNECTIONS (version 2).  Between rounds nothing is sent either
+ * way.  A primary that keeps a connection open starts a round at least
+ * every REP_KEEPALIVE_S (a round with nothing to ship is HELLO, HELD: the
+ * keep-alive, which also finds work the cleaner made shippable), and says
+ * BYE when it has had nothing to ship for its own idle bound.  The peer
+ * ends a connection silent for REP_PEER_IDLE_S, well over the keep-alive,
+ * so it never drops one the primary keeps; the primary sees the close
+ * (its idle socket turns readable) and dials again for its next round.
+ * A peer never sends anything unasked: a readable idle socket means the
+ * peer closed it.
  *
  * Any refusal is a REFUSE (errno, one-line reason) from the peer, which
  * then closes the connection.  The peer's HELD list is the truth about
@@ -45,7 +87,10 @@
 #include "replicator/replicator.h"
 #include "replicator/transport/transport.h"
 
-#define REP_PEER_VERSION	1
+#define REP_PEER_VERSION	2	/* the highest version spoken */
+#define REP_PEER_VERSION_MIN	1	/* the lowest */
+#define REP_KEEPALIVE_S		30	/* a kept connection's round, at least */
+#define REP_PEER_IDLE_S		120	/* the peer ends a silent connection */
 #define REP_HELD_MAX		1024	/* ids in one HELD */
 #define REP_DATA_MAX		(1u << 20)	/* stream bytes in one DATA */
 #define REP_REASON_MAX		512
@@ -99,6 +144,27 @@ int rep_wire_send(struct rep_conn *c, const struct rep_wire *w,
 #define REP_DATA_IOV	4
 int rep_wire_send_data(struct rep_conn *c, const struct iovec *iov, int cnt);
 
+/*
+ * The phases of a connection as the peer reads the primary's messages:
+ * before the first HELLO; between rounds or streams (after HELD or an
+ * ACK); inside a stream (after STREAM, until DONE or ABORT); after BYE.
+ */
+enum rep_phase {
+	RW_PH_HELLO,
+	RW_PH_READY,
+	RW_PH_STREAM,
+	RW_PH_END,
+};
+/*
+ * Whether a message of `type` from the primary may come now, in phase
+ * *ph of a connection of protocol `version` (0 before HELD agreed one):
+ * 0 and *ph moved on, or -EPROTO and *ph unchanged.  HELLO comes first
+ * and, in version 2 only, again between streams; STREAM, DISCARD and
+ * BYE between streams; DATA, DONE and ABORT in a stream; nothing after
+ * BYE; HELD, ACK and REFUSE never (they are the peer's).
+ */
+int rep_wire_next(uint32_t version, enum rep_phase *ph, uint32_t type);
+
 /* ---- options (opts.c) ------------------------------------------------- */
 
 /* "RATE" in bytes per second: digits, optionally K, M or G (powers of
@@ -111,6 +177,9 @@ struct rep_peer_opts {
 	uint64_t bwlimit;		/* bytes per second, 0: none */
 	bool compress;			/* zstd the stream */
 	int timeout_ms;			/* per reply; 0: 10 minutes */
+	bool hello;			/* rep_client_round: start with HELLO
+					   even when the peer's state is
+					   known (the keep-alive) */
 	/* called after each acknowledgement (ack of a discard: shipped 0) */
 	void (*acked)(void *arg, uint64_t ckpt, uint64_t shipped);
 	/* polled between streams and DATA messages: stop when true */
@@ -127,7 +196,8 @@ struct rep_peer_stats {
 };
 
 /*
- * Bring the peer on connection c up to date with store st: HELLO, a
+ * One round (see PROTOCOL) on connection c offering version 1: bring the
+ * peer up to date with store st: HELLO, a
  * DISCARD if the peer holds checkpoints st no longer has on its line,
  * then a stream of every checkpoint of st's current line after the
  * peer's last, in order, each acknowledged before the next.  Stops at a
@@ -138,16 +208,54 @@ int rep_peer_sync(struct vstore *st, struct rep_conn *c,
 		  const struct rep_peer_opts *o, struct rep_peer_stats *stats,
 		  char *err, size_t errlen);
 
+/*
+ * A connection to a peer kept from one round to the next (version 2):
+ * the daemon's replication thread holds one while the mount replicates.
+ * One thread uses it at a time.
+ *
+ * rep_client_new takes an authenticated connection c (rep_conn_open as
+ * the client) and its socket fd (owned by c; used here only to poll it
+ * while idle): *out owns c from then on, also on failure.  `offer` is the
+ * version its HELLO offers: REP_PEER_VERSION, or 1 for a peer that
+ * refused it.
+ */
+struct rep_client;
+int rep_client_new(struct rep_conn *c, int fd, uint32_t offer,
+		   struct rep_client **out);
+/*
+ * One round on cl, as rep_peer_sync, but starting with the first STREAM
+ * when the last round left the peer's state known (SHORT ROUNDS) and
+ * o->hello is not set.  -EPROTONOSUPPORT: the peer speaks
+ * version 1 only and refused the HELLO (it closed the connection: close
+ * cl, open a new connection offering 1).  After an error cl takes no
+ * more rounds.
+ */
+int rep_client_round(struct rep_client *cl, struct vstore *st,
+		     const struct rep_peer_opts *o,
+		     struct rep_peer_stats *stats, char *err, size_t errlen);
+/* Whether cl may take another round: version 2 agreed, no error, and no
+   sign that the peer closed it (its socket is not readable). */
+bool rep_client_reusable(const struct rep_client *cl);
+/* The version agreed (0 before the first HELD) and rounds done. */
+uint32_t rep_client_version(const struct rep_client *cl);
+unsigned rep_client_rounds(const struct rep_client *cl);
+/* The socket, to poll while idle (readable: the peer closed it) or to
+   shut down from another thread (stopping). */
+int rep_client_fd(const struct rep_client *cl);
+/* Say BYE if the connection is sound, close it, free cl (NULL fine). */
+void rep_client_close(struct rep_client *cl);
+
 /* ---- the peer's side (server.c) --------------------------------------- */
 
 /*
- * Serve one authenticated connection from a primary: replicas live in
- * root/<store id in hex>.  Only one connection per store at a time: a new
+ * Serve one authenticated connection from a primary, every round of it
+ * (see PROTOCOL): replicas live in root/<store id in hex>.  Only one connection per store at a time: a new
  * one shuts the old one's socket down (sock, the connection's socket,
  * dup'ed by the caller, is used for that) and waits for it to end.
  * Every refusal is logged (vfs_log LOG_WARNING) with `who` (the peer's
- * address).  Returns when the primary says BYE or the connection ends;
- * closes nothing (the caller owns c and sock).
+ * address).  Returns when the primary says BYE, the connection ends or
+ * has been silent for REP_PEER_IDLE_S; closes nothing (the caller owns c
+ * and sock).
  */
 int rep_peer_serve(struct rep_conn *c, int sock, const char *root,
 		   const char *who);

@@ -20,9 +20,23 @@
  * The stream's DATA messages are received and decrypted by a thread of
  * their own, ahead of rep_recv (inbound.c).
  *
- * Acknowledgement: ACK C is sent only after rep_recv returned 0, which it
- * does only once C is durable on the replica; a stream of a checkpoint
- * held already (-EEXIST) is acknowledged too (a resend after a lost ACK).
+ * ROUNDS.  A connection of version 2 (peer.h, VERSIONS) is served for as
+ * long as the primary keeps it: every HELLO after the first must name the
+ * same store and version, and is answered with a fresh HELD, read from
+ * the replica as the first was (nothing is remembered between rounds:
+ * the replica is the truth).  The connection holds the store's place in
+ * the registry throughout, not the replica's store lock: that is taken
+ * only inside a stream or a discard, so a replica can be mounted for a
+ * failover whatever connection is open.  A connection silent for
+ * REP_PEER_IDLE_S is ended: four times the primary's keep-alive, so a
+ * live primary never sees it, and a dead one (its node gone without a
+ * FIN) holds a thread for two minutes, not forever.  Which messages may
+ * come when is rep_wire_next's table (wire.c); anything else is refused.
+ *
+ * Acknowledgement: ACK C is sent once C is durable on the replica and the
+ * stream's DONE was read, from rep_recv_with's hook, before the replica
+ * is tidied and closed; a stream of a checkpoint held already (-EEXIST)
+ * is acknowledged too (a resend after a lost ACK).
  * Every refusal is one log line naming the primary and the reason, then a
  * REFUSE to the primary and the end of the connection.
  */
@@ -37,7 +51,7 @@
 
 #include "replicator/peer/peer_int.h"
 
-#define IDLE_MS		120000		/* between two messages of a session */
+#define IDLE_MS		(REP_PEER_IDLE_S * 1000)	/* between two messages */
 #define HELLO_MS	30000
 #define TAKEOVER_S	60
 
@@ -109,16 +123,30 @@ static void reg_release(const unsigned char id[16])
 
 /* ---- the session ---- */
 
+/* What one connection of a primary has agreed and names. */
+struct sess {
+	struct rep_conn *c;
+	int sock;
+	const char *who;
+	unsigned char id[16];		/* the store of the first HELLO */
+	char hex[33];
+	char dir[4096];			/* root/hex: its replica */
+	uint32_t offer;			/* the first HELLO's version */
+	uint32_t version;		/* agreed: min(offer, ours) */
+	unsigned rounds;
+};
+
 static void hex_id(const unsigned char id[16], char out[33])
 {
 	for (int i = 0; i < 16; i++)
 		snprintf(out + 2 * i, 3, "%02x", id[i]);
 }
 
+/* REFUSE with err, a positive errno */
 static void refuse(struct rep_conn *c, const char *who, const char *store,
 		   int err, const char *reason)
 {
-	struct rep_wire w = { .type = RW_REFUSE, .err = -err };
+	struct rep_wire w = { .type = RW_REFUSE, .err = err };
 
 	vfs_log(LOG_WARNING, "refused %s%s%s: %s", who, store ? " store " : "",
 		store ? store : "", reason);
@@ -127,37 +155,79 @@ static void refuse(struct rep_conn *c, const char *who, const char *store,
 	rep_wire_send(c, &w, NULL);
 }
 
+/* One stream being served: what the acknowledgement needs. */
+struct strm {
+	struct rep_conn *c;
+	int sock;
+	const char *who, *hex;
+	struct inbound *in;
+	uint64_t ckpt;
+	bool finished;			/* in_finish done */
+	int fin;			/* its result */
+	bool acked;			/* ACK sent */
+};
+
+/* Read on to DONE (in_finish) and, if the stream ended well (held: it
+   was applied now, or before), log it and ACK. */
+static void ack_stream(struct strm *x, bool held, bool before,
+		       uint64_t bytes)
+{
+	struct rep_wire a = { .type = RW_ACK, .ckpt = x->ckpt };
+	const struct in_result *d;
+
+	x->fin = in_finish(x->in, held, x->sock);
+	x->finished = true;
+	d = in_result(x->in);
+	if (!held || x->fin || d->aborted || d->err)
+		return;
+	vfs_log(LOG_INFO, "%s store %s: checkpoint %llu %s (%llu bytes)",
+		x->who, x->hex, (unsigned long long)x->ckpt, before ?
+		"held already" : "applied", (unsigned long long)bytes);
+	x->acked = rep_wire_send(x->c, &a, NULL) == 0;
+}
+
+/* rep_recv_with's hook: C is durable, the replica not yet closed (its
+   durable point at close is not the primary's to wait for). */
+static void on_durable(void *arg, uint64_t ckpt, const struct rep_stats *st)
+{
+	struct strm *x = arg;
+
+	(void)ckpt;
+	ack_stream(x, true, false, st ? st->bytes : 0);
+}
+
 /* A STREAM: apply it, acknowledge it.  1: go on, 0: end the session. */
 static int serve_stream(struct rep_conn *c, int sock,
 			const struct rep_wire *s, const char *dir,
 			const unsigned char id[16], const char *who,
 			const char *hex)
 {
-	struct rep_wire a = { .type = RW_ACK, .ckpt = s->ckpt };
+	struct strm x = { .c = c, .sock = sock, .who = who, .hex = hex,
+			  .ckpt = s->ckpt };
+	struct rep_recv_hooks hooks = { on_durable, &x };
 	struct rep_stats stats = { 0 };
 	const struct in_result *d;
-	struct inbound *in = NULL;
 	struct rep_source src;
 	char err[512] = "", why[704];	/* the number, d->why and err */
-	int rc, fin;
+	int rc, ret = 0;
 
-	if ((rc = in_start(c, id, IDLE_MS, &in))) {
-		refuse(c, who, hex, rc, "no thread to receive the stream");
+	if ((rc = in_start(c, id, IDLE_MS, &x.in))) {
+		refuse(c, who, hex, -rc, "no thread to receive the stream");
 		return 0;
 	}
-	rc = in_source(in, &src);
+	rc = in_source(x.in, &src);
 	if (!rc)
-		rc = rep_recv(dir, &src, &stats, err, sizeof(err));
-	fin = in_finish(in, rc == 0 || rc == -EEXIST, sock);
-	d = in_result(in);
+		rc = rep_recv_with(dir, &src, &hooks, &stats, err,
+				   sizeof(err));
+	if (!x.finished)	/* not applied, or held already */
+		ack_stream(&x, rc == -EEXIST, true, stats.bytes);
+	d = in_result(x.in);
 	if (d->aborted) {
 		vfs_log(LOG_WARNING, "%s store %s: the primary abandoned "
 			"checkpoint %llu; nothing of it applied", who, hex,
 			(unsigned long long)s->ckpt);
-		in_free(in);
-		return 1;
-	}
-	if (d->err && d->err != -ECANCELED) {
+		ret = 1;
+	} else if (d->err && d->err != -ECANCELED) {
 		snprintf(why, sizeof(why), "checkpoint %llu: %s%s%s",
 			 (unsigned long long)s->ckpt, d->why[0] ? d->why :
 			 strerror(-d->err), err[0] ? "; " : "", err);
@@ -168,45 +238,87 @@ static int serve_stream(struct rep_conn *c, int sock,
 				who, hex, (unsigned long long)s->ckpt,
 				strerror(-d->err));
 		else
-			refuse(c, who, hex, d->err, why);
-		in_free(in);
-		return 0;
-	}
-	in_free(in);
-	if (rc && rc != -EEXIST) {
+			refuse(c, who, hex, -d->err, why);
+	} else if (rc && rc != -EEXIST) {
 		snprintf(why, sizeof(why), "checkpoint %llu: %s",
 			 (unsigned long long)s->ckpt, err[0] ? err :
 			 strerror(-rc));
-		refuse(c, who, hex, rc, why);
-		return 0;
-	}
-	if (fin == -EPROTO) {
+		refuse(c, who, hex, -rc, why);
+	} else if (x.fin == -EPROTO) {
 		refuse(c, who, hex, EPROTO, "stream bytes after END");
-		return 0;
-	}
-	if (fin) {
+	} else if (x.fin) {
 		vfs_log(LOG_WARNING, "%s store %s: checkpoint %llu applied, "
 			"but the connection failed before its DONE (%s); the "
 			"primary will find it held", who, hex,
-			(unsigned long long)s->ckpt, strerror(-fin));
+			(unsigned long long)s->ckpt, strerror(-x.fin));
+	} else if (x.acked) {
+		ret = 1;
+	}
+	in_free(x.in);
+	return ret;
+}
+
+/* HELD for session x: what its replica holds.  0, or -errno refused. */
+static int send_held(struct sess *x)
+{
+	struct rep_wire h = { .type = RW_HELD, .version = x->version };
+	unsigned char have[16];
+	uint64_t *ids = NULL;
+	size_t nids = 0;
+	char err[512] = "";
+	int rc;
+
+	if ((rc = rep_held(x->dir, have, &ids, &nids, &h.first, err,
+			   sizeof(err)))) {
+		refuse(x->c, x->who, x->hex, -rc, err);
+		goto out;
+	}
+	if (nids && memcmp(have, x->id, 16)) {
+		refuse(x->c, x->who, x->hex, EPROTO, "its replica directory "
+		       "holds another store");
+		rc = -EPROTO;
+		goto out;
+	}
+	h.n = nids > REP_HELD_MAX ? REP_HELD_MAX : (uint32_t)nids;
+	if ((rc = rep_wire_send(x->c, &h, ids ? ids + (nids - h.n) : NULL)))
+		goto out;
+	if (!x->rounds++)
+		vfs_log(LOG_INFO, "%s store %s: connected (protocol version "
+			"%u), %zu checkpoints held", x->who, x->hex,
+			x->version, nids);
+	else
+		vfs_dbg("%s store %s: round %u, %zu checkpoints held",
+			x->who, x->hex, x->rounds, nids);
+out:
+	free(ids);
+	return rc;
+}
+
+/* A DISCARD: 1 go on, 0 end the session. */
+static int serve_discard(struct sess *x, const struct rep_wire *w)
+{
+	struct rep_wire a = { .type = RW_ACK, .ckpt = w->ckpt };
+	char err[512] = "";
+	int rc;
+
+	if ((rc = rep_discard(x->dir, w->ckpt, err, sizeof(err)))) {
+		refuse(x->c, x->who, x->hex, -rc, err);
 		return 0;
 	}
-	if (rep_wire_send(c, &a, NULL))
-		return 0;
-	vfs_log(LOG_INFO, "%s store %s: checkpoint %llu %s (%llu bytes)", who,
-		hex, (unsigned long long)s->ckpt, rc ? "held already" :
-		"applied", (unsigned long long)stats.bytes);
-	return 1;
+	vfs_log(LOG_NOTICE, "%s store %s: discarded the checkpoints after "
+		"%llu (rolled back on the primary)", x->who, x->hex,
+		(unsigned long long)w->ckpt);
+	return rep_wire_send(x->c, &a, NULL) == 0;
 }
 
 int rep_peer_serve(struct rep_conn *c, int sock, const char *root,
 		   const char *who)
 {
-	struct rep_wire w, h = { .type = RW_HELD, .version = REP_PEER_VERSION };
-	unsigned char id[16], have[16];
-	char hex[33], dir[4096], err[512] = "", why[640];
-	uint64_t *ids = NULL;
-	size_t nids = 0, cap = 0, len;
+	struct sess x = { .c = c, .sock = sock, .who = who };
+	enum rep_phase ph = RW_PH_HELLO;
+	struct rep_wire w;
+	char err[512] = "", why[640];
+	size_t cap = 0, len;
 	void *buf = NULL;
 	bool acquired = false;
 	int rc;
@@ -217,83 +329,81 @@ int rep_peer_serve(struct rep_conn *c, int sock, const char *root,
 			strerror(-rc));
 		goto out;
 	}
+	/* (not the words of version 1's refusal, which a primary takes as
+	   "speak version 1": client.c, V1_REFUSAL) */
 	if ((rc = rep_wire_decode(buf, len, &w, err, sizeof(err))) ||
-	    w.type != RW_HELLO || w.version != REP_PEER_VERSION) {
-		snprintf(why, sizeof(why), "expected HELLO version %d: %s",
-			 REP_PEER_VERSION, rc ? err : "another message");
+	    rep_wire_next(0, &ph, w.type) ||
+	    w.version < REP_PEER_VERSION_MIN) {
+		snprintf(why, sizeof(why), "expected HELLO of a version from "
+			 "%d to %d: %s", REP_PEER_VERSION_MIN, REP_PEER_VERSION,
+			 rc ? err : w.type == RW_HELLO ? "version 0" :
+			 "another message");
 		refuse(c, who, NULL, EPROTO, why);
 		rc = -EPROTO;
 		goto out;
 	}
-	memcpy(id, w.store_id, 16);
-	hex_id(id, hex);
-	snprintf(dir, sizeof(dir), "%s/%s", root, hex);
-	if ((rc = reg_acquire(id, sock))) {
-		refuse(c, who, hex, -rc, "another connection of this store "
+	memcpy(x.id, w.store_id, 16);
+	x.offer = w.version;
+	x.version = w.version < REP_PEER_VERSION ? w.version : REP_PEER_VERSION;
+	hex_id(x.id, x.hex);
+	snprintf(x.dir, sizeof(x.dir), "%s/%s", root, x.hex);
+	if ((rc = reg_acquire(x.id, sock))) {
+		refuse(c, who, x.hex, -rc, "another connection of this store "
 		       "does not let go of it");
 		goto out;
 	}
 	acquired = true;
-	if ((rc = rep_held(dir, have, &ids, &nids, &h.first, err,
-			   sizeof(err)))) {
-		refuse(c, who, hex, -rc, err);
+	if ((rc = send_held(&x)))
 		goto out;
-	}
-	if (nids && memcmp(have, id, 16)) {
-		refuse(c, who, hex, EPROTO, "its replica directory holds "
-		       "another store");
-		rc = -EPROTO;
-		goto out;
-	}
-	h.n = nids > REP_HELD_MAX ? REP_HELD_MAX : (uint32_t)nids;
-	if ((rc = rep_wire_send(c, &h, ids ? ids + (nids - h.n) : NULL)))
-		goto out;
-	vfs_log(LOG_INFO, "%s store %s: connected, %zu checkpoints held", who,
-		hex, nids);
 	for (;;) {
 		if ((rc = rep_conn_recv(c, &buf, &cap, &len, IDLE_MS))) {
-			if (rc != -ECONNRESET && rc != -EPIPE)
+			if (rc == -ETIMEDOUT)
+				vfs_log(LOG_INFO, "%s store %s: silent for %d "
+					"s, closed", who, x.hex,
+					REP_PEER_IDLE_S);
+			else if (rc != -ECONNRESET && rc != -EPIPE)
 				vfs_log(LOG_WARNING, "%s store %s: %s", who,
-					hex, strerror(-rc));
+					x.hex, strerror(-rc));
 			break;
 		}
 		if ((rc = rep_wire_decode(buf, len, &w, err, sizeof(err)))) {
-			refuse(c, who, hex, EBADMSG, err);
+			refuse(c, who, x.hex, EBADMSG, err);
+			break;
+		}
+		if (rep_wire_next(x.version, &ph, w.type)) {
+			snprintf(why, sizeof(why), "unexpected message type %u"
+				 "%s", w.type, w.type == RW_HELLO ? " (another "
+				 "round needs protocol version 2)" : "");
+			refuse(c, who, x.hex, EPROTO, why);
 			break;
 		}
 		if (w.type == RW_BYE)
 			break;
-		if (w.type == RW_STREAM) {
-			if (!serve_stream(c, sock, &w, dir, id, who, hex))
-				break;
-			continue;
-		}
-		if (w.type == RW_DISCARD) {
-			struct rep_wire a = { .type = RW_ACK, .ckpt = w.ckpt };
-
-			err[0] = 0;
-			if ((rc = rep_discard(dir, w.ckpt, err, sizeof(err)))) {
-				refuse(c, who, hex, -rc, err);
+		if (w.type == RW_HELLO) {
+			if (memcmp(w.store_id, x.id, 16) ||
+			    w.version != x.offer) {
+				refuse(c, who, x.hex, EPROTO, "a HELLO of "
+				       "another store or version than the "
+				       "connection's first");
 				break;
 			}
-			vfs_log(LOG_NOTICE, "%s store %s: discarded the "
-				"checkpoints after %llu (rolled back on the "
-				"primary)", who, hex,
-				(unsigned long long)w.ckpt);
-			if (rep_wire_send(c, &a, NULL))
+			if (send_held(&x))
 				break;
 			continue;
 		}
-		snprintf(why, sizeof(why), "unexpected message type %u",
-			 w.type);
-		refuse(c, who, hex, EPROTO, why);
-		break;
+		if (w.type == RW_STREAM) {
+			if (!serve_stream(c, sock, &w, x.dir, x.id, who, x.hex))
+				break;
+			ph = RW_PH_READY;	/* inbound.c read to DONE */
+			continue;
+		}
+		if (!serve_discard(&x, &w))
+			break;
 	}
 	rc = 0;
 out:
 	if (acquired)
-		reg_release(id);
-	free(ids);
+		reg_release(x.id);
 	free(buf);
 	return rc;
 }

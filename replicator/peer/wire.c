@@ -6,6 +6,10 @@
  * length exactly, HELD's count against REP_HELD_MAX and against the
  * message length, REFUSE's reason length, DATA's size.  Nothing is
  * allocated: a decoded message points into the caller's buffer.
+ *
+ * The order of the primary's messages is one small table
+ * (rep_wire_next), the same for the peer's session loop and its stream
+ * thread, so that what may come when is written once and tested whole.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -217,4 +221,42 @@ int rep_wire_send(struct rep_conn *c, const struct rep_wire *w,
 	if (buf != small)
 		free(buf);
 	return rc;
+}
+
+int rep_wire_next(uint32_t version, enum rep_phase *ph, uint32_t type)
+{
+	enum rep_phase to;
+
+	switch (*ph) {
+	case RW_PH_HELLO:
+		if (type != RW_HELLO)
+			return -EPROTO;
+		to = RW_PH_READY;
+		break;
+	case RW_PH_READY:
+		switch (type) {
+		case RW_HELLO:
+			/* another round on this connection: version 2 on */
+			if (version < 2)
+				return -EPROTO;
+			to = RW_PH_READY;
+			break;
+		case RW_DISCARD: to = RW_PH_READY; break;
+		case RW_STREAM: to = RW_PH_STREAM; break;
+		case RW_BYE: to = RW_PH_END; break;
+		default: return -EPROTO;
+		}
+		break;
+	case RW_PH_STREAM:
+		switch (type) {
+		case RW_DATA: to = RW_PH_STREAM; break;
+		case RW_DONE: case RW_ABORT: to = RW_PH_READY; break;
+		default: return -EPROTO;
+		}
+		break;
+	default:
+		return -EPROTO;
+	}
+	*ph = to;
+	return 0;
 }

@@ -22,6 +22,10 @@
 # compress=, wait=peer) and with the repl_* ones; bad values are refused.
 # Bad input: a wrong secret (refused,
 # logged), a secret file readable by others (refused by both sides).
+# The kept connection (named cases): many checkpoints over one connection,
+# wait=peer's reply after the acknowledgement, the link cut while it
+# idles (and the receiver restarted behind the cut: a dead connection),
+# the receiver restarted while the primary idles.
 # Nothing acknowledged is lost, no partial checkpoint is visible, both
 # stores are fsck-clean; the replica mounts and rolls back.
 # timeout: 600
@@ -37,7 +41,9 @@ NSP=vfsp$$ NSQ=vfsq$$ PX=() QX=() ADDR=127.0.0.1 NETNS=0
 _repd_pids=()
 t_cleanup() {
 	local p
-	for p in "${_repd_pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+	for p in "${_repd_pids[@]}" $(cat "$T/repd.pids" 2>/dev/null); do
+		kill -9 "$p" 2>/dev/null
+	done
 	if [ "$NETNS" = 1 ]; then
 		ip netns del "$NSP" 2>/dev/null
 		ip netns del "$NSQ" 2>/dev/null
@@ -79,10 +85,14 @@ start_repd() {
 	local i n0
 	# the log is appended to: wait for this receiver's own line
 	n0=$(cat "$T/repd.$2.log" 2>/dev/null | grep -c listening)
-	"${QX[@]}" "$REPD" -f --listen "$ADDR:$2" --dir "$1" \
+	"${QX[@]}" "$REPD" -f ${REPD_DEBUG:+-d} --listen "$ADDR:$2" --dir "$1" \
 		--secret-file "${3:-$T/secret}" >> "$T/repd.$2.log" 2>&1 &
 	REPD_PID=$!
 	_repd_pids+=("$REPD_PID")
+	# for named cases (subshells) and the cleanup, which sees only the
+	# main shell's array
+	echo "$REPD_PID" > "$T/repd.$2.pid"
+	echo "$REPD_PID" >> "$T/repd.pids"
 	for i in $(seq 50); do
 		[ "$(grep -c listening "$T/repd.$2.log")" -gt "$n0" ] && return 0
 		kill -0 "$REPD_PID" 2>/dev/null || return 1
@@ -365,6 +375,139 @@ synced
 compare
 ctl replicate "$M" --stop | grep -q "replication:    off" || fail "--stop"
 vfs_umount "$M"
+
+# ==== the kept connection (protocol version 2): checkpoints after the
+# first take no dial and no handshake; named cases
+B=$prim/b3 M=$prim/m3 P=$peer/replicas3 PORT=$((PORT + 1))
+REPD_DEBUG=1 start_repd "$P" "$PORT"
+vfs_mount "$B" "$M" -o "replicate=$ADDR:$PORT,secret=$T/secret,wait=peer"
+mkdir "$M/d0" "$M/d1" "$M/d2"
+
+# connections of version 2 the receiver on PORT accepted (its log)
+conns() { grep -c ": connected (protocol version 2)" "$T/repd.$PORT.log"; }
+# established TCP connections to it, as the peer's kernel sees them
+established() {
+	"${QX[@]}" ss -Htn state established "( sport = :$PORT )" | wc -l
+}
+applied() { grep -q "checkpoint $1 applied" "$T/repd.$PORT.log"; }
+# ms since the epoch
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+# HELLOs after a connection's first (the receiver's debug log)
+hellos() { grep -c ": round [0-9]*, [0-9]* checkpoints held" "$T/repd.$PORT.log"; }
+
+# 20 checkpoints, each returning once the peer applied it, all over the
+# one connection the mount opened, which stays open between them; each
+# starts with its stream (no HELLO: the peer's state is known from the
+# last acknowledgement), but for a keep-alive round every 30 s
+one_connection() {
+	local i c n0 h0 t0
+	for i in $(seq 50); do [ "$(conns)" -ge 1 ] && break; sleep 0.1; done
+	n0=$(conns) h0=$(hellos) t0=$(date +%s)
+	[ "$n0" = 1 ] || fail "the mount made $n0 connections, want 1"
+	for i in $(seq 20); do
+		work 3
+		c=$(ctl checkpoint "$M") || fail "checkpoint $i"
+		applied "$c" || fail "checkpoint $c returned before the peer applied it"
+	done
+	[ "$(conns)" = "$n0" ] || fail "$(( $(conns) - n0 )) more connections for 20 checkpoints"
+	[ $(( $(hellos) - h0 )) -le $(( ($(date +%s) - t0) / 30 + 1 )) ] ||
+		fail "$(( $(hellos) - h0 )) HELLOs for 20 checkpoints in $(( $(date +%s) - t0 )) s"
+	[ "$(established)" = 1 ] || fail "$(established) connections established between checkpoints, want 1"
+	compare
+}
+
+# wait=peer: the checkpoint's reply comes after the ACK (acked = the id,
+# lag 0 at once), on the kept connection; the times for the log
+wait_peer_path() {
+	local i c s t0 lat="" n0
+	n0=$(conns)
+	for i in 1 2 3 4 5; do
+		work 3
+		t0=$(now_ms)
+		c=$(ctl checkpoint "$M") || fail "checkpoint $i"
+		lat="$lat $(( $(now_ms) - t0 ))"
+		s=$(ctl --json replicate "$M")
+		case $s in *'"acked":'"$c"','*'"lag_ckpts":0,'*) ;;
+		*) fail "checkpoint $c returned before its acknowledgement: $s" ;; esac
+	done
+	[ "$(conns)" = "$n0" ] || fail "a checkpoint with wait=peer dialled again"
+	note "wait=peer over the kept connection, ms:$lat"
+}
+
+# the link cut while the connection idles: the checkpoint made meanwhile
+# ships once the link is back (TCP holds the connection); then the link
+# cut again while the peer's end of the connection is aborted (ss -K, as
+# a peer's reboot or a firewall's lost state would), so that the kept
+# connection is dead without knowing it: the next round fails on it and
+# goes on at once over a new one, without a backoff
+cut_mid_idle() {
+	local c p t0 t n0
+	ip -n "$NSP" link set "vp$$" down
+	work 3
+	ctl checkpoint "$M" > "$T/cut.out" 2>&1 &
+	p=$!
+	sleep 2
+	kill -0 "$p" 2>/dev/null || fail "a checkpoint returned with the link down: $(cat "$T/cut.out")"
+	ip -n "$NSP" link set "vp$$" up
+	wait "$p" || fail "checkpoint after the link came back: $(cat "$T/cut.out")"
+	c=$(cat "$T/cut.out")
+	applied "$c" || fail "checkpoint $c not applied"
+	note "link cut for 2 s mid-idle: checkpoint $c shipped once it came back ($(conns) connections)"
+
+	# the peer's end aborted while the link is down: its RST is lost, and
+	# the primary's end stays open, dead
+	n0=$(conns)
+	ip -n "$NSP" link set "vp$$" down
+	"${QX[@]}" ss -HK state established "( sport = :$PORT )" > /dev/null ||
+		fail "ss -K"
+	[ "$(established)" = 0 ] || fail "the peer's end is still established"
+	sleep 0.5
+	ip -n "$NSP" link set "vp$$" up
+	work 3
+	t0=$(now_ms)
+	c=$(ctl checkpoint "$M") || fail "checkpoint over a dead kept connection"
+	t=$(( $(now_ms) - t0 ))
+	applied "$c" || fail "checkpoint $c not applied"
+	[ "$(conns)" = $((n0 + 1)) ] || fail "$(( $(conns) - n0 )) new connections, want 1"
+	# a backoff would have cost a second at least
+	[ "$t" -lt 900 ] || note "NOTE: $t ms over a dead connection (loaded machine?)"
+	note "the peer's end aborted behind a cut link: checkpoint $c in $t ms over a new connection"
+	compare
+}
+
+# the receiver restarted while the primary idles: the primary sees the
+# close at once (its idle socket turns readable) and dials for the next
+# checkpoint
+repd_restart_idle() {
+	local c i n0 pid
+	pid=$(cat "$T/repd.$PORT.pid")
+	kill -TERM "$pid"
+	for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	kill -0 "$pid" 2>/dev/null && fail "versionfs-replicad $pid did not stop"
+	start_repd "$P" "$PORT"
+	n0=$(conns)
+	for i in 1 2 3; do
+		work 3
+		c=$(ctl checkpoint "$M") || fail "checkpoint $i after the receiver's restart"
+		applied "$c" || fail "checkpoint $c not applied"
+	done
+	[ "$(conns)" = $((n0 + 1)) ] || fail "$(( $(conns) - n0 )) connections after the restart, want 1"
+	[ "$(established)" = 1 ] || fail "$(established) connections established, want 1"
+	compare
+}
+
+test_case "many checkpoints over one connection" one_connection
+test_case "wait=peer: the reply after the peer's acknowledgement" wait_peer_path
+if [ "$NETNS" = 1 ]; then
+	test_case "the connection cut mid-idle, replication resumes" cut_mid_idle
+else
+	note "NOTE: no network namespaces: the link cut case not run"
+fi
+test_case "versionfs-replicad restarted while the primary idles" repd_restart_idle
+vfs_umount "$M"
+cases_done
+
 VFS=$VFS0
 ctl() { "$VFSCTL" "$@"; }
 note "ok"

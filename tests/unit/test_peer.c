@@ -7,18 +7,27 @@
  * bwlimit; rep_held and rep_discard on directories holding no replica;
  * the zstd sink and source (zstd.c): round trips, a plain stream passed
  * through, truncated and damaged frames, and a frame whose window is over
- * the decoder's cap refused.
+ * the decoder's cap refused.  The order of the primary's messages
+ * (rep_wire_next) in every phase, version and type; and over a socketpair
+ * with the real peer (rep_peer_serve) or a scripted one: several rounds on
+ * one connection of version 2, version 1 one round only, the fallback
+ * from a version-1 peer's refusal, HELD versions a primary must refuse,
+ * and every message out of order refused by the peer, which then ends
+ * the connection.
  */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <zstd.h>
 
 #include "replicator/peer/peer.h"
+#include "btree_test.h"		/* bt_test_rmtree */
 
 /* ---- memory sinks and sources ---- */
 struct mem {
@@ -150,8 +159,9 @@ END_TEST
 START_TEST(test_lengths)
 {
 	uint64_t held[2] = { 1, 2 };
-	struct rep_wire all[7] = {
+	struct rep_wire all[8] = {
 		{ .type = RW_HELLO, .version = 1 },
+		{ .type = RW_HELLO, .version = 2 },
 		{ .type = RW_HELD, .version = 1, .n = 2 },
 		{ .type = RW_DISCARD, .ckpt = 1 },
 		{ .type = RW_STREAM, .ckpt = 2, .base = 1 },
@@ -162,7 +172,7 @@ START_TEST(test_lengths)
 	unsigned char big[512];
 	struct rep_wire o;
 
-	for (int k = 0; k < 7; k++) {
+	for (int k = 0; k < 8; k++) {
 		ssize_t n = rep_wire_encode(&all[k], held, big, sizeof(big));
 
 		ck_assert_int_gt(n, 0);
@@ -408,6 +418,414 @@ START_TEST(test_zstd_window)
 }
 END_TEST
 
+
+/* The primary's messages in every phase, version and type. */
+START_TEST(test_order)
+{
+	for (uint32_t v = 0; v <= 3; v++)
+		for (int p = RW_PH_HELLO; p <= RW_PH_END; p++)
+			for (uint32_t t = 0; t <= RW_TYPE_MAX; t++) {
+				enum rep_phase ph = p, want = p;
+				bool ok = false;
+
+				switch (p) {
+				case RW_PH_HELLO:
+					ok = t == RW_HELLO;
+					want = RW_PH_READY;
+					break;
+				case RW_PH_READY:
+					ok = t == RW_DISCARD || t == RW_STREAM ||
+					     t == RW_BYE ||
+					     (t == RW_HELLO && v >= 2);
+					want = t == RW_STREAM ? RW_PH_STREAM :
+					       t == RW_BYE ? RW_PH_END :
+					       RW_PH_READY;
+					break;
+				case RW_PH_STREAM:
+					ok = t == RW_DATA || t == RW_DONE ||
+					     t == RW_ABORT;
+					want = t == RW_DATA ? RW_PH_STREAM :
+					       RW_PH_READY;
+					break;
+				}
+				ck_assert_msg(rep_wire_next(v, &ph, t) ==
+					      (ok ? 0 : -EPROTO),
+					      "version %u phase %d type %u", v,
+					      p, t);
+				ck_assert_int_eq(ph, ok ? want : (enum rep_phase)p);
+			}
+}
+END_TEST
+
+/* ---- sessions over a socketpair ---- */
+
+static const unsigned char SECRET[] = "a secret of the peer unit tests";
+
+struct end {
+	int fd;
+	bool server;
+	struct rep_conn *c;
+	int rc;
+};
+
+static void *open_end(void *arg)
+{
+	struct end *e = arg;
+
+	e->rc = rep_conn_open(e->fd, e->server, SECRET, sizeof(SECRET) - 1,
+			      5000, &e->c, NULL, 0);
+	return NULL;
+}
+
+/* An authenticated pair: *cl the primary's end (fd in *cfd), *sv the
+   peer's (and a dup of its socket in *sfd, as replicad keeps). */
+static void pair(struct rep_conn **cl, int *cfd, struct rep_conn **sv,
+		 int *sfd)
+{
+	int sp[2];
+	struct end a, b;
+	pthread_t t;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
+				    sp), 0);
+	a = (struct end){ .fd = sp[0], .server = false };
+	b = (struct end){ .fd = sp[1], .server = true };
+	*cfd = sp[0];
+	*sfd = dup(sp[1]);
+	ck_assert_int_eq(pthread_create(&t, NULL, open_end, &b), 0);
+	open_end(&a);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(a.rc, 0);
+	ck_assert_int_eq(b.rc, 0);
+	*cl = a.c;
+	*sv = b.c;
+}
+
+struct srv {
+	struct rep_conn *c;
+	int sock;
+	const char *root;
+	pthread_t t;
+	int rc;
+};
+
+static void *serve_thread(void *arg)
+{
+	struct srv *s = arg;
+
+	s->rc = rep_peer_serve(s->c, s->sock, s->root, "unit");
+	return NULL;
+}
+
+static char root[] = "/tmp/test_peer_root.XXXXXX";
+static char backing[] = "/tmp/test_peer_store.XXXXXX";
+
+/* Close st, remove the two directories of empty_store. */
+static void drop_store(struct vstore *st)
+{
+	store_close(st);
+	bt_test_rmtree(backing);
+	bt_test_rmtree(root);
+}
+
+/* A store with no checkpoint (nothing to ship: a round is HELLO, HELD)
+   and an empty directory of replicas. */
+static struct vstore *empty_store(void)
+{
+	struct vstore *st;
+
+	vfs_log_init(true, false);
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	ck_assert_ptr_nonnull(mkdtemp(backing));
+	ck_assert_int_eq(store_open(backing, STORE_CREATE, &st), 0);
+	return st;
+}
+
+/* The real peer on its end of a new pair: *cl is the primary's end. */
+static void start_peer(struct srv *s, struct rep_conn **cl, int *cfd)
+{
+	*s = (struct srv){ .root = root };
+	pair(cl, cfd, &s->c, &s->sock);
+	ck_assert_int_eq(pthread_create(&s->t, NULL, serve_thread, s), 0);
+}
+
+static void end_peer(struct srv *s)
+{
+	pthread_join(s->t, NULL);
+	rep_conn_close(s->c);
+	close(s->sock);
+}
+
+/* Receive one message from the peer into w (buf kept by the caller). */
+static int recv_msg(struct rep_conn *c, void **mb, size_t *cap,
+		    struct rep_wire *w)
+{
+	size_t len;
+	int rc = rep_conn_recv(c, mb, cap, &len, 5000);
+
+	if (rc)
+		return rc;
+	return rep_wire_decode(*mb, len, w, NULL, 0);
+}
+
+START_TEST(test_rounds_v2)
+{
+	struct vstore *st = empty_store();
+	struct rep_peer_opts o = { 0 };
+	struct rep_peer_stats s;
+	struct rep_client *cl;
+	struct rep_conn *c;
+	struct srv sv;
+	char err[256];
+	int fd;
+
+	start_peer(&sv, &c, &fd);
+	ck_assert_int_eq(rep_client_new(c, fd, REP_PEER_VERSION, &cl), 0);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(rep_client_round(cl, st, &o, &s, err,
+						  sizeof(err)), 0);
+		ck_assert_uint_eq(s.shipped, 0);
+		ck_assert(rep_client_reusable(cl));
+	}
+	ck_assert_uint_eq(rep_client_version(cl), 2);
+	ck_assert_uint_eq(rep_client_rounds(cl), 3);
+	rep_client_close(cl);		/* BYE: the peer returns */
+	end_peer(&sv);
+	ck_assert_int_eq(sv.rc, 0);
+
+	/* the peer closes (a restart, its idle timeout): the idle socket
+	   turns readable and the connection is not reused */
+	start_peer(&sv, &c, &fd);
+	ck_assert_int_eq(rep_client_new(c, fd, REP_PEER_VERSION, &cl), 0);
+	ck_assert_int_eq(rep_client_round(cl, st, &o, &s, err, sizeof(err)),
+			 0);
+	shutdown(sv.sock, SHUT_RDWR);
+	end_peer(&sv);
+	ck_assert(!rep_client_reusable(cl));
+	rep_client_close(cl);
+
+	/* offering version 1: one round only, and HELD says 1 */
+	start_peer(&sv, &c, &fd);
+	ck_assert_int_eq(rep_client_new(c, fd, 1, &cl), 0);
+	ck_assert_int_eq(rep_client_round(cl, st, &o, &s, err, sizeof(err)),
+			 0);
+	ck_assert_uint_eq(rep_client_version(cl), 1);
+	ck_assert(!rep_client_reusable(cl));
+	ck_assert_int_eq(rep_client_round(cl, st, &o, &s, err, sizeof(err)),
+			 -EPIPE);
+	rep_client_close(cl);
+	end_peer(&sv);
+	ck_assert_int_eq(rep_client_new(NULL, -1, 3, &cl), -EINVAL);
+	drop_store(st);
+}
+END_TEST
+
+/* A scripted peer: reads HELLO, answers `reply` (then closes). */
+struct fake {
+	struct rep_conn *c;
+	struct rep_wire reply;
+	uint32_t got_version;
+	pthread_t t;
+};
+
+static void *fake_thread(void *arg)
+{
+	struct fake *f = arg;
+	struct rep_wire w;
+	void *mb = NULL;
+	size_t cap = 0;
+
+	if (recv_msg(f->c, &mb, &cap, &w) == 0 && w.type == RW_HELLO) {
+		f->got_version = w.version;
+		rep_wire_send(f->c, &f->reply, NULL);
+	}
+	free(mb);
+	return NULL;
+}
+
+/* One round of a client offering `offer` against a peer answering r. */
+static int fake_round(struct vstore *st, uint32_t offer,
+		      const struct rep_wire *r, uint32_t *got, char *err,
+		      size_t errlen)
+{
+	struct rep_peer_opts o = { .timeout_ms = 5000 };
+	struct rep_peer_stats s;
+	struct rep_client *cl;
+	struct rep_conn *c;
+	struct fake f = { .reply = *r };
+	int fd, sfd, rc;
+
+	pair(&c, &fd, &f.c, &sfd);
+	ck_assert_int_eq(pthread_create(&f.t, NULL, fake_thread, &f), 0);
+	ck_assert_int_eq(rep_client_new(c, fd, offer, &cl), 0);
+	rc = rep_client_round(cl, st, &o, &s, err, errlen);
+	pthread_join(f.t, NULL);
+	rep_conn_close(f.c);
+	close(sfd);
+	if (got)
+		*got = f.got_version;
+	rep_client_close(cl);
+	return rc;
+}
+
+START_TEST(test_fallback)
+{
+	static const char v1[] = "expected HELLO version 1: another message";
+	struct vstore *st = empty_store();
+	struct rep_wire r = { .type = RW_REFUSE, .err = EPROTO,
+			      .reason = v1, .len = sizeof(v1) - 1 };
+	char err[256];
+	uint32_t got;
+
+	/* a version-1 peer's refusal (which negated its errno): fall back */
+	ck_assert_int_eq(fake_round(st, 2, &r, &got, err, sizeof(err)),
+			 -EPROTONOSUPPORT);
+	ck_assert_uint_eq(got, 2);
+	r.err = -EPROTO;
+	ck_assert_int_eq(fake_round(st, 2, &r, &got, err, sizeof(err)),
+			 -EPROTONOSUPPORT);
+	r.err = EPROTO;
+	/* the same words to a HELLO of version 1 are a plain refusal */
+	ck_assert_int_eq(fake_round(st, 1, &r, NULL, err, sizeof(err)),
+			 -EPROTO);
+	/* any other refusal is one */
+	r.reason = "no space";
+	r.len = 8;
+	r.err = ENOSPC;
+	ck_assert_int_eq(fake_round(st, 2, &r, NULL, err, sizeof(err)),
+			 -ENOSPC);
+	ck_assert(strstr(err, "no space"));
+	/* HELD of a version over the offer, or 0: refused */
+	r = (struct rep_wire){ .type = RW_HELD, .version = 3 };
+	ck_assert_int_eq(fake_round(st, 2, &r, NULL, err, sizeof(err)),
+			 -EPROTO);
+	r.version = 2;
+	ck_assert_int_eq(fake_round(st, 1, &r, NULL, err, sizeof(err)),
+			 -EPROTO);
+	r.version = 0;
+	ck_assert_int_eq(fake_round(st, 2, &r, NULL, err, sizeof(err)),
+			 -EPROTO);
+	/* an answer that is not HELD */
+	r = (struct rep_wire){ .type = RW_ACK, .ckpt = 1 };
+	ck_assert_int_eq(fake_round(st, 2, &r, NULL, err, sizeof(err)),
+			 -EPROTO);
+	/* HELD of version 1 to an offer of 2: agreed, one round */
+	r = (struct rep_wire){ .type = RW_HELD, .version = 1 };
+	ck_assert_int_eq(fake_round(st, 2, &r, NULL, err, sizeof(err)), 0);
+	drop_store(st);
+}
+END_TEST
+
+/*
+ * Messages to the real peer: script[] in turn, each answered as want[]
+ * says (a type, or 0: no answer expected), then the peer must have ended
+ * the connection.
+ */
+struct step {
+	struct rep_wire w;
+	uint32_t want;			/* RW_HELD, RW_REFUSE or 0 */
+	uint32_t want_version;		/* of HELD */
+};
+
+static void play(const struct step *script, int n)
+{
+	struct rep_conn *c;
+	struct rep_wire w;
+	struct srv sv;
+	void *mb = NULL;
+	size_t cap = 0;
+	int fd;
+
+	start_peer(&sv, &c, &fd);
+	for (int i = 0; i < n; i++) {
+		ck_assert_int_eq(rep_wire_send(c, &script[i].w, NULL), 0);
+		if (!script[i].want)
+			continue;
+		ck_assert_int_eq(recv_msg(c, &mb, &cap, &w), 0);
+		ck_assert_msg(w.type == script[i].want, "step %d: type %u, "
+			      "not %u", i, w.type, script[i].want);
+		if (w.type == RW_HELD)
+			ck_assert_uint_eq(w.version, script[i].want_version);
+		if (w.type == RW_REFUSE)
+			ck_assert_int_eq(w.err, EPROTO);
+	}
+	/* the peer ended the session (its caller then closes it): nothing
+	   more comes */
+	end_peer(&sv);
+	ck_assert_int_lt(recv_msg(c, &mb, &cap, &w), 0);
+	rep_conn_close(c);
+	free(mb);
+}
+
+START_TEST(test_peer_order)
+{
+	struct vstore *st = empty_store();
+	struct rep_wire h1 = { .type = RW_HELLO, .version = 1 };
+	struct rep_wire h2 = { .type = RW_HELLO, .version = 2 };
+	struct rep_wire h3 = { .type = RW_HELLO, .version = 3 };
+	struct rep_wire h0 = { .type = RW_HELLO, .version = 0 };
+	struct rep_wire other = h2, bye = { .type = RW_BYE };
+	struct rep_wire data = { .type = RW_DATA, .data = "x", .len = 1 };
+	struct rep_wire done = { .type = RW_DONE }, abrt = { .type = RW_ABORT };
+	struct rep_wire stream = { .type = RW_STREAM, .ckpt = 2, .base = 1 };
+	struct rep_wire ack = { .type = RW_ACK, .ckpt = 1 };
+	struct rep_wire held = { .type = RW_HELD, .version = 2 };
+	struct rep_wire ref = { .type = RW_REFUSE, .err = 1, .reason = "x",
+				.len = 1 };
+
+	memset(h1.store_id, 7, 16);
+	memset(h2.store_id, 7, 16);
+	memset(h3.store_id, 7, 16);
+	memset(other.store_id, 8, 16);
+	{	/* version 2: rounds, then BYE ends it */
+		struct step s[] = { { h2, RW_HELD, 2 }, { h2, RW_HELD, 2 },
+				    { h2, RW_HELD, 2 }, { bye, 0, 0 } };
+		play(s, 4);
+	}
+	{	/* a later version is answered with ours */
+		struct step s[] = { { h3, RW_HELD, 2 }, { h3, RW_HELD, 2 },
+				    { bye, 0, 0 } };
+		play(s, 3);
+	}
+	{	/* version 1: another HELLO is refused */
+		struct step s[] = { { h1, RW_HELD, 1 }, { h1, RW_REFUSE, 0 } };
+		play(s, 2);
+	}
+	{	/* a later HELLO of another store or version */
+		struct step s[] = { { h2, RW_HELD, 2 }, { other, RW_REFUSE, 0 } };
+		play(s, 2);
+	}
+	{
+		struct step s[] = { { h3, RW_HELD, 2 }, { h2, RW_REFUSE, 0 } };
+		play(s, 2);
+	}
+	{	/* nothing but HELLO first, and not of version 0 */
+		struct step s[] = { { h0, RW_REFUSE, 0 } };
+		const struct rep_wire first[] = { stream, data, done, abrt, bye,
+						  ack, held, ref };
+
+		play(s, 1);
+		for (size_t i = 0; i < sizeof(first) / sizeof(*first); i++) {
+			s[0].w = first[i];
+			play(s, 1);
+		}
+	}
+	{	/* between streams: no DATA, DONE, ABORT, nor the peer's own
+		   messages */
+		const struct rep_wire bad[] = { data, done, abrt, ack, held,
+						ref };
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+			struct step s[] = { { h2, RW_HELD, 2 },
+					    { bad[i], RW_REFUSE, 0 } };
+
+			play(s, 2);
+		}
+	}
+	drop_store(st);
+}
+END_TEST
+
 static Suite *peer_suite(void)
 {
 	Suite *s = suite_create("peer");
@@ -420,6 +838,13 @@ static Suite *peer_suite(void)
 	tcase_add_test(tc, test_no_replica);
 	tcase_add_test(tc, test_zstd);
 	tcase_add_test(tc, test_zstd_window);
+	tcase_add_test(tc, test_order);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("session");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_rounds_v2);
+	tcase_add_test(tc, test_fallback);
+	tcase_add_test(tc, test_peer_order);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -6,16 +6,37 @@
  * THE THREAD.  One thread, woken after each checkpoint (rp_kick from the
  * control thread, once the checkpoint is durable and its caller has its
  * id), after a rollback and a delete, and by a timer.  Each wake-up is
- * one session: dial the peer, the transport's handshake, then
- * rep_peer_sync (libvfspeer, client.c) with the daemon's own store: HELLO,
- * the peer's HELD list, a DISCARD if the primary rolled back what the
- * peer holds, then every checkpoint of the current line the peer lacks,
- * each acknowledged once durable there; then BYE and close.  A session
- * per batch rather than a standing connection: nothing to keep alive, a
- * dead link costs one failed session, and the peer's HELD list, not our
- * memory, says where to resume, so neither side's restart or a cut link
- * ever resends an acknowledged checkpoint.  On failure the thread retries
- * with a backoff of 1 to 16 s and logs each new error once.
+ * one round of rep_client_round (libvfspeer, client.c) with the daemon's
+ * own store: HELLO, the peer's HELD list, a DISCARD if the primary
+ * rolled back what the peer holds, then every checkpoint of the current
+ * line the peer lacks, each acknowledged once durable there.  The peer's
+ * HELD list, not our memory, says where to resume, so neither side's
+ * restart nor a cut link ever resends an acknowledged checkpoint.
+ *
+ * THE CONNECTION.  Rounds share one connection (protocol version 2,
+ * peer.h): dialled and authenticated for the first round, then kept
+ * while the mount replicates, so a checkpoint waits for its stream and
+ * the peer's apply, not for a dial, a handshake and a thread on the
+ * peer; and, the peer's state being known from the last round, a kicked
+ * round starts with its STREAM, without HELLO and HELD (peer.h, SHORT
+ * ROUNDS).  While it is kept the thread waits for the next kick in poll(2)
+ * on an eventfd and the connection's socket: the peer never sends
+ * unasked, so a readable socket means it closed the connection (its idle
+ * timeout, its restart, a newer connection of this store), and the
+ * connection is dropped at once rather than found dead by the next
+ * checkpoint.  A kept connection has a round every REP_KEEPALIVE_S even
+ * with nothing to ship (the keep-alive the peer's idle timeout wants,
+ * which also picks up what the cleaner merged), and is closed with BYE
+ * after RP_IDLE_S without a checkpoint, a rollback or a delete: a mount
+ * that stopped checkpointing holds no thread on the peer.  A round that
+ * fails on a kept connection with a transport error (it died silently
+ * while idle: a cut link, a peer that lost its state) is tried once more
+ * at once on a new one; any other failure closes it and retries with a
+ * backoff of 1 to 16 s, logging each new error once.  A version-1 peer
+ * refuses the first HELLO: the thread then dials again offering version
+ * 1, and uses a connection per round (as before version 2) for
+ * RP_V1_S before it offers version 2 again (the peer may have been
+ * upgraded).
  *
  * Sending beside the running daemon reads the store with read
  * transactions of this thread (LMDB readers never block the writer) and
@@ -39,16 +60,23 @@
  *
  * WAIT=PEER.  rp_wait_acked lets `versionfs-ctl checkpoint` return only
  * once the peer acknowledged the checkpoint (stdchk's pessimistic mode);
- * it blocks the control thread meanwhile, bounded by RP_WAIT_S.
+ * it blocks the control thread meanwhile, bounded by RP_WAIT_S.  On a
+ * kept connection that is the local checkpoint, the stream and the
+ * peer's apply: the bench's repl family measures it against the local
+ * checkpoint alone (doc/design.md, "Continuous replication").
  *
  * LOCKS.  rp.lock protects the fields marked so; it is never held across
- * network I/O or an LMDB transaction, and is a leaf (nothing is taken
- * while holding it).
+ * network I/O, a poll or an LMDB transaction, and is a leaf (nothing is
+ * taken while holding it).  The kept connection and the version to offer
+ * are the thread's own, unlocked; rp.sock mirrors the connection's socket
+ * for rp_stop, which shuts it down to end a round in flight.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -57,12 +85,17 @@
 
 #define RP_DIAL_MS	10000
 #define RP_BACKOFF_MAX	16
-#define RP_IDLE_S	60	/* a session at least this often */
+#define RP_TICK_S	60	/* without a connection: a round this often */
+#define RP_IDLE_S	300	/* a kept connection without work: BYE */
+#define RP_V1_S		600	/* a version-1 peer: version 2 offered again */
 #define RP_WAIT_S	600	/* wait=peer's bound */
 
 static struct {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;		/* kicks, stops, acknowledgements */
+	pthread_cond_t cond;		/* stops, acknowledgements */
+	int wake_fd;			/* eventfd: kicks and stops for the
+					   thread; set before it starts,
+					   closed after it ended */
 	/* protected by lock */
 	bool running, stop, kick;
 	pthread_t thread;
@@ -80,6 +113,7 @@ static struct {
 } rp = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.cond = PTHREAD_COND_INITIALIZER,
+	.wake_fd = -1,
 	.sock = -1,
 };
 
@@ -143,86 +177,237 @@ static void set_state(const char *s, const char *err)
 	pthread_mutex_unlock(&rp.lock);
 }
 
-/* One session: 0, or -errno with err filled. */
-static int session(const char *peer, const unsigned char *secret,
-		   size_t slen, uint64_t bwlimit, bool compress, char *err,
-		   size_t errlen)
-{
-	struct rep_peer_opts o = {
-		.bwlimit = bwlimit, .compress = compress, .acked = on_acked,
-		.stop = should_stop,
-	};
-	struct rep_wire bye = { .type = RW_BYE };
-	struct rep_peer_stats s;
-	struct rep_conn *c = NULL;
-	int fd, rc;
+/* The configuration, immutable while the thread runs. */
+struct rp_cfg {
+	const char *peer;
+	const unsigned char *secret;
+	size_t slen;
+	uint64_t bwlimit;
+	bool compress;
+};
 
-	*err = 0;
-	if ((fd = rep_dial(peer, RP_DIAL_MS, err, errlen)) < 0)
-		return fd;
+/* The thread's own: the connection kept between rounds. */
+struct rp_link {
+	struct rep_client *cl;		/* NULL: none */
+	uint32_t offer;			/* the version HELLO offers */
+	int64_t v1_at;			/* when a peer refused version 2 */
+	int64_t last_round, last_work;	/* monotonic ms */
+};
+
+static int64_t mono_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void set_sock(int fd)
+{
 	pthread_mutex_lock(&rp.lock);
 	rp.sock = fd;
 	pthread_mutex_unlock(&rp.lock);
-	if ((rc = rep_conn_open(fd, false, secret, slen, RP_DIAL_MS, &c, err,
-				errlen)))
-		goto out;
+}
+
+/* Close the kept connection (BYE if it is sound). */
+static void link_close(struct rp_link *l)
+{
+	if (!l->cl)
+		return;
+	set_sock(-1);
+	rep_client_close(l->cl);
+	l->cl = NULL;
+}
+
+/* Dial the peer and authenticate: l->cl, or -errno with err filled. */
+static int link_open(struct rp_link *l, const struct rp_cfg *g, char *err,
+		     size_t errlen)
+{
+	struct rep_conn *c = NULL;
+	int fd, rc;
+
+	if ((fd = rep_dial(g->peer, RP_DIAL_MS, err, errlen)) < 0)
+		return fd;
+	set_sock(fd);
+	if ((rc = rep_conn_open(fd, false, g->secret, g->slen, RP_DIAL_MS, &c,
+				err, errlen)) ||
+	    (rc = rep_client_new(c, fd, l->offer, &l->cl))) {
+		set_sock(-1);	/* a failed open closed fd */
+		return rc;
+	}
+	return 0;
+}
+
+/* An error of the connection itself rather than a refusal by the peer. */
+static bool conn_error(int rc)
+{
+	return rc == -ECONNRESET || rc == -EPIPE || rc == -ETIMEDOUT ||
+	       rc == -ECONNABORTED || rc == -ENOTCONN || rc == -EBADMSG ||
+	       rc == -ENETUNREACH || rc == -EHOSTUNREACH;
+}
+
+/* One round, on the kept connection or a new one: 0, or -errno with err
+   filled. */
+static int rp_round(struct rp_link *l, const struct rp_cfg *g, bool hello,
+		    char *err, size_t errlen)
+{
+	struct rep_peer_opts o = {
+		.bwlimit = g->bwlimit, .compress = g->compress,
+		.acked = on_acked, .stop = should_stop, .hello = hello,
+	};
+	struct rep_peer_stats s;
+	bool retried = false, kept;
+	int rc;
+
+again:
+	*err = 0;
+	if (l->cl && !rep_client_reusable(l->cl))
+		link_close(l);		/* closed by the peer meanwhile */
+	kept = l->cl != NULL;
+	if (!kept && (rc = link_open(l, g, err, errlen)))
+		return rc;
 	set_state("shipping", NULL);
-	rc = rep_peer_sync(vfs->st, c, &o, &s, err, errlen);
-	if (!rc)
-		rep_wire_send(c, &bye, NULL);
-	pthread_mutex_lock(&rp.lock);
-	rp.pending = rc ? rp.pending : s.pending;
-	pthread_mutex_unlock(&rp.lock);
-out:
-	pthread_mutex_lock(&rp.lock);
-	rp.sock = -1;
-	pthread_mutex_unlock(&rp.lock);
-	rep_conn_close(c);	/* closes fd; a failed open closed it */
+	rc = rep_client_round(l->cl, vfs->st, &o, &s, err, errlen);
+	if (!rc) {
+		pthread_mutex_lock(&rp.lock);
+		rp.pending = s.pending;
+		pthread_mutex_unlock(&rp.lock);
+		l->last_round = mono_ms();
+		if (s.shipped || s.discarded)
+			l->last_work = l->last_round;
+		if (!rep_client_reusable(l->cl))
+			link_close(l);	/* version 1: BYE, as ever */
+		return 0;
+	}
+	link_close(l);
+	if (should_stop(NULL))
+		return rc;
+	if (rc == -EPROTONOSUPPORT && l->offer > 1) {
+		vfs_log(LOG_NOTICE, "replication to %s: the peer speaks "
+			"protocol version 1 only: a connection per round",
+			g->peer);
+		l->offer = 1;
+		l->v1_at = mono_ms();
+		goto again;
+	}
+	if (kept && !retried && conn_error(rc)) {
+		/* the kept connection died while idle: not the peer's
+		   failure, so no backoff */
+		vfs_dbg("replication to %s: the kept connection failed (%s); "
+			"a new one", g->peer, err);
+		retried = true;
+		goto again;
+	}
 	return rc;
+}
+
+/* What woke the thread. */
+enum { W_TIMER, W_WAKE, W_SOCK };
+
+/* Wait up to ms for the eventfd (kicks, stops) or for the kept
+   connection's socket to turn readable (the peer closed it). */
+static int rp_sleep(int efd, int sock, int64_t ms)
+{
+	struct pollfd p[2] = {
+		{ .fd = efd, .events = POLLIN },
+		{ .fd = sock, .events = POLLIN },
+	};
+	uint64_t v;
+	int n;
+
+	n = poll(p, sock >= 0 ? 2 : 1, ms < 0 ? 0 : ms > 3600000 ? 3600000 :
+		 (int)ms);
+	if (n > 0 && (p[0].revents & POLLIN)) {
+		if (read(efd, &v, sizeof(v)) < 0) {
+			/* another reader emptied it: nothing lost, the
+			   flags under rp.lock are what count */
+		}
+		return W_WAKE;
+	}
+	if (n > 0 && sock >= 0 && p[1].revents)
+		return W_SOCK;
+	return W_TIMER;
 }
 
 static void *rp_thread(void *arg)
 {
+	struct rp_link l = { .offer = REP_PEER_VERSION };
 	char err[512], last[512] = "";
 	unsigned backoff = 0;
-	uint64_t pending;
 
 	(void)arg;
 	for (;;) {
-		struct timespec dl;
-		char *peer;
-		unsigned char *secret;
-		size_t slen;
-		uint64_t bw;
-		bool zst;
-		int rc;
+		struct rp_cfg g;
+		int64_t now = mono_ms(), due;
+		bool kick, pending;
+		int why = W_WAKE, rc;
 
-		clock_gettime(CLOCK_REALTIME, &dl);
 		pthread_mutex_lock(&rp.lock);
-		pending = rp.pending;
-		dl.tv_sec += backoff ? backoff : pending ? 2 : RP_IDLE_S;
-		while (!rp.stop && !rp.kick &&
-		       pthread_cond_timedwait(&rp.cond, &rp.lock, &dl) == 0)
-			;
+		pending = rp.pending != 0;
+		if (!rp.stop && !rp.kick) {
+			if (backoff)
+				due = now + backoff * 1000;
+			else if (pending)
+				due = now + 2000;
+			else if (l.cl)
+				due = l.last_round + REP_KEEPALIVE_S * 1000;
+			else
+				due = now + RP_TICK_S * 1000;
+			pthread_mutex_unlock(&rp.lock);
+			why = rp_sleep(rp.wake_fd, l.cl ? rep_client_fd(l.cl) :
+				       -1, due - now);
+			pthread_mutex_lock(&rp.lock);
+		}
 		if (rp.stop) {
 			pthread_mutex_unlock(&rp.lock);
 			break;
 		}
+		kick = rp.kick;
 		rp.kick = false;
-		/* the configuration is immutable while the thread runs */
-		peer = rp.peer;
-		secret = rp.secret;
-		slen = rp.slen;
-		bw = rp.bwlimit;
-		zst = rp.compress;
+		g = (struct rp_cfg){ rp.peer, rp.secret, rp.slen, rp.bwlimit,
+				     rp.compress };
 		pthread_mutex_unlock(&rp.lock);
+		if (why == W_WAKE && !kick)
+			continue;	/* a stale eventfd count */
+		now = mono_ms();
+		if (why == W_SOCK) {
+			/* the peer closed the kept connection; the next
+			   round dials */
+			vfs_dbg("replication to %s: the peer closed the "
+				"connection", g.peer);
+			link_close(&l);
+			continue;
+		}
+		if (kick)
+			l.last_work = now;
+		if (l.cl && !kick && !pending &&
+		    now - l.last_work >= RP_IDLE_S * 1000) {
+			vfs_dbg("replication to %s: idle for %d s, closing",
+				g.peer, RP_IDLE_S);
+			link_close(&l);
+			continue;
+		}
+		if (l.offer < REP_PEER_VERSION && !l.cl &&
+		    now - l.v1_at >= RP_V1_S * 1000)
+			l.offer = REP_PEER_VERSION;
 
-		rc = session(peer, secret, slen, bw, zst, err, sizeof(err));
+		/* a kick ships at once; a timer's round asks the peer
+		   (HELLO: the keep-alive, and what it holds) */
+		rc = rp_round(&l, &g, !kick, err, sizeof(err));
 		if (!rc) {
+			/* a keep-alive (or timer) round past the idle bound,
+			   with nothing waiting for the cleaner either:
+			   nothing to keep the connection for */
+			pthread_mutex_lock(&rp.lock);
+			pending = rp.pending != 0;
+			pthread_mutex_unlock(&rp.lock);
+			if (!pending && mono_ms() - l.last_work >=
+			    RP_IDLE_S * 1000)
+				link_close(&l);
 			set_state("idle", "");
 			if (last[0])
 				vfs_log(LOG_NOTICE, "replication to %s works "
-					"again", peer);
+					"again", g.peer);
 			last[0] = 0;
 			backoff = 0;
 			continue;
@@ -234,14 +419,26 @@ static void *rp_thread(void *arg)
 		set_state("retrying", err);
 		if (strcmp(err, last))
 			vfs_log(LOG_WARNING, "replication to %s: %s (retrying)",
-				peer, err);
+				g.peer, err);
 		snprintf(last, sizeof(last), "%s", err);
 		backoff = backoff ? backoff * 2 : 1;
 		if (backoff > RP_BACKOFF_MAX)
 			backoff = RP_BACKOFF_MAX;
 	}
+	link_close(&l);
 	set_state("stopped", NULL);
 	return NULL;
+}
+
+/* Wake the thread (rp.lock held: wake_fd is set while it runs). */
+static void rp_wake_locked(void)
+{
+	uint64_t one = 1;
+
+	pthread_cond_broadcast(&rp.cond);
+	if (rp.wake_fd >= 0 && write(rp.wake_fd, &one, sizeof(one)) < 0) {
+		/* a full counter still wakes the thread */
+	}
 }
 
 /* Read the cached acknowledged id (at start). */
@@ -268,12 +465,15 @@ void rp_stop(bool forget)
 	rp.stop = true;
 	if (rp.sock >= 0)
 		shutdown(rp.sock, SHUT_RDWR);
-	pthread_cond_broadcast(&rp.cond);
+	rp_wake_locked();
 	pthread_mutex_unlock(&rp.lock);
 	if (was)
 		pthread_join(rp.thread, NULL);
 	pthread_mutex_lock(&rp.lock);
 	rp.running = false;
+	if (rp.wake_fd >= 0)
+		close(rp.wake_fd);
+	rp.wake_fd = -1;
 	rep_secret_free(rp.secret, rp.slen);
 	rp.secret = NULL;
 	free(rp.peer);
@@ -295,7 +495,7 @@ int rp_start(const char *peer, const char *secret_file, uid_t owner,
 	unsigned char *secret = NULL;
 	size_t slen = 0;
 	char *p;
-	int rc;
+	int rc, efd;
 
 	if (!strchr(peer, ':')) {
 		snprintf(err, errlen, "replicate=%s: HOST:PORT expected", peer);
@@ -308,7 +508,16 @@ int rp_start(const char *peer, const char *secret_file, uid_t owner,
 		return -ENOMEM;
 	}
 	rp_stop(false);
+	if ((efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot start the replication thread: "
+			 "eventfd: %s", strerror(errno));
+		free(p);
+		rep_secret_free(secret, slen);
+		return rc;
+	}
 	pthread_mutex_lock(&rp.lock);
+	rp.wake_fd = efd;
 	rp.peer = p;
 	rp.secret = secret;
 	rp.slen = slen;
@@ -339,7 +548,7 @@ static void rp_kick(void)
 {
 	pthread_mutex_lock(&rp.lock);
 	rp.kick = true;
-	pthread_cond_broadcast(&rp.cond);
+	rp_wake_locked();
 	pthread_mutex_unlock(&rp.lock);
 }
 
@@ -356,7 +565,7 @@ static int rp_wait_acked(uint64_t id, char *err, size_t errlen)
 		return 0;
 	}
 	rp.kick = true;
-	pthread_cond_broadcast(&rp.cond);
+	rp_wake_locked();
 	while (rp.running && !rp.stop && rp.acked < id && rc == 0)
 		rc = pthread_cond_timedwait(&rp.cond, &rp.lock, &dl);
 	if (rp.acked >= id) {
