@@ -134,7 +134,11 @@ struct bt_env_opts {
  * also creates one after every opts->durable_every commits (it then costs
  * two fdatasyncs more), which bounds how much the file grows meanwhile.
  *
- * Returns 0 and sets *envp, or -errno.
+ * Returns 0 and sets *envp, or -errno; BT_ECORRUPT (bt_last_error()
+ * naming data.mdb) when the data file exists but is empty, or shorter
+ * than the pages its newest meta page uses: checked before LMDB maps it,
+ * which would otherwise die of SIGBUS at the first page past the end (or
+ * format an empty file as a new environment).
  */
 int bt_env_open(bt_env **envp, const char *dir, unsigned flags,
 		const struct bt_env_opts *opts);
