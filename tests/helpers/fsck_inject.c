@@ -13,6 +13,9 @@
  *   fsck_inject INDEXDIR orphan-map INO VER      a map no record uses
  *   fsck_inject INDEXDIR trash INO VER BITS      a trash entry
  *   fsck_inject INDEXDIR kv NAME VALUE           set a counter
+ *   fsck_inject INDEXDIR dead INO VER            record (INO, VER) says
+ *                                                 link count 0: its map
+ *                                                 serves a dead version
  *   fsck_inject INDEXDIR epoch                   print the open epoch
  *
  * Exit status 0, 1 on failure (message on stderr), 2 on bad usage.
@@ -62,6 +65,16 @@ static int do_txn(bt_txn *txn, void *arg)
 		return bt_trash_add(txn, num(0), num(1), (uint32_t)num(2));
 	if (!strcmp(cmd, "kv"))
 		return bt_kv_put_u64(txn, args[0], num(1));
+	if (!strcmp(cmd, "dead")) {
+		struct bt_inode r;
+
+		if ((rc = bt_inode_get(txn, num(0), num(1), &r)))
+			return rc;
+		if (!(r.flags & BT_INO_ATTR))
+			return -EINVAL;
+		r.attr.nlink = 0;
+		return bt_inode_put(txn, &r);
+	}
 	return -EINVAL;
 }
 
@@ -118,7 +131,7 @@ int main(int argc, char **argv)
 	static const struct { const char *name; int nargs; } cmds[] = {
 		{ "dirent", 3 }, { "log-inode", 2 }, { "unlog", 2 },
 		{ "overlap", 2 }, { "orphan-map", 2 }, { "trash", 3 },
-		{ "kv", 2 }, { "epoch", 0 },
+		{ "kv", 2 }, { "epoch", 0 }, { "dead", 2 },
 	};
 	bt_env *env;
 	int rc = -EINVAL;
