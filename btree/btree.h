@@ -570,6 +570,11 @@ int bt_log_del(bt_txn *txn, const struct bt_log *l);
    usual. */
 typedef int (*bt_log_cb)(const struct bt_log *l, void *arg);
 int bt_log_foreach(bt_txn *txn, uint64_t epoch, bt_log_cb cb, void *arg);
+/* Each CONTENT entry of inode `ino` in `epoch` (holders ascending): one
+   seek, whatever else the epoch changed.  cb as usual; cb may delete the
+   entry it is given (the walk goes on from its key). */
+int bt_log_foreach_content(bt_txn *txn, uint64_t epoch, uint64_t ino,
+			   bt_log_cb cb, void *arg);
 /* Each entry of every epoch, in key order (epoch, then kind, then the
    rest of the key): the whole log, for checkers.  cb as usual. */
 int bt_log_foreach_all(bt_txn *txn, bt_log_cb cb, void *arg);
