@@ -268,6 +268,13 @@ int store_read_page(const struct vstore *st, uint64_t ino, uint64_t holder,
  * may end before its extent map does).  0 or -errno.
  */
 int store_pread_zeros(int fd, void *buf, size_t len, uint64_t off);
+/*
+ * The content files map (ino, ver) uses: each holder >= 1 once, in the
+ * order met, into *v (malloc'ed, *n of them; the caller frees it, also on
+ * error).  An absent map uses none.  0 or -errno.
+ */
+int store_map_holders(bt_txn *txn, uint64_t ino, uint64_t ver,
+		      uint64_t **v, size_t *n);
 
 /* ---- metadata files (meta.c) --------------------------------------------- */
 

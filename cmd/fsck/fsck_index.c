@@ -608,28 +608,6 @@ static int trash_cb(uint64_t ino, uint64_t ver, uint32_t what, void *arg)
 
 /* ---- repairs ---- */
 
-struct empty_arg {
-	uint64_t *h;			/* the map's holders */
-	size_t n, cap;
-};
-
-static int empty_cb(const struct bt_extent *e, void *arg)
-{
-	struct empty_arg *a = arg;
-	int rc;
-
-	if (e->holder == BT_HOLE || e->holder == 0)
-		return 0;
-	for (size_t i = 0; i < a->n; i++)
-		if (a->h[i] == e->holder)
-			return 0;
-	if ((rc = vfs_grow((void **)&a->h, &a->cap, a->n + 1,
-			   sizeof(*a->h))))
-		return rc;
-	a->h[a->n++] = e->holder;
-	return 0;
-}
-
 /*
  * Empty map (ino, ver), which only dead versions use, and put its content
  * files in the trash: RECLAIM frees what no other map uses (the cleaner
@@ -639,16 +617,17 @@ static int empty_cb(const struct bt_extent *e, void *arg)
  */
 static int map_empty(bt_txn *txn, struct fsck *f, uint64_t ino, uint64_t ver)
 {
-	struct empty_arg a = { 0 };
+	uint64_t *h = NULL;
+	size_t n = 0;
 	int rc;
 
-	rc = bt_ext_foreach(txn, ino, ver, 0, empty_cb, &a);
-	for (size_t i = 0; !rc && i < a.n; i++)
-		rc = bt_trash_add(txn, ino, a.h[i], a.h[i] >= f->epoch ?
+	rc = store_map_holders(txn, ino, ver, &h, &n);
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = bt_trash_add(txn, ino, h[i], h[i] >= f->epoch ?
 				  VFS_TRASH_CONTENT : VFS_TRASH_RECLAIM);
 	if (!rc)
 		rc = bt_ext_truncate(txn, ino, ver, 0);
-	free(a.h);
+	free(h);
 	return rc;
 }
 

@@ -16,6 +16,12 @@
  *   fsck_inject INDEXDIR dead INO VER            record (INO, VER) says
  *                                                 link count 0: its map
  *                                                 serves a dead version
+ *   fsck_inject INDEXDIR old-end INO VER         record (INO, VER), dead,
+ *                                                 uses the map of the
+ *                                                 version before it, its
+ *                                                 own goes: a removal as
+ *                                                 versionfs recorded it
+ *                                                 before issue 27
  *   fsck_inject INDEXDIR epoch                   print the open epoch
  *
  * Exit status 0, 1 on failure (message on stderr), 2 on bad usage.
@@ -75,6 +81,21 @@ static int do_txn(bt_txn *txn, void *arg)
 		r.attr.nlink = 0;
 		return bt_inode_put(txn, &r);
 	}
+	if (!strcmp(cmd, "old-end")) {
+		struct bt_inode r, p;
+
+		if ((rc = bt_inode_get(txn, num(0), num(1), &r)) ||
+		    (rc = bt_inode_find(txn, num(0), num(1) - 1, &p)))
+			return rc;
+		if (!(r.flags & BT_INO_ATTR) || r.attr.nlink)
+			return -EINVAL;
+		if (r.data_ver == r.ver &&
+		    (rc = bt_ext_drop(txn, num(0), num(1))))
+			return rc;
+		r.data_ver = p.data_ver;
+		r.flags &= ~(uint32_t)BT_INO_DATA;
+		return bt_inode_put(txn, &r);
+	}
 	return -EINVAL;
 }
 
@@ -131,7 +152,7 @@ int main(int argc, char **argv)
 	static const struct { const char *name; int nargs; } cmds[] = {
 		{ "dirent", 3 }, { "log-inode", 2 }, { "unlog", 2 },
 		{ "overlap", 2 }, { "orphan-map", 2 }, { "trash", 3 },
-		{ "kv", 2 }, { "epoch", 0 }, { "dead", 2 },
+		{ "kv", 2 }, { "epoch", 0 }, { "dead", 2 }, { "old-end", 2 },
 	};
 	bt_env *env;
 	int rc = -EINVAL;
