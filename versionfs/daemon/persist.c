@@ -59,7 +59,7 @@ static bool vn_index_pending(const struct vnode *vn)
  * file would never be read.  Files created and removed between two
  * checkpoints cost no file at all.
  */
-static bool vn_unreachable(struct vnode *vn)
+bool vn_unreachable(struct vnode *vn)
 {
 	bool r;
 
@@ -123,7 +123,7 @@ void vn_mark_dirty(struct vnode *vn)
 	pthread_mutex_unlock(&vfs->dirty_lock);
 }
 
-static void vn_unmark_dirty(struct vnode *vn)
+void vn_unmark_dirty(struct vnode *vn)
 {
 	if (!vn->dirty)
 		return;
@@ -739,6 +739,9 @@ void *vn_flusher(void *arg)
 		   more owed than the reserve holds. */
 		if (vfs->nfiles > MFILE_DEBT_MAX && !vfs->stopping)
 			flush_files();
+		/* removed files closed since: their data goes (reap.c) */
+		if (vfs->ndead && !vfs->stopping)
+			vn_reap_dead();
 		rsv_refill(vfs);
 		if (++tick % DURABLE_EVERY == 0)
 			durable_tick();
@@ -822,6 +825,10 @@ int vn_recover_meta(void)
 		if (vn->mfile_ver == vfs->epoch && vn->m.nlink) {
 			vn_check_meta(vn, &rebuilt);
 			checked++;
+		} else if (!vn->m.nlink) {
+			/* removed, and no one can have it open any more:
+			   the flusher frees its data (reap.c) */
+			vn_dead_note(vn, true);
 		}
 		pthread_mutex_unlock(&vn->lock);
 		vn_put(vn);
