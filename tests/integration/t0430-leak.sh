@@ -9,7 +9,8 @@
 #   - open, unlink, write, checkpoint, write, close: the checkpoint does
 #     not keep the data, the descriptor reads back every byte, the last
 #     close frees it; the same across two checkpoints, and with every
-#     page written over after the checkpoint;
+#     page written over after the checkpoint; a removed file closed
+#     while 600 others removed stay open (more than a reaping batch);
 #   - a file of a checkpoint removed while open, written after, closed:
 #     freed once the checkpoint is deleted (its view shows the old bytes
 #     until then);
@@ -132,6 +133,30 @@ open_unlink_overwrite() {
 	cmp "$T/ouw" "/proc/$BASHPID/fd/3" || fail "read back through the fd"
 	exec 3>&-
 	wait_kib "$b" $((base + 256)) "after the last close"
+	vfs_umount "$m"
+}
+
+# Many removed files still open (more than a batch of the reaper) do not
+# hold back one that was closed after them.
+many_open() {
+	local i fd fds=()
+	setup many
+	exec 3<>"$m/s" || fail "open"
+	head -c 4M /dev/urandom >&3
+	sync "$m/s"		# in the store, not the kernel's cache
+	rm "$m/s"
+	[ "$(obj_kib "$b")" -gt $((base + 4000)) ] || fail "not written"
+	for i in $(seq 600); do
+		exec {fd}<>"$m/o$i" || fail "open o$i"
+		fds+=("$fd")
+		rm "$m/o$i"
+	done
+	exec 3>&-
+	wait_kib "$b" $((base + 512)) "with 600 removed files open"
+	for fd in "${fds[@]}"; do
+		exec {fd}>&-
+	done
+	ctl checkpoint "$m" >/dev/null || fail "checkpoint"
 	vfs_umount "$m"
 }
 
@@ -304,6 +329,8 @@ for fs in ext4 xfs; do
 	test_case "$fs: the same across two checkpoints" open_unlink 2
 	test_case "$fs: the same, every page written over after it" \
 		open_unlink_overwrite
+	test_case "$fs: 600 removed files open do not hold back others" \
+		many_open
 	test_case "$fs: a checkpoint's file removed while open, then deleted" \
 		ckpt_file_open_unlink
 	test_case "$fs: a checkpoint's file removed, checkpoints deleted" \

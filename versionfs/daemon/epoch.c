@@ -5,8 +5,9 @@
  * first, so the kernel's dirty pages have reached us as writes; then:
  *
  *   1. (while operations go on) fsync the files that are still open
- *      through the mount (the kernel's writeback of open files), and
- *      persist the dirty vnodes in batches;
+ *      through the mount (the kernel's writeback of open files), persist
+ *      the dirty vnodes in batches and free the removed files no one
+ *      holds (reap.c);
  *   2. (epoch_lock exclusive: operations wait) persist what changed
  *      meanwhile, then one LMDB transaction (not synced) frees the data
  *      of the files removed in E that nothing holds, moves the state of
@@ -187,8 +188,10 @@ static int take_checkpoint(const char *tag, uint64_t *id, bool *existed,
 	t[0] = vfs_now();
 	kf_flush_open_files();
 	t[1] = vfs_now();
-	/* The bulk of the index work while the job keeps running. */
+	/* The bulk of the index work while the job keeps running; removed
+	   files no one holds are freed now, not in the exclusive window. */
 	vn_flush_all();
+	vn_reap_dead();
 	t[2] = vfs_now();
 	pthread_rwlock_wrlock(&vfs->epoch_lock);
 	t[3] = vfs_now();

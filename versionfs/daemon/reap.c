@@ -21,8 +21,10 @@
  * reloads every vnode from the checkpoint it goes back to.
  *
  * Reaping, for a vnode nothing can reach any more (closed and forgotten by
- * the kernel, vn_unreachable; or the mount is gone), in one transaction
- * with others (the flusher, once a second; a checkpoint; the unmount):
+ * the kernel, vn_unreachable; or the mount is gone), in transactions of
+ * up to REAP_BATCH vnodes that hold the namespace lock one at a time (the
+ * flusher, once a second; a checkpoint, while the job runs and again in
+ * its exclusive window for what died meanwhile; the unmount):
  *
  *   - if the newest version before E is live (link count > 0), record E
  *     must stay to end it: without it a merge would make the live one the
@@ -126,23 +128,30 @@ void vn_dead_note(struct vnode *vn, bool leak)
 	}
 }
 
-/* Up to max vnodes of the dead list (0: all), referenced; NULL without
-   memory. */
-static struct vnode **dead_snapshot(size_t max, size_t *n)
+/* Every vnode of the dead list, referenced; NULL without memory. */
+static struct vnode **dead_snapshot(size_t *n)
 {
 	struct vnode **v;
-	size_t cap;
 
 	*n = 0;
 	pthread_mutex_lock(&vfs->dirty_lock);
-	cap = max && max < vfs->ndead ? max : vfs->ndead;
-	v = calloc(cap ? cap : 1, sizeof(*v));
-	for (struct vnode *vn = vfs->dead; v && vn && *n < cap; vn = vn->xnext) {
+	v = calloc(vfs->ndead ? vfs->ndead : 1, sizeof(*v));
+	for (struct vnode *vn = vfs->dead; v && vn; vn = vn->xnext) {
 		vn_ref(vn);
 		v[(*n)++] = vn;
 	}
 	pthread_mutex_unlock(&vfs->dirty_lock);
 	return v;
+}
+
+static bool dead_listed(struct vnode *vn)
+{
+	bool r;
+
+	pthread_mutex_lock(&vfs->dirty_lock);
+	r = vn->xlisted;
+	pthread_mutex_unlock(&vfs->dirty_lock);
+	return r;
 }
 
 /* Take vn off the dead list (lock held), dropping the list's reference;
@@ -362,7 +371,9 @@ static size_t reap_locked(struct vnode **v, size_t n, bool all)
 	for (size_t i = 0; i < n; i++) {
 		struct vnode *vn = v[i];
 
-		if (vn->gone || vn->m.nlink) {
+		if (!dead_listed(vn)) {
+			v[i] = NULL;		/* a rollback came between */
+		} else if (vn->gone || vn->m.nlink) {
 			dead_unlist(vn);	/* nothing to do */
 			v[i] = NULL;
 		} else if (!all && !vn_unreachable(vn)) {
@@ -393,54 +404,53 @@ static size_t reap_locked(struct vnode **v, size_t n, bool all)
 	return m;
 }
 
-/* One batch of the dead list; the caller holds epoch_lock (and ns_lock
-   unless exclusive). */
-static size_t reap_some(bool all)
+/*
+ * Reap the dead list, REAP_BATCH vnodes per transaction.  `exclusive`:
+ * the caller holds epoch_lock exclusively (the unmount), and every vnode
+ * on the list is reaped; else each batch takes epoch_lock shared and
+ * ns_lock (namespace operations go on between batches) and reaps only
+ * what nothing reaches any more.  Returns how many were reaped.
+ */
+static size_t reap_list(bool exclusive)
 {
-	struct vnode **v, **orig;
+	struct vnode **v, *b[REAP_BATCH];
 	size_t n, m = 0;
 
-	v = dead_snapshot(REAP_BATCH, &n);
-	orig = v ? calloc(n ? n : 1, sizeof(*orig)) : NULL;
-	if (orig) {
-		memcpy(orig, v, n * sizeof(*v));
-		for (size_t i = 0; i < n; i++)
-			pthread_mutex_lock(&v[i]->lock);
-		m = reap_locked(v, n, all);
-		for (size_t i = 0; i < n; i++) {
-			pthread_mutex_unlock(&orig[i]->lock);
-			vn_put(orig[i]);
+	if (!(v = dead_snapshot(&n)))
+		return 0;
+	for (size_t i = 0; i < n; i += REAP_BATCH) {
+		size_t k = n - i < REAP_BATCH ? n - i : REAP_BATCH;
+
+		if (!exclusive) {
+			pthread_rwlock_rdlock(&vfs->epoch_lock);
+			pthread_mutex_lock(&vfs->ns_lock);
 		}
-	} else {
-		for (size_t i = 0; v && i < n; i++)
-			vn_put(v[i]);
+		memcpy(b, v + i, k * sizeof(*b));
+		for (size_t j = 0; j < k; j++)
+			pthread_mutex_lock(&b[j]->lock);
+		m += reap_locked(b, k, exclusive);
+		for (size_t j = 0; j < k; j++)
+			pthread_mutex_unlock(&v[i + j]->lock);
+		if (!exclusive) {
+			pthread_mutex_unlock(&vfs->ns_lock);
+			pthread_rwlock_unlock(&vfs->epoch_lock);
+		}
 	}
-	free(orig);
+	for (size_t i = 0; i < n; i++)
+		vn_put(v[i]);
 	free(v);
 	return m;
 }
 
 void vn_reap_dead(void)
 {
-	size_t m;
-
-	pthread_rwlock_rdlock(&vfs->epoch_lock);
-	pthread_mutex_lock(&vfs->ns_lock);
-	m = reap_some(false);
-	pthread_mutex_unlock(&vfs->ns_lock);
-	pthread_rwlock_unlock(&vfs->epoch_lock);
-	if (m)
+	if (reap_list(false))
 		dc_kick();		/* the trash has their files */
 }
 
 void vn_reap_all(void)
 {
-	size_t before;
-
-	do {
-		before = vfs->ndead;
-		reap_some(true);
-	} while (vfs->ndead && vfs->ndead < before);
+	reap_list(true);
 }
 
 void vn_dead_forget(void)
@@ -486,7 +496,7 @@ int vn_dead_ck_prepare(struct reap_ck **out)
 	*out = NULL;
 	if (!r)
 		return -ENOMEM;
-	v = dead_snapshot(0, &n);
+	v = dead_snapshot(&n);
 	r->v = calloc(n ? n : 1, sizeof(*r->v));
 	if (!v || !r->v) {
 		for (size_t i = 0; v && i < n; i++)
