@@ -19,7 +19,8 @@
  *               epoch_lock exclusively) may hold more than one vnode lock.
  *   vnode.lock  the state of one vnode (attributes, delta, descriptors).
  *   table_lock  the vnode hash table, lookup counts and references.
- *   dirty_lock  the list of vnodes with unpersisted changes.
+ *   dirty_lock  the lists of vnodes with unpersisted changes, and the
+ *               list of removed files whose data is not freed yet (reap.c).
  *
  * No lock and no LMDB transaction is held across a fuse_reply_*() call.
  */
