@@ -20,7 +20,8 @@
  *   vnode.lock  the state of one vnode (attributes, delta, descriptors).
  *   table_lock  the vnode hash table, lookup counts and references.
  *   dirty_lock  the lists of vnodes with unpersisted changes, and the
- *               list of removed files whose data is not freed yet (reap.c).
+ *               list of removed files whose data is not freed yet
+ *               (state.c, reap.c).
  *
  * No lock and no LMDB transaction is held across a fuse_reply_*() call.
  */
@@ -127,7 +128,7 @@ struct vnode {
 	/* dirty lists (persist.c), dirty_lock */
 	struct vnode *dnext, *dprev;
 	bool dfiles;			/* on the files list, not the index */
-	/* the dead list (reap.c), dirty_lock */
+	/* the dead list (state.c, reap.c), dirty_lock */
 	struct vnode *xnext, *xprev;
 	bool xlisted;			/* on it (it holds a reference) */
 	bool xleak;			/* found by the recovery: a leak */
@@ -301,8 +302,11 @@ int vn_persist(struct vnode *vn, bool durable);
 int vn_persist_all(void);
 /* Persist every dirty vnode in batches, operations going on. */
 void vn_flush_all(void);
-/* The background flusher of closed dirty files. */
-void *vn_flusher(void *arg);
+/* The flusher's pass over the dirty lists: every closed dirty vnode, a
+   batch per transaction, and the pending metadata files when they owe
+   more than a quarter of the reserve. */
+void vn_flush_closed(void);
+/* Wake the flusher thread (flusher.c) before its second is up. */
 void vn_flush_kick(void);
 /* The version before `ver` in the index (for xattrs), 0 if none. */
 uint64_t vn_prev_ver(struct vnode *vn, uint64_t ver);
@@ -338,9 +342,6 @@ void vn_foreach_open_locked(void (*fn)(struct vnode *vn, void *arg),
 			    void *arg);
 
 /* ---- reap.c: freeing the data of files that die ---- */
-/* vn's link count went to 0 (vn->lock held): put it on the dead list;
-   leak: found by the recovery of an unclean stop (counted as an orphan). */
-void vn_dead_note(struct vnode *vn, bool leak);
 /* The flusher: free the data of the dead files nothing reaches any more
    (takes epoch_lock shared and ns_lock). */
 void vn_reap_dead(void);
@@ -435,6 +436,18 @@ void kf_done(void);
 /* A merge is rewriting inode vino's versions (vn_load retries after). */
 bool vfs_merging(uint64_t vino);
 void vfs_wait_merge(uint64_t vino);
+/* vn's link count went to 0 (vn->lock held): put it on the dead list,
+   for the reaper (reap.c); leak: found by the recovery of an unclean stop
+   (counted as an orphan). */
+void vn_dead_note(struct vnode *vn, bool leak);
+/* Take vn off the dead list (dirty_lock held); the list's reference
+   passes to the caller. */
+void vn_dead_remove(struct vnode *vn);
+
+/* ---- flusher.c: the background thread ---- */
+/* Every second: closed dirty files persisted, removed files reaped, the
+   reserve refilled, now and then a durable point. */
+void *vn_flusher(void *arg);
 
 /* ---- daemon.c ---- */
 /* Fork; the parent exits when the child is ready or dead. */

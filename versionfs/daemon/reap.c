@@ -18,7 +18,10 @@
  * 0 on a list (vfs->dead, dirty_lock, a reference each), and so does the
  * recovery after an unclean stop for the dead inodes of the open epoch.
  * A vnode leaves the list when it is reaped, or at a rollback, which
- * reloads every vnode from the checkpoint it goes back to.
+ * reloads every vnode from the checkpoint it goes back to.  The list is
+ * joined in state.c, the daemon's lowest file, so that dir.c and the
+ * recovery (persist.c) never call up into this file; the flusher thread
+ * (flusher.c), the checkpoint and the unmount call it from above.
  *
  * Reaping, for a vnode nothing can reach any more (closed and forgotten by
  * the kernel, vn_unreachable; or the mount is gone), in transactions of
@@ -79,54 +82,7 @@
 
 #define REAP_BATCH	512
 
-/* ---- the dead list (dirty_lock) ---- */
-
-static void dead_insert(struct vnode *vn)
-{
-	vn->xprev = NULL;
-	vn->xnext = vfs->dead;
-	if (vfs->dead)
-		vfs->dead->xprev = vn;
-	vfs->dead = vn;
-	vn->xlisted = true;
-	vfs->ndead++;
-}
-
-/* The list's reference passes to the caller. */
-static void dead_remove(struct vnode *vn)
-{
-	if (vn->xprev)
-		vn->xprev->xnext = vn->xnext;
-	else
-		vfs->dead = vn->xnext;
-	if (vn->xnext)
-		vn->xnext->xprev = vn->xprev;
-	vn->xnext = vn->xprev = NULL;
-	vn->xlisted = false;
-	vfs->ndead--;
-}
-
-void vn_dead_note(struct vnode *vn, bool leak)
-{
-	bool listed;
-
-	if (vn->view || vn->special || vn->gone || !vn->loaded || vn->m.nlink)
-		return;
-	vn_ref(vn);			/* the list's, unless it has one */
-	pthread_mutex_lock(&vfs->dirty_lock);
-	listed = vn->xlisted;
-	if (!listed)
-		dead_insert(vn);
-	pthread_mutex_unlock(&vfs->dirty_lock);
-	if (listed)
-		vn_put(vn);		/* the caller holds one: never frees */
-	if (leak && !vn->xleak) {
-		vn->xleak = true;
-		pthread_mutex_lock(&vfs->purge_lock);
-		vfs->clean_total.orphans_found++;
-		pthread_mutex_unlock(&vfs->purge_lock);
-	}
-}
+/* ---- the dead list (state.c keeps it; dirty_lock) ---- */
 
 /* Every vnode of the dead list, referenced; NULL without memory. */
 static struct vnode **dead_snapshot(size_t *n)
@@ -163,7 +119,7 @@ static void dead_unlist(struct vnode *vn)
 	pthread_mutex_lock(&vfs->dirty_lock);
 	was = vn->xlisted;
 	if (was)
-		dead_remove(vn);
+		vn_dead_remove(vn);
 	pthread_mutex_unlock(&vfs->dirty_lock);
 	if (was)
 		vn_put(vn);
@@ -462,7 +418,7 @@ void vn_dead_forget(void)
 	v = calloc(vfs->ndead ? vfs->ndead : 1, sizeof(*v));
 	while (v && vfs->dead) {
 		v[n] = vfs->dead;
-		dead_remove(v[n++]);
+		vn_dead_remove(v[n++]);
 	}
 	pthread_mutex_unlock(&vfs->dirty_lock);
 	for (size_t i = 0; i < n; i++)
