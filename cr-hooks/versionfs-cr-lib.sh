@@ -1296,7 +1296,7 @@ vcr_slurm_partner() {
 		return 1
 	}
 	[ "${#nodes[@]}" -gt 1 ] || return 0
-	for i in "${!nodes[@]}"; do
+	for ((i = 0; i < ${#nodes[@]}; i++)); do
 		if [ "${nodes[$i]}" = "$me" ]; then
 			printf '%s\n' "${nodes[$(((i + 1) % ${#nodes[@]}))]}"
 			return 0
