@@ -181,6 +181,10 @@ static inline MDB_dbi bt_dbi(bt_txn *txn, enum bt_db db)
 }
 
 /* durable.c */
+/* data.mdb of environment dir is sound enough for LMDB to map: absent
+   (new), or holding the pages its newest meta page uses.  BT_ECORRUPT
+   naming the file otherwise. */
+int bt_data_check(const char *dir);
 int bt_durable_recover(const char *dir, unsigned *restored,
 		       uint64_t *to_txnid, unsigned *unclean);
 int bt_durable_open(bt_env *env, const char *dir);

@@ -134,7 +134,11 @@ struct bt_env_opts {
  * also creates one after every opts->durable_every commits (it then costs
  * two fdatasyncs more), which bounds how much the file grows meanwhile.
  *
- * Returns 0 and sets *envp, or -errno.
+ * Returns 0 and sets *envp, or -errno; BT_ECORRUPT (bt_last_error()
+ * naming data.mdb) when the data file exists but is empty, or shorter
+ * than the pages its newest meta page uses: checked before LMDB maps it,
+ * which would otherwise die of SIGBUS at the first page past the end (or
+ * format an empty file as a new environment).
  */
 int bt_env_open(bt_env **envp, const char *dir, unsigned flags,
 		const struct bt_env_opts *opts);
@@ -566,6 +570,11 @@ int bt_log_del(bt_txn *txn, const struct bt_log *l);
    usual. */
 typedef int (*bt_log_cb)(const struct bt_log *l, void *arg);
 int bt_log_foreach(bt_txn *txn, uint64_t epoch, bt_log_cb cb, void *arg);
+/* Each CONTENT entry of inode `ino` in `epoch` (holders ascending): one
+   seek, whatever else the epoch changed.  cb as usual; cb may delete the
+   entry it is given (the walk goes on from its key). */
+int bt_log_foreach_content(bt_txn *txn, uint64_t epoch, uint64_t ino,
+			   bt_log_cb cb, void *arg);
 /* Each entry of every epoch, in key order (epoch, then kind, then the
    rest of the key): the whole log, for checkers.  cb as usual. */
 int bt_log_foreach_all(bt_txn *txn, bt_log_cb cb, void *arg);

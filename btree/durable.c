@@ -51,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -163,6 +164,88 @@ static bool meta_ok(const unsigned char *p, uint64_t *txnid)
 		return false;
 	*txnid = bt_get_le64(p + 144);
 	return true;
+}
+
+/*
+ * data.mdb checked before LMDB maps it.  LMDB trusts its meta page: a file
+ * shorter than the pages the newest meta page says are in use (mm_last_pg,
+ * byte 136) makes the first read past its end a SIGBUS, and an empty file
+ * is taken for a new environment, which a writer formats anew (the store's
+ * index silently gone, "cannot read the store state: no error" after).
+ * Every page up to mm_last_pg has been written by some commit, and a
+ * durable point syncs the file before it records the meta page, so a
+ * sound file is never shorter: a short one was cut (a copy, a full disk
+ * under a bad file system, a user).  The page size is the free DB's
+ * md_pad (byte 40) of meta page 0, as LMDB reads it.  An absent file is a
+ * new environment; a meta page that is not LMDB's is left to LMDB, which
+ * refuses it (MDB_INVALID) without mapping anything.
+ */
+int bt_data_check(const char *dir)
+{
+	unsigned char m[2][160];
+	char path[4096];
+	uint64_t txn[2], last[2], need;
+	uint32_t ps;
+	struct stat st;
+	int fd, rc = 0, n;
+
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 :
+		       bt_seterr(-errno, "%s: %s", path, strerror(errno));
+	if (fstat(fd, &st) < 0) {
+		rc = bt_seterr(-errno, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (st.st_size == 0) {
+		rc = BT_CORRUPT("%s: empty (0 bytes): the index it held is "
+				"lost", "data.mdb");
+		goto out;
+	}
+	if (pread(fd, m[0], sizeof(m[0]), 0) != (ssize_t)sizeof(m[0])) {
+		rc = BT_CORRUPT("%s: %lld bytes, cut inside its first meta "
+				"page", "data.mdb", (long long)st.st_size);
+		goto out;
+	}
+	if (!meta_ok(m[0], &txn[0]))
+		goto out;		/* not LMDB's: LMDB says so */
+	ps = bt_get_le32(m[0] + 40);
+	if (ps < 512 || ps > DUR_MAXPAGE || (ps & (ps - 1))) {
+		rc = BT_CORRUPT("%s: meta page 0 gives a page size of %u "
+				"bytes", "data.mdb", ps);
+		goto out;
+	}
+	n = (int)pread(fd, m[1], sizeof(m[1]), (off_t)ps);
+	if (n != (int)sizeof(m[1])) {
+		rc = BT_CORRUPT("%s: %lld bytes, cut inside its second meta "
+				"page", "data.mdb", (long long)st.st_size);
+		goto out;
+	}
+	if (!meta_ok(m[1], &txn[1]))
+		goto out;
+	last[0] = bt_get_le64(m[0] + 136);
+	last[1] = bt_get_le64(m[1] + 136);
+	n = txn[1] > txn[0];		/* LMDB opens at the newest */
+	if (last[n] >= (UINT64_C(1) << 48) / ps) {
+		rc = BT_CORRUPT("%s: meta page %d (transaction %llu) says "
+				"page %llu is in use", "data.mdb", n,
+				(unsigned long long)txn[n],
+				(unsigned long long)last[n]);
+		goto out;
+	}
+	need = (last[n] + 1) * ps;
+	if ((uint64_t)st.st_size < need)
+		rc = BT_CORRUPT("%s: %lld bytes, but its newest meta page "
+				"(transaction %llu) uses %llu pages of %u "
+				"bytes (%llu bytes): the file was cut short",
+				"data.mdb", (long long)st.st_size,
+				(unsigned long long)txn[n],
+				(unsigned long long)last[n] + 1, ps,
+				(unsigned long long)need);
+out:
+	close(fd);
+	return rc;
 }
 
 int bt_durable_recover(const char *dir, unsigned *restored,

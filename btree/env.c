@@ -205,6 +205,9 @@ int bt_env_open(bt_env **envp, const char *dir, unsigned flags,
 	    (rc = bt_durable_recover(dir, &env->restored, &env->restored_to,
 				      &env->unclean)))
 		goto fail_env;
+	/* LMDB maps the file and trusts it: SIGBUS past a cut end */
+	if ((rc = bt_data_check(dir)))
+		goto fail_env;
 	rc = mdb_env_open(env->mdb, dir, mflags, 0600);
 	if (rc) {
 		rc = bt_mdb_err(NULL, rc, "mdb_env_open");

@@ -163,6 +163,41 @@ int bt_log_foreach(bt_txn *txn, uint64_t epoch, bt_log_cb cb, void *arg)
 	return ret;
 }
 
+int bt_log_foreach_content(bt_txn *txn, uint64_t epoch, uint64_t ino,
+			   bt_log_cb cb, void *arg)
+{
+	unsigned char kb[25], from[25];
+	MDB_val k = { 17, kb }, v;
+	struct bt_log l;
+	MDB_cursor *cur;
+	int rc, ret = 0;
+
+	bt_put_be64(kb, epoch);
+	kb[8] = BT_LOG_CONTENT;
+	bt_put_be64(kb + 9, ino);
+	if ((rc = bt_cursor(txn, BT_DB_ELOG, &cur)))
+		return rc;
+	/* a fresh seek after each entry: cb may have deleted it */
+	while ((rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE)) == 0) {
+		if (k.mv_size < 17 || memcmp(k.mv_data, kb, 17))
+			break;
+		if ((ret = el_dec(&k, &v, &l)))
+			break;
+		/* the next key after this one: its holder + 1 */
+		memcpy(from, k.mv_data, 17);
+		bt_put_be64(from + 17, l.birth + 1);
+		if ((ret = cb(&l, arg)) || l.birth == UINT64_MAX)
+			break;
+		memcpy(kb, from, 25);
+		k.mv_data = kb;
+		k.mv_size = 25;
+	}
+	mdb_cursor_close(cur);
+	if (rc && rc != MDB_NOTFOUND)
+		return bt_mdb_err(txn, rc, "elog: content entries");
+	return ret;
+}
+
 int bt_log_foreach_all(bt_txn *txn, bt_log_cb cb, void *arg)
 {
 	MDB_val k, v;

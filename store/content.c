@@ -93,3 +93,35 @@ int store_read_page(const struct vstore *st, uint64_t ino, uint64_t holder,
 	close(fd);
 	return rc;
 }
+
+struct holders {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static int holder_cb(const struct bt_extent *e, void *arg)
+{
+	struct holders *h = arg;
+
+	if (e->holder == BT_HOLE || e->holder == 0)
+		return 0;
+	/* a map names few content files: a linear look suffices */
+	for (size_t i = 0; i < h->n; i++)
+		if (h->v[i] == e->holder)
+			return 0;
+	if (vfs_grow((void **)&h->v, &h->cap, h->n + 1, sizeof(*h->v)))
+		return -ENOMEM;
+	h->v[h->n++] = e->holder;
+	return 0;
+}
+
+int store_map_holders(bt_txn *txn, uint64_t ino, uint64_t ver,
+		      uint64_t **v, size_t *n)
+{
+	struct holders h = { 0 };
+	int rc = bt_ext_foreach(txn, ino, ver, 0, holder_cb, &h);
+
+	*v = h.v;
+	*n = h.n;
+	return rc == -ENOENT ? 0 : rc;
+}

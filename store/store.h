@@ -67,6 +67,21 @@
 					   epoch that wrote it may be left
 					   unused (count it if it is) */
 
+/*
+ * A dead inode version: its record says link count 0, so no directory
+ * entry of its version (nor of any later one) names it; only a process
+ * that had it open before the unlink can still reach it, and nothing can
+ * in a checkpoint or on a store no daemon has open.  Its data can never
+ * be read again: the daemon frees it (daemon/reap.c), and versionfs-fsck
+ * reports a map used by dead versions only that still holds pages.
+ * Records without attributes (BT_INO_ATTR) and base records say nothing
+ * about their link count and are never dead.
+ */
+static inline bool store_rec_dead(const struct bt_inode *r)
+{
+	return r->ver && (r->flags & BT_INO_ATTR) && r->attr.nlink == 0;
+}
+
 /* ---- opening a store (store.c) ------------------------------------------ */
 
 struct vstore;
@@ -253,6 +268,13 @@ int store_read_page(const struct vstore *st, uint64_t ino, uint64_t holder,
  * may end before its extent map does).  0 or -errno.
  */
 int store_pread_zeros(int fd, void *buf, size_t len, uint64_t off);
+/*
+ * The content files map (ino, ver) uses: each holder >= 1 once, in the
+ * order met, into *v (malloc'ed, *n of them; the caller frees it, also on
+ * error).  An absent map uses none.  0 or -errno.
+ */
+int store_map_holders(bt_txn *txn, uint64_t ino, uint64_t ver,
+		      uint64_t **v, size_t *n);
 
 /* ---- metadata files (meta.c) --------------------------------------------- */
 

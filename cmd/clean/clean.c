@@ -110,8 +110,8 @@ static void report_orphans(const char *path, const struct cl_stats *st)
 {
 	if (json || quiet || !st->orphans_found)
 		return;
-	printf("%s: %" PRIu64 " orphan store file%s found, %" PRIu64
-	       " freed\n", path, st->orphans_found,
+	printf("%s: %" PRIu64 " leak%s found (what versionfs-fsck would "
+	       "report), %" PRIu64 " freed\n", path, st->orphans_found,
 	       st->orphans_found == 1 ? "" : "s", st->orphans_freed);
 }
 

@@ -377,8 +377,8 @@ static int do_status(const char *mount, int argc, char **argv)
 	       st.clean_running ? "running" : "idle", st.clean_passes,
 	       st.clean_passes == 1 ? "" : "es", st.ckpts_merged,
 	       st.ckpts_merged == 1 ? "" : "s", sb);
-	printf("orphans:        %" PRIu64 " found, %" PRIu64 " freed since "
-	       "the mount (store files nothing referenced)\n",
+	printf("leaks:          %" PRIu64 " found, %" PRIu64 " freed since "
+	       "the mount (what versionfs-fsck would report)\n",
 	       st.orphans_found, st.orphans_freed);
 	print_repl(&rs, false);
 	return 0;

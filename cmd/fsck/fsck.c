@@ -351,6 +351,8 @@ static void fsck_close(struct fsck *f)
 	pset_free(&f->logged);
 	pset_free(&f->maps);
 	pset_free(&f->contents);
+	pset_free(&f->live_maps);
+	free(f->holders);
 	free(f->fix);
 }
 

@@ -16,7 +16,11 @@
  *   extents   every map is used by some record; every map reads back valid
  *             (order, no overlap, merged, holder <= version, end marker:
  *             btree/extent.c checks each extent); every content file an
- *             extent names exists; holder 0 has a base record
+ *             extent names exists, is readable and long enough for the
+ *             pages held in it; holder 0 has a base record; a map only
+ *             dead versions use (link count 0: store_rec_dead) holds no
+ *             page, and no content file serves such maps only (a leak:
+ *             data nothing can ever read again)
  *   dirents   the directory and the inode of each entry exist (and are a
  *             directory / of the entry's type) at the entry's birth
  *   trash     never names a file that is still in use
@@ -24,14 +28,20 @@
  *
  * Memory: the walks stream; what must be remembered from one walk for a
  * later one is kept in hash sets of (u64, u64) pairs (pairset.c): the
- * checkpoint ids, the inode entries of the log, the maps records use and
- * the content files extents use, 32 bytes or less a pair.
+ * checkpoint ids, the inode entries of the log, the maps records use (and
+ * which of them live records use) and the content files extents use, 32
+ * bytes or less a pair.  The maps of one inode come in a row (the extents
+ * table is keyed by inode first), so what its content files must hold is
+ * gathered per inode (fsck_holder) and checked when the next inode's maps
+ * begin: one open and one read per content file.
  *
  * Repairs.  Store files are repaired during the walks (they are not in
  * LMDB).  Index repairs are queued and applied afterwards in one write
  * transaction: adding missing log entries, deleting log entries that name
- * no record, dropping maps no record uses, clearing trash bits that would
- * delete a file in use, raising the inode counter.  None of them deletes
+ * no record, dropping maps no record uses, emptying maps only dead
+ * versions use (their pages go to the trash, for the cleaner to free),
+ * clearing trash bits that would delete a file in use, raising the inode
+ * counter.  None of them deletes
  * anything a version can reach.  If a walk stops at a damaged record, what
  * it collects is incomplete and nothing is judged unreferenced from it:
  * orphans are neither reported nor removed.
@@ -39,8 +49,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmd/fsck/fsck_int.h"
 
@@ -274,6 +286,9 @@ static int rec_cb(const struct bt_inode *r, void *arg)
 	}
 	if (r->ver == 0)
 		check_base(w, r, where);
+	if (r->data_ver && !store_rec_dead(r) &&
+	    (rc = pset_add(&f->live_maps, r->ino, r->data_ver)) < 0)
+		return rc;
 	if (r->data_ver) {
 		rc = pset_add(&f->maps, r->ino, r->data_ver);
 		if (rc < 0)
@@ -301,7 +316,96 @@ static int rec_cb(const struct bt_inode *r, void *arg)
 struct map_walk {
 	struct walk *w;
 	uint64_t ino, ver;
+	bool live;			/* a live version uses this map */
+	uint64_t pages;			/* pages it holds (not holes) */
 };
+
+/* Note that content.holder of the current inode holds pages up to end. */
+static int holder_note(struct fsck *f, uint64_t holder, uint64_t end,
+		       bool live)
+{
+	struct fsck_holder *h = NULL;
+	int rc;
+
+	for (size_t i = 0; i < f->nholders; i++)
+		if (f->holders[i].holder == holder)
+			h = &f->holders[i];
+	if (!h) {
+		if ((rc = vfs_grow((void **)&f->holders, &f->holdcap,
+				   f->nholders + 1, sizeof(*f->holders))))
+			return rc;
+		h = &f->holders[f->nholders++];
+		*h = (struct fsck_holder){ holder, 0, false };
+	}
+	if (end > h->end)
+		h->end = end;
+	h->live |= live;
+	return 0;
+}
+
+/*
+ * The content files of inode f->hino, now that all its maps are walked:
+ * each must open, be as long as the pages held in it need (every page a
+ * version holds lies whole within its file: data.c, consolidate.c), and
+ * read at its last page; a file short of that serves zeros for the pages
+ * past its end, as the views and the live file then do.  A file only
+ * dead versions' maps use is a leak.  Missing files were reported by
+ * ext_cb already.
+ */
+static int holders_check(struct walk *w)
+{
+	struct fsck *f = w->f;
+	char name[64], where[96], why[160];
+	int rc = 0;
+
+	for (size_t i = 0; i < f->nholders && !rc; i++) {
+		const struct fsck_holder *h = &f->holders[i];
+		uint64_t need = h->end * VFS_PAGE;
+		struct stat st;
+		char c;
+		int fd;
+
+		store_content_name(name, sizeof(name), f->hino, h->holder);
+		snprintf(where, sizeof(where), ".versionfs/obj/%s", name);
+		fd = fsck_open_file(f->obj_fd, name, O_RDONLY, 0, why,
+				    sizeof(why));
+		if (fd == -ENOENT)
+			continue;	/* content-missing, said already */
+		if (fd < 0) {
+			fsck_problem(f, why[0] ? "file-untrusted" :
+				     "content-unreadable", where, NULL,
+				     "%s (extent maps hold pages of it)",
+				     why[0] ? why : strerror(-fd));
+			continue;
+		}
+		if (fstat(fd, &st) < 0) {
+			rc = -errno;
+		} else if ((uint64_t)st.st_size < need) {
+			fsck_problem(f, "content-short", where, NULL, "%llu "
+				     "bytes, but extent maps hold its pages up "
+				     "to page %llu (%llu bytes): the pages past "
+				     "its end read as zeros (their data is "
+				     "lost)", (unsigned long long)st.st_size,
+				     (unsigned long long)h->end - 1,
+				     (unsigned long long)need);
+		} else if (need && pread(fd, &c, 1, (off_t)(need - 1)) != 1) {
+			fsck_problem(f, "content-unreadable", where, NULL,
+				     "reading page %llu: %s",
+				     (unsigned long long)h->end - 1,
+				     strerror(errno ? errno : EIO));
+		} else if (!h->live && !f->records_partial) {
+			fsck_problem(f, "content-unreachable", where,
+				     "left to the cleaner", "only versions no "
+				     "name reaches (link count 0) use this "
+				     "content file: its %llu bytes can never "
+				     "be read again", (unsigned long long)
+				     st.st_blocks * 512);
+		}
+		close(fd);
+	}
+	f->nholders = 0;
+	return rc;
+}
 
 static int ext_cb(const struct bt_extent *e, void *arg)
 {
@@ -316,6 +420,9 @@ static int ext_cb(const struct bt_extent *e, void *arg)
 	snprintf(where, sizeof(where), "index: extents (ino %llu, ver %llu) "
 		 "page %llu", (unsigned long long)m->ino,
 		 (unsigned long long)m->ver, (unsigned long long)e->page);
+	if (e->holder == BT_HOLE)
+		return 0;
+	m->pages += e->count;
 	if (e->holder == 0) {
 		if (f->base_checked == m->ino)
 			return 0;
@@ -334,6 +441,8 @@ static int ext_cb(const struct bt_extent *e, void *arg)
 				     (int)r.auxlen, (const char *)r.aux);
 		return 0;
 	}
+	if ((rc = holder_note(f, e->holder, e->page + e->count, m->live)))
+		return rc;
 	if ((rc = pset_add(&f->contents, m->ino, e->holder)) <= 0)
 		return rc;
 	store_content_name(name, sizeof(name), m->ino, e->holder);
@@ -354,10 +463,13 @@ static int map_cb(uint64_t ino, uint64_t ver, void *arg)
 {
 	struct walk *w = arg;
 	struct fsck *f = w->f;
-	struct map_walk m = { w, ino, ver };
+	struct map_walk m = { w, ino, ver, false, 0 };
 	char where[64];
 	int rc;
 
+	if (ino != f->hino && (rc = holders_check(w)))
+		return rc;
+	f->hino = ino;
 	f->n.maps++;
 	where_iv(where, sizeof(where), "extents", ino, ver);
 	if (!pset_has(&f->maps, ino, ver)) {
@@ -367,6 +479,8 @@ static int map_cb(uint64_t ino, uint64_t ver, void *arg)
 			     "record uses this extent map");
 		return fsck_queue(f, FX_MAP_DROP, ino, ver, 0);
 	}
+	/* a damaged walk of the records: every map counts as live */
+	m.live = f->records_partial || pset_has(&f->live_maps, ino, ver);
 	rc = bt_ext_foreach(w->txn, ino, ver, 0, ext_cb, &m);
 	if (rc == BT_ECORRUPT || rc == -EIO) {
 		fsck_problem(f, "map-corrupt", where, NULL, "%s",
@@ -374,7 +488,14 @@ static int map_cb(uint64_t ino, uint64_t ver, void *arg)
 		f->maps_partial = true;	/* the rest of it is unknown */
 		return 0;
 	}
-	return rc;
+	if (rc || m.live || !m.pages)
+		return rc;
+	fsck_problem(f, "map-unreachable", where, "map emptied, its pages "
+		     "left to the cleaner", "only inode versions no name "
+		     "reaches (link count 0) use this extent map, yet it "
+		     "holds %llu pages: their data can never be read again "
+		     "(a leak)", (unsigned long long)m.pages);
+	return fsck_queue(f, FX_MAP_EMPTY, ino, ver, 0);
 }
 
 /* ---- directory entries ---- */
@@ -487,6 +608,29 @@ static int trash_cb(uint64_t ino, uint64_t ver, uint32_t what, void *arg)
 
 /* ---- repairs ---- */
 
+/*
+ * Empty map (ino, ver), which only dead versions use, and put its content
+ * files in the trash: RECLAIM frees what no other map uses (the cleaner
+ * walks every map of the inode), CONTENT deletes the open epoch's, which
+ * no other map can use.  Nothing is deleted here: the next clean or mount
+ * does it, after this transaction is durable.
+ */
+static int map_empty(bt_txn *txn, struct fsck *f, uint64_t ino, uint64_t ver)
+{
+	uint64_t *h = NULL;
+	size_t n = 0;
+	int rc;
+
+	rc = store_map_holders(txn, ino, ver, &h, &n);
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = bt_trash_add(txn, ino, h[i], h[i] >= f->epoch ?
+				  VFS_TRASH_CONTENT : VFS_TRASH_RECLAIM);
+	if (!rc)
+		rc = bt_ext_truncate(txn, ino, ver, 0);
+	free(h);
+	return rc;
+}
+
 static int apply_fixes(bt_txn *txn, void *arg)
 {
 	struct fsck *f = arg;
@@ -515,6 +659,9 @@ static int apply_fixes(bt_txn *txn, void *arg)
 			break;
 		case FX_NEXT_INO:
 			rc = bt_kv_put_u64(txn, "next_ino", x->a);
+			break;
+		case FX_MAP_EMPTY:
+			rc = map_empty(txn, f, x->a, x->b);
 			break;
 		}
 		if (rc == -ENOENT)
@@ -547,6 +694,8 @@ int fsck_check_index(struct fsck *f)
 	fsck_note(f, "extent maps");
 	rc = bt_ext_maps(w.txn, 0, map_cb, &w);
 	if ((rc = walk_end(&w, rc, "extents", &f->maps_partial)))
+		goto out;
+	if ((rc = holders_check(&w)))	/* the last inode's */
 		goto out;
 	fsck_note(f, "directory entries");
 	rc = bt_dir_foreach_all(w.txn, de_cb, &w);

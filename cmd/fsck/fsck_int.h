@@ -25,12 +25,22 @@ struct fsck_problem {
 
 /* Index repairs, found during the read-only walks, applied after them in
    one write transaction. */
-enum { FX_LOG_ADD, FX_LOG_DEL, FX_MAP_DROP, FX_TRASH_SET, FX_NEXT_INO };
+enum { FX_LOG_ADD, FX_LOG_DEL, FX_MAP_DROP, FX_TRASH_SET, FX_NEXT_INO,
+       FX_MAP_EMPTY };
 struct fsck_fix {
 	int kind;
-	uint64_t a, b, c;	/* LOG_*: epoch, ino; MAP_DROP: ino, ver;
-				   TRASH_SET: ino, ver, bits (0: delete);
-				   NEXT_INO: value */
+	uint64_t a, b, c;	/* LOG_*: epoch, ino; MAP_DROP, MAP_EMPTY:
+				   ino, ver; TRASH_SET: ino, ver, bits (0:
+				   delete); NEXT_INO: value */
+};
+
+/* The content files one inode's extent maps use, gathered while its maps
+   are walked (they come in a row): how far each must reach, and whether a
+   version some name reaches uses it. */
+struct fsck_holder {
+	uint64_t holder;
+	uint64_t end;			/* one past the last page held */
+	bool live;			/* a live version's map uses it */
 };
 
 struct fsck_counts {
@@ -69,8 +79,13 @@ struct fsck {
 	struct pairset ckpts;		/* (id, 0) */
 	struct pairset logged;		/* (ino, epoch) of inode entries */
 	struct pairset maps;		/* (ino, ver) maps records use */
+	struct pairset live_maps;	/* ... of which live (not dead)
+					   records use (store_rec_dead) */
 	struct pairset contents;	/* (ino, holder) extents use */
 	uint64_t base_checked;		/* last inode whose base was checked */
+	uint64_t hino;			/* the inode of holders[] */
+	struct fsck_holder *holders;
+	size_t nholders, holdcap;
 
 	struct fsck_fix *fix;
 	size_t nfix, fixcap;

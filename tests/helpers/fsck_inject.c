@@ -13,6 +13,15 @@
  *   fsck_inject INDEXDIR orphan-map INO VER      a map no record uses
  *   fsck_inject INDEXDIR trash INO VER BITS      a trash entry
  *   fsck_inject INDEXDIR kv NAME VALUE           set a counter
+ *   fsck_inject INDEXDIR dead INO VER            record (INO, VER) says
+ *                                                 link count 0: its map
+ *                                                 serves a dead version
+ *   fsck_inject INDEXDIR old-end INO VER         record (INO, VER), dead,
+ *                                                 uses the map of the
+ *                                                 version before it, its
+ *                                                 own goes: a removal as
+ *                                                 versionfs recorded it
+ *                                                 before issue 27
  *   fsck_inject INDEXDIR epoch                   print the open epoch
  *
  * Exit status 0, 1 on failure (message on stderr), 2 on bad usage.
@@ -62,6 +71,31 @@ static int do_txn(bt_txn *txn, void *arg)
 		return bt_trash_add(txn, num(0), num(1), (uint32_t)num(2));
 	if (!strcmp(cmd, "kv"))
 		return bt_kv_put_u64(txn, args[0], num(1));
+	if (!strcmp(cmd, "dead")) {
+		struct bt_inode r;
+
+		if ((rc = bt_inode_get(txn, num(0), num(1), &r)))
+			return rc;
+		if (!(r.flags & BT_INO_ATTR))
+			return -EINVAL;
+		r.attr.nlink = 0;
+		return bt_inode_put(txn, &r);
+	}
+	if (!strcmp(cmd, "old-end")) {
+		struct bt_inode r, p;
+
+		if ((rc = bt_inode_get(txn, num(0), num(1), &r)) ||
+		    (rc = bt_inode_find(txn, num(0), num(1) - 1, &p)))
+			return rc;
+		if (!(r.flags & BT_INO_ATTR) || r.attr.nlink)
+			return -EINVAL;
+		if (r.data_ver == r.ver &&
+		    (rc = bt_ext_drop(txn, num(0), num(1))))
+			return rc;
+		r.data_ver = p.data_ver;
+		r.flags &= ~(uint32_t)BT_INO_DATA;
+		return bt_inode_put(txn, &r);
+	}
 	return -EINVAL;
 }
 
@@ -118,7 +152,7 @@ int main(int argc, char **argv)
 	static const struct { const char *name; int nargs; } cmds[] = {
 		{ "dirent", 3 }, { "log-inode", 2 }, { "unlog", 2 },
 		{ "overlap", 2 }, { "orphan-map", 2 }, { "trash", 3 },
-		{ "kv", 2 }, { "epoch", 0 },
+		{ "kv", 2 }, { "epoch", 0 }, { "dead", 2 }, { "old-end", 2 },
 	};
 	bt_env *env;
 	int rc = -EINVAL;

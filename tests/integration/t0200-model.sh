@@ -5,13 +5,17 @@
 # every kind of offset, truncate, O_APPEND, mmap, fallocate, >4 GiB sparse
 # writes, namespace changes, hard links, symlinks, fifos, xattrs, fsync)
 # to a versionfs mount and to a plain directory on the same file system,
-# interleaved with checkpoints, rollbacks, reads of .checkpoints/ID,
-# remounts and kill -9, deleting checkpoints (also the parent with --force,
-# several at once, and refused deletes), prune, pruning policies and the
-# cleaner (online and offline), and compares every result and, after every
-# rollback, remount and clean, the whole trees (after a clean, also every
-# remaining checkpoint's view).  Each seed starts from a fresh store over
-# a base layer the driver seeds into BACKING (and REF) first.  Runs on an
+# and scratch files created, written and removed within an epoch (closed
+# first, or still open, across a checkpoint too), interleaved with
+# checkpoints, rollbacks, reads of .checkpoints/ID, remounts and kill -9,
+# deleting checkpoints (also the parent with --force, several at once, and
+# refused deletes), prune, pruning policies and the cleaner (online and
+# offline), and compares every result and, after every rollback, remount
+# and clean, the whole trees (after a clean, also every remaining
+# checkpoint's view); at every remount versionfs-fsck must find no leak in
+# the unmounted store (no orphan, no data only removed files use), so the
+# store cannot grow without bound.  Each seed starts from a fresh store
+# over a base layer the driver seeds into BACKING (and REF) first.  Runs on an
 # ext4 and an XFS loop image.  (Not on ext4 without extents: fallocate is
 # refused there, in REF too; t0400 and t0420 cover the cleaner's copy path.)
 #

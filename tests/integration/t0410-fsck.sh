@@ -18,7 +18,15 @@
 #     (exit 1), a second check is clean, and a mount shows every file of
 #     the live state and of every checkpoint with the same md5 as before;
 #   - lost data (a missing content file) is left: --repair exits 4;
-#   - a mounted store and bad usage are refused (exit 8, 16).
+#   - a mounted store and bad usage are refused (exit 8, 16);
+#   - a planted leak (an extent map only a dead version, link count 0,
+#     uses, as scratch files leaked before issue 27: found, emptied by
+#     --repair, freed by the next clean), a planted unreferenced content
+#     file, a content file cut short of its extent map and one emptied
+#     (lost data: found, left), a data.mdb cut short of its last durable
+#     state and one emptied (versionfs-fsck, versionfs and versionfs-clean
+#     say so and exit cleanly, never SIGBUS; the empty file is not
+#     formatted anew).
 # Each check is a named case (test_case) with its own ok/not ok line; the
 # damages start from a fresh copy of the store each, so one that is not
 # found does not hide the others.
@@ -159,6 +167,110 @@ lost_data_case() {
 	fsck_expect "still reported" 4 "[content-missing]"
 }
 
+# Leaks, short content files, a damaged data.mdb: these cases too see
+# run_case's locals (W, P, idx, ia, ibig).
+
+# blocks of the store's obj/, in KiB
+obj_kib() { du -sk "$1/.versionfs/obj" | cut -f1; }
+
+# Record (big2, 4) made dead (link count 0) while map 4 holds the pages
+# written in epoch 4: the shape of the scratch-file leak (issue 27).  Its
+# metadata file goes too (a dead version needs none, and its link count
+# would differ).  Found, emptied by --repair, freed by the next clean.
+leak_dead_map() {
+	fresh
+	"$INJ" "$idx" dead "$ibig" 4 || fail "inject dead"
+	rm "$(obj "$ibig" meta 4)"
+	fsck_expect "dead map" 4 \
+		"index: extents (ino $ibig, ver 4): only inode versions no name reaches"
+	grep -qF "[map-unreachable]" "$T/out" || fail "no map-unreachable"
+	grep -qF "$(printf '%016x' "$ibig").content.4: only versions no name reaches" \
+		"$T/out" || fail "content.4 not named: $(cat "$T/out")"
+	fsck_expect "dead map (repair)" 1 "2 problems found, 2 fixed" --repair
+	fsck_expect "dead map (after repair)" 0 "clean:"
+	[ -e "$(obj "$ibig" content 4)" ] || fail "repair deleted content.4"
+	"$VFS_BUILD/versionfs-clean" "$W" >/dev/null || fail "clean"
+	[ -e "$(obj "$ibig" content 4)" ] && fail "clean kept content.4"
+	[ -e "$(obj "$ibig" content 1)" ] || fail "clean deleted content.1"
+	fsck_expect "dead map (after clean)" 0 "clean:"
+}
+
+# An unreferenced 2 MiB content file of an inode the index never had.
+leak_orphan() {
+	local f k0
+	fresh
+	k0=$(obj_kib "$W")
+	f=$(obj 424243 content 3)
+	head -c 2M /dev/urandom >"$f"
+	fsck_expect "orphan" 4 \
+		"$(printf '%016x' 424243).content.3: no extent map uses this content file [file-orphan]"
+	fsck_expect "orphan (repair)" 1 "1 fixed" --repair
+	[ -e "$f" ] && fail "orphan kept"
+	[ "$(obj_kib "$W")" -le "$k0" ] || fail "space not given back"
+	fsck_expect "orphan (after repair)" 0 "clean:"
+}
+
+# big2's content.4 holds pages 1-2 (written in epoch 4): cut to one page,
+# and emptied.  Lost data: reported, never "fixed".
+content_cut() {
+	fresh
+	truncate -s 4096 "$(obj "$ibig" content 4)"
+	fsck_expect "content cut" 4 \
+		"content.4: 4096 bytes, but extent maps hold its pages up to page 2 (12288 bytes)"
+	grep -qF "[content-short]" "$T/out" || fail "code: $(cat "$T/out")"
+	fsck_expect "content cut (repair)" 4 "[content-short]" --repair
+}
+
+content_empty() {
+	fresh
+	: >"$(obj "$ibig" content 1)"
+	fsck_expect "content emptied" 4 "content.1: 0 bytes, but extent maps"
+	grep -qF "[content-short]" "$T/out" || fail "code: $(cat "$T/out")"
+}
+
+# The index's data file cut short of its last durable state, and emptied:
+# every program says so, none dies of SIGBUS (exit 135), none formats it.
+index_refused() {	# index_refused WHY
+	local why=$1 rc
+	fsck_expect "data.mdb: fsck" 4 "[index-open]"
+	grep -qF "$why" "$T/out" || fail "fsck does not say '$why': $(cat "$T/out")"
+	"$FSCK" --repair "$W" >"$T/out" 2>&1
+	rc=$?
+	[ "$rc" = 4 ] || fail "fsck --repair: exit $rc: $(cat "$T/out")"
+	"$VFS" "$W" "$T/nomnt" >"$T/out" 2>&1
+	rc=$?
+	[ "$rc" -ne 0 ] && [ "$rc" -lt 128 ] ||
+		fail "versionfs: exit $rc: $(cat "$T/out")"
+	grep -qF "$why" "$T/out" || fail "versionfs does not say '$why': $(cat "$T/out")"
+	mountpoint -q "$T/nomnt" && fail "mounted a damaged index"
+	"$VFS_BUILD/versionfs-clean" "$W" >"$T/out" 2>&1
+	rc=$?
+	[ "$rc" -ne 0 ] && [ "$rc" -lt 128 ] ||
+		fail "versionfs-clean: exit $rc: $(cat "$T/out")"
+	grep -qF "$why" "$T/out" || fail "versionfs-clean does not say '$why': $(cat "$T/out")"
+}
+
+data_cut() {
+	local d size
+	fresh
+	d=$W/.versionfs/index/data.mdb
+	size=$(stat -c %s "$d")
+	[ "$size" -gt 16384 ] || fail "data.mdb of $size bytes"
+	truncate -s $((size / 2 / 4096 * 4096)) "$d"
+	mkdir -p "$T/nomnt"
+	index_refused "cut short"
+}
+
+data_empty() {
+	local d
+	fresh
+	d=$W/.versionfs/index/data.mdb
+	: >"$d"
+	mkdir -p "$T/nomnt"
+	index_refused "empty"
+	[ "$(stat -c %s "$d")" = 0 ] || fail "data.mdb was formatted anew"
+}
+
 run_case() {
 	local fs=$1 root=$2 b m P W idx ia ibig E
 	b=$root/backing m=$root/mnt P=$root/pristine W=$root/work
@@ -258,6 +370,15 @@ run_case() {
 		repair_case
 	test_case "$fs: lost data is reported, never hidden (--repair exits 4)" \
 		lost_data_case
+	test_case "$fs: a planted leak: a map only a dead version uses" \
+		leak_dead_map
+	test_case "$fs: a planted unreferenced content file, its space given back" \
+		leak_orphan
+	test_case "$fs: a content file cut short of its extent map" \
+		content_cut
+	test_case "$fs: a 0-byte content file" content_empty
+	test_case "$fs: a data.mdb cut short" data_cut
+	test_case "$fs: a zero-length data.mdb" data_empty
 	rm -rf "$W" "$P"
 }
 

@@ -13,6 +13,12 @@
  * Inside its transactions the writer breaks the invariant on purpose
  * (holes, other holders, aborted generations) before restoring it, so a
  * reader that saw uncommitted or half-committed state would notice.
+ *
+ * A DAMAGED DATA FILE: data.mdb cut short of the pages its newest meta
+ * page uses, cut inside the meta pages, or emptied, is refused at open
+ * with BT_ECORRUPT and a message naming the file, read-only and read-write
+ * alike: LMDB itself would map it and die of SIGBUS at the first page past
+ * the end, or take an empty file for a new environment and format it.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -770,6 +776,115 @@ START_TEST(test_grow_with_readers)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* A damaged data file                                                  */
+/* ------------------------------------------------------------------ */
+
+/* An environment whose data.mdb holds many pages, closed; its size. */
+static off_t big_env(struct tenv *t, unsigned flags)
+{
+	struct grow_arg g = { 1, 2000, 0 };
+	char path[sizeof(t->dir) + 16];
+	struct stat st;
+
+	tenv_open(t, flags, NULL);
+	OK(bt_txn_run(t->env, grow_fn, &g));
+	if (!(flags & BT_ENV_NOSYNC))
+		OK(bt_env_sync(t->env));
+	bt_env_close(t->env);
+	t->env = NULL;
+	snprintf(path, sizeof(path), "%s/data.mdb", t->dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_gt(st.st_size, 64 * 4096);
+	return st.st_size;
+}
+
+static void cut_data(struct tenv *t, off_t len)
+{
+	char path[sizeof(t->dir) + 16];
+
+	snprintf(path, sizeof(path), "%s/data.mdb", t->dir);
+	ck_assert_int_eq(truncate(path, len), 0);
+}
+
+/* Opening (read-only and read-write) fails with BT_ECORRUPT naming
+   data.mdb and saying `why`; nothing crashes. */
+static void open_refused(struct tenv *t, const char *why)
+{
+	static const unsigned fl[] = { BT_ENV_RDONLY, 0, BT_ENV_NOSYNC };
+	bt_env *env;
+
+	for (size_t i = 0; i < sizeof(fl) / sizeof(*fl); i++) {
+		ERR(bt_env_open(&env, t->dir, fl[i], NULL), BT_ECORRUPT);
+		ck_assert_ptr_null(env);
+		ck_assert_msg(strstr(bt_last_error(), "data.mdb") &&
+			      strstr(bt_last_error(), why),
+			      "flags %u: message '%s' lacks '%s'", fl[i],
+			      bt_last_error(), why);
+	}
+}
+
+START_TEST(test_data_cut_short)
+{
+	struct tenv t;
+
+	big_env(&t, 0);
+	cut_data(&t, 3 * 4096);		/* the meta pages and one more */
+	open_refused(&t, "cut short");
+	bt_test_rmtree(t.dir);
+}
+END_TEST
+
+START_TEST(test_data_cut_by_a_page)
+{
+	struct tenv t;
+	off_t size = big_env(&t, BT_ENV_NOSYNC);
+	bt_env *env;
+	bt_txn *txn;
+	uint64_t v;
+
+	/* the whole file opens; one page less does not */
+	OK(bt_env_open(&env, t.dir, BT_ENV_RDONLY, NULL));
+	OK(bt_txn_begin(env, BT_TXN_RDONLY, &txn));
+	ERR(bt_kv_get_u64(txn, "none", &v), -ENOENT);
+	bt_txn_abort(txn);
+	bt_env_close(env);
+	cut_data(&t, size - 4096);
+	open_refused(&t, "cut short");
+	bt_test_rmtree(t.dir);
+}
+END_TEST
+
+START_TEST(test_data_inside_meta)
+{
+	struct tenv t;
+
+	big_env(&t, 0);
+	cut_data(&t, 4096 + 100);	/* half of the second meta page */
+	open_refused(&t, "meta page");
+	cut_data(&t, 100);		/* half of the first */
+	open_refused(&t, "meta page");
+	bt_test_rmtree(t.dir);
+}
+END_TEST
+
+START_TEST(test_data_empty)
+{
+	struct tenv t;
+	struct stat st;
+	char path[sizeof(t.dir) + 16];
+
+	big_env(&t, 0);
+	cut_data(&t, 0);
+	open_refused(&t, "empty");
+	/* and the refusal left it as it was: not formatted anew */
+	snprintf(path, sizeof(path), "%s/data.mdb", t.dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_size, 0);
+	bt_test_rmtree(t.dir);
+}
+END_TEST
+
 static Suite *env_suite(void)
 {
 	Suite *s = suite_create("btree_env");
@@ -798,6 +913,14 @@ static Suite *env_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	bt_test_timeout(tc, 60);
 	tcase_add_test(tc, test_concurrent_readers);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("damaged data file");
+	bt_test_timeout(tc, 60);
+	tcase_add_test(tc, test_data_cut_short);
+	tcase_add_test(tc, test_data_cut_by_a_page);
+	tcase_add_test(tc, test_data_inside_meta);
+	tcase_add_test(tc, test_data_empty);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -525,6 +525,60 @@ START_TEST(test_log_dirents)
 }
 END_TEST
 
+/* The CONTENT entries of one inode in one epoch, found by a seek; the
+   callback may delete them as it goes. */
+struct content_walk {
+	bt_txn *txn;
+	char text[256];
+	bool del;
+};
+
+static int content_cb(const struct bt_log *l, void *arg)
+{
+	struct content_walk *w = arg;
+	size_t len = strlen(w->text);
+
+	ck_assert_uint_eq(l->kind, BT_LOG_CONTENT);
+	snprintf(w->text + len, sizeof(w->text) - len, "%" PRIu64 ":%" PRIu64
+		 "@%" PRIu64 " ", l->ino, l->birth, l->epoch);
+	return w->del ? bt_log_del(w->txn, l) : 0;
+}
+
+START_TEST(test_log_contents)
+{
+	bt_txn *txn = txn_w(&te);
+	struct content_walk w = { txn, "", false };
+
+	OK(bt_log_add_inode(txn, 7, 10));
+	OK(bt_log_add_inode(txn, 7, 11));
+	OK(bt_log_add_content(txn, 7, 10, 5));
+	OK(bt_log_add_content(txn, 7, 10, 3));
+	OK(bt_log_add_content(txn, 7, 9, 6));
+	OK(bt_log_add_content(txn, 7, 11, 2));
+	OK(bt_log_add_content(txn, 8, 10, 4));
+	OK(bt_log_add_dirent(txn, 7, 10, "x", 1, 7));
+	OK(bt_log_foreach_content(txn, 7, 10, content_cb, &w));
+	ck_assert_str_eq(w.text, "10:3@7 10:5@7 ");
+	w.text[0] = 0;
+	OK(bt_log_foreach_content(txn, 7, 12, content_cb, &w));
+	OK(bt_log_foreach_content(txn, 6, 10, content_cb, &w));
+	ck_assert_str_eq(w.text, "");
+	/* deleting as it goes: each entry once, the neighbours stay */
+	w.del = true;
+	OK(bt_log_foreach_content(txn, 7, 10, content_cb, &w));
+	ck_assert_str_eq(w.text, "10:3@7 10:5@7 ");
+	w.text[0] = 0;
+	w.del = false;
+	OK(bt_log_foreach_content(txn, 7, 10, content_cb, &w));
+	ck_assert_str_eq(w.text, "");
+	OK(bt_log_foreach_content(txn, 7, 9, content_cb, &w));
+	OK(bt_log_foreach_content(txn, 7, 11, content_cb, &w));
+	OK(bt_log_foreach_content(txn, 8, 10, content_cb, &w));
+	ck_assert_str_eq(w.text, "9:6@7 11:2@7 10:4@8 ");
+	OK(bt_txn_commit(txn));
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* Trash, named values, u64 tables                                      */
 /* ------------------------------------------------------------------ */
@@ -685,6 +739,7 @@ static Suite *misc_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_log_inodes);
 	tcase_add_test(tc, test_log_dirents);
+	tcase_add_test(tc, test_log_contents);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("small");

@@ -7,8 +7,12 @@
  * store_fmt_write wrote, then damaged; opening, creating and locking a
  * store; the reader of what a checkpoint changed (changes.c) and of pages
  * (store_read_page) on a store built through the index API; and a cleaning
- * pass on it with no daemon.  The walks of versionfs-fsck mount and damage
- * real stores in tests/integration/t0410-fsck.sh.
+ * pass on it with no daemon; dead versions (store_rec_dead), the content
+ * files a map uses (store_map_holders), and a cleaning pass freeing the
+ * data that the record of a removal kept (issue 27), in the shape older
+ * daemons wrote it and in the shape they write now.  The walks of
+ * versionfs-fsck mount and damage real stores in
+ * tests/integration/t0410-fsck.sh.
  */
 #include <check.h>
 #include <errno.h>
@@ -965,6 +969,140 @@ START_TEST(test_xattrs_base)
 }
 END_TEST
 
+/* ---- removed files ---- */
+
+START_TEST(test_rec_dead)
+{
+	struct bt_inode r = { .ino = 5, .ver = 3, .flags = BT_INO_ATTR,
+			      .type = S_IFREG };
+
+	ck_assert(store_rec_dead(&r));			/* link count 0 */
+	r.attr.nlink = 1;
+	ck_assert(!store_rec_dead(&r));
+	r.attr.nlink = 0;
+	r.flags = BT_INO_META;				/* says nothing */
+	ck_assert(!store_rec_dead(&r));
+	r.flags = BT_INO_BASE | BT_INO_ATTR;
+	r.ver = 0;					/* base record */
+	ck_assert(!store_rec_dead(&r));
+}
+END_TEST
+
+/*
+ * File 2: pages 0-2 written in epoch 1 (content.1), page 1 again in 2
+ * (content.2), checkpoints 1 and 2; removed in epoch 3 (link count 0),
+ * checkpoint 3; open epoch 4.  old_shape: the removal's record 3 keeps
+ * map 2 (data_ver 2), as daemons before issue 27 wrote it; else it has an
+ * empty map of its own, as they write it now.
+ */
+static int dead_txn(bt_txn *txn, void *arg)
+{
+	bool old_shape = *(bool *)arg;
+	struct bt_inode f = { .ino = 2, .ver = 1, .type = S_IFREG,
+			      .flags = BT_INO_DATA | BT_INO_ATTR,
+			      .data_ver = 1, .size = 3 * VFS_PAGE };
+	struct bt_ckpt c = { .id = 1, .state = BT_CKPT_ACTIVE };
+	int rc;
+
+	f.attr.mode = S_IFREG | 0644;
+	f.attr.nlink = 1;
+	if ((rc = bt_inode_put(txn, &f)) ||
+	    (rc = bt_ext_set(txn, 2, 1, 0, 3, 1)) ||
+	    (rc = bt_log_add_inode(txn, 1, 2)) ||
+	    (rc = bt_ckpt_put(txn, &c)))
+		return rc;
+	f.ver = f.data_ver = c.id = 2;
+	c.parent = 1;
+	if ((rc = bt_inode_put(txn, &f)) ||
+	    (rc = bt_ext_clone(txn, 2, 1, 2)) ||
+	    (rc = bt_ext_set(txn, 2, 2, 1, 1, 2)) ||
+	    (rc = bt_log_add_inode(txn, 2, 2)) ||
+	    (rc = bt_ckpt_put(txn, &c)))
+		return rc;
+	f.ver = c.id = 3;
+	c.parent = 2;
+	f.attr.nlink = 0;
+	f.data_ver = old_shape ? 2 : 3;
+	if (old_shape)
+		f.flags &= ~(uint32_t)BT_INO_DATA;
+	else if ((rc = bt_ext_truncate(txn, 2, 3, 0)))
+		return rc;
+	if ((rc = bt_inode_put(txn, &f)) ||
+	    (rc = bt_log_add_inode(txn, 3, 2)) ||
+	    (rc = bt_ckpt_put(txn, &c)) ||
+	    (rc = bt_kv_put_u64(txn, "epoch", 4)) ||
+	    (rc = bt_kv_put_u64(txn, "parent", 3)))
+		return rc;
+	return 0;
+}
+
+static bool content_exists(struct vstore *st, uint64_t ver)
+{
+	int fd = store_open_content(st, 2, ver, O_RDONLY);
+
+	if (fd >= 0)
+		close(fd);
+	return fd >= 0;
+}
+
+/* Delete checkpoints 1 and 2 and clean: nothing of file 2's data stays. */
+static void dead_clean(bool old_shape)
+{
+	char *dir = mk_backing(), err[256] = "";
+	uint64_t ids[2] = { 1, 2 }, *h = NULL, n;
+	struct cl_stats cs = { 0 };
+	struct cleaner *cl;
+	struct vstore *st;
+	size_t nh = 9, left;
+	bt_txn *txn;
+
+	ck_assert_int_eq(store_open(dir, STORE_CREATE, &st), 0);
+	ck_assert_int_eq(bt_txn_run(store_env(st), dead_txn, &old_shape), 0);
+	for (uint64_t p = 0; p < 3; p++)
+		write_content(st, 2, 1, p, 'a');
+	write_content(st, 2, 2, 1, 'b');
+	ck_assert_int_eq(bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn), 0);
+	ck_assert_int_eq(store_map_holders(txn, 2, 2, &h, &nh), 0);
+	ck_assert_uint_eq(nh, 2);
+	ck_assert(h[0] == 1 && h[1] == 2);
+	free(h);
+	ck_assert_int_eq(store_map_holders(txn, 2, 9, &h, &nh), 0);
+	ck_assert_uint_eq(nh, 0);			/* no such map */
+	free(h);
+	bt_txn_abort(txn);
+	store_close(st);
+	ck_assert_int_eq(store_open(dir, 0, &st), 0);
+	ck_assert_int_eq(cl_mark_deleted(st, ids, 2, false, 3, err,
+					 sizeof(err)), 0);
+	ck_assert_int_eq(cl_new(st, NULL, &cl), 0);
+	ck_assert_int_eq(cl_pass(cl, &cs, &left), 0);
+	cl_free(cl);
+	ck_assert_uint_eq(cs.ckpts_merged, 2);
+	ck_assert(!content_exists(st, 1) && !content_exists(st, 2));
+	/* the older shape was a leak, counted; the new one never is */
+	ck_assert_uint_eq(cs.orphans_found, old_shape ? 1 : 0);
+	ck_assert_int_eq(bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn), 0);
+	ck_assert_int_eq(bt_ext_count(txn, 2, 3, &n), 0);
+	ck_assert_uint_eq(n, 0);			/* an empty map */
+	ck_assert_int_eq(bt_ext_exists(txn, 2, 3), 1);	/* of its own */
+	bt_txn_abort(txn);
+	store_close(st);
+	rm_tree(dir);
+	free(dir);
+}
+
+START_TEST(test_clean_dead_old)
+{
+	dead_clean(true);
+}
+END_TEST
+
+START_TEST(test_clean_dead_new)
+{
+	dead_clean(false);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -984,6 +1122,9 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_open_lock);
 	tcase_add_test(tc, test_changes);
 	tcase_add_test(tc, test_clean_offline);
+	tcase_add_test(tc, test_rec_dead);
+	tcase_add_test(tc, test_clean_dead_old);
+	tcase_add_test(tc, test_clean_dead_new);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("xattrs");

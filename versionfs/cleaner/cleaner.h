@@ -37,8 +37,11 @@ struct cl_stats {
 	uint64_t files_copied;		/* ... by copying (no hole punching) */
 	uint64_t files_consolidated;	/* content files moved into newer */
 	uint64_t bytes_freed;		/* disk space given back */
-	uint64_t orphans_found;		/* store files nothing referenced */
-	uint64_t orphans_freed;		/* ... of which deleted */
+	uint64_t orphans_found;		/* leaks (what versionfs-fsck would
+					   report): store files nothing
+					   referenced, the pages of maps only
+					   dead versions use */
+	uint64_t orphans_freed;		/* ... of which freed */
 };
 
 void cl_stats_add(struct cl_stats *to, const struct cl_stats *st);

@@ -18,7 +18,12 @@
  *     (holder c), is recorded in n's log as a CONTENT entry, so that a
  *     rollback to before n, or a later merge of n, knows it;
  *   - an entry born in c is born in n (and disappears if it died by n);
- *     an entry that died in c dies in n.
+ *     an entry that died in c dies in n;
+ *   - if I's record at n is then dead (link count 0: no name reaches it,
+ *     store_rec_dead) and its map still holds pages, the map is emptied
+ *     and its content files go to the reclaimer: a removed file's data
+ *     that versions before issue 27 left in checkpoints (the daemon now
+ *     frees it, daemon/reap.c).  Counted as a leak found and freed.
  *
  * A batch of log entries is merged per transaction, each entry deleted
  * from c's log in the transaction that merged it, so a crash between
@@ -227,6 +232,38 @@ static int rename_map(bt_txn *txn, uint64_t ino, uint64_t c, uint64_t n)
 	return rc;
 }
 
+/* Record (ino, n) is dead: its own map holds no page (see the top). */
+static int merge_dead(bt_txn *txn, struct mbatch *b, uint64_t ino)
+{
+	struct bt_inode rn;
+	uint64_t *h = NULL;
+	size_t nh = 0;
+	int rc;
+
+	rc = bt_inode_get(txn, ino, b->n, &rn);
+	if (rc)
+		return rc == -ENOENT ? 0 : rc;
+	if (!store_rec_dead(&rn) || !S_ISREG(rn.type) || !rn.data_ver)
+		return 0;
+	if (rn.data_ver != b->n) {
+		/* an older version's map: one of its own, empty */
+		rn.data_ver = b->n;
+		rn.flags |= BT_INO_DATA;
+		if ((rc = bt_ext_truncate(txn, ino, b->n, 0)))
+			return rc;
+		return bt_inode_put(txn, &rn);
+	}
+	rc = store_map_holders(txn, ino, b->n, &h, &nh);
+	for (size_t i = 0; !rc && i < nh; i++)
+		rc = bt_trash_add(txn, ino, h[i], VFS_TRASH_RECLAIM);
+	if (!rc && nh && !(rc = bt_ext_truncate(txn, ino, b->n, 0))) {
+		b->st->orphans_found++;
+		b->st->orphans_freed++;
+	}
+	free(h);
+	return rc;
+}
+
 static int merge_inode(bt_txn *txn, struct mbatch *b, size_t i)
 {
 	uint64_t c = b->c, n = b->n, ino = b->v[i].l.ino;
@@ -280,6 +317,8 @@ static int merge_inode(bt_txn *txn, struct mbatch *b, size_t i)
 		touch(b->touched, ino);
 	} else
 		rc = bt_trash_add(txn, ino, c, VFS_TRASH_CONTENT);
+	if (!rc)
+		rc = merge_dead(txn, b, ino);
 	b->st->inodes_merged++;
 	return rc;
 }

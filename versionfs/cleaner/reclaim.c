@@ -15,9 +15,11 @@
  *            a file it deletes counts as an orphan found and freed
  *
  * Entries are added in the same transaction that stops referencing the
- * files (rollback, merging a deleted checkpoint), and that transaction is
- * made durable before the trash is processed, so a crash or power loss can
- * never free a file the index still uses.  An entry leaves the trash only
+ * files (rollback, merging a deleted checkpoint, freeing a removed file's
+ * data), and no entry is processed before a durable point covers that
+ * transaction (trash_durable: the daemon's reaping commits without a
+ * sync), so a crash or power loss can never free a file the index still
+ * uses.  An entry leaves the trash only
  * after its work is done; a crash in between repeats the work, which is
  * idempotent.
  *
@@ -384,6 +386,25 @@ static void trash_item_run(struct cleaner *cl, const struct trash_item *t,
 	}
 }
 
+/*
+ * Make the entries just read durable before their files go: the index may
+ * hold commits that no durable point covers yet (a removed file reaped by
+ * the daemon's flusher, daemon/reap.c), and a power loss would bring back
+ * their records, naming deleted files.  A durable point after the read
+ * covers everything the read saw; none is needed when nothing was
+ * committed since the last one.  During a checkpoint it waits for the
+ * checkpoint's own (bt_env_hold).
+ */
+static int trash_durable(struct cleaner *cl)
+{
+	struct bt_env_info ei;
+
+	if (bt_env_info(cl->env, &ei) == 0 &&
+	    ei.last_txnid == ei.durable_txnid)
+		return 0;
+	return bt_env_sync(cl->env);
+}
+
 int rc_trash_run(struct cleaner *cl, struct cl_stats *st)
 {
 	struct trash_batch *b = malloc(sizeof(*b));
@@ -410,6 +431,8 @@ int rc_trash_run(struct cleaner *cl, struct cl_stats *st)
 		b->from.ino = b->v[b->n - 1].ino;
 		b->from.ver = b->v[b->n - 1].ver;
 		b->started = true;
+		if ((rc = trash_durable(cl)))
+			break;
 		for (size_t i = 0; i < b->n; i++)
 			trash_item_run(cl, &b->v[i], st);
 		if ((rc = bt_txn_run(cl->env, trash_done, b)))

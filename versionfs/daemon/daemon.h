@@ -19,7 +19,9 @@
  *               epoch_lock exclusively) may hold more than one vnode lock.
  *   vnode.lock  the state of one vnode (attributes, delta, descriptors).
  *   table_lock  the vnode hash table, lookup counts and references.
- *   dirty_lock  the list of vnodes with unpersisted changes.
+ *   dirty_lock  the lists of vnodes with unpersisted changes, and the
+ *               list of removed files whose data is not freed yet
+ *               (state.c, reap.c).
  *
  * No lock and no LMDB transaction is held across a fuse_reply_*() call.
  */
@@ -126,6 +128,10 @@ struct vnode {
 	/* dirty lists (persist.c), dirty_lock */
 	struct vnode *dnext, *dprev;
 	bool dfiles;			/* on the files list, not the index */
+	/* the dead list (state.c, reap.c), dirty_lock */
+	struct vnode *xnext, *xprev;
+	bool xlisted;			/* on it (it holds a reference) */
+	bool xleak;			/* found by the recovery: a leak */
 };
 
 /* Where the last checkpoint's time went (epoch.c), microseconds. */
@@ -189,6 +195,9 @@ struct vfs {
 	struct vnode *dirty;		/* index work pending; dirty_lock */
 	struct vnode *dirty_files;	/* metadata files only; dirty_lock */
 	size_t ndirty, nfiles;
+	struct vnode *dead;		/* link count 0, data not yet freed
+					   (reap.c); dirty_lock */
+	size_t ndead;
 
 	pthread_mutex_t flush_lock;
 	pthread_cond_t flush_cond;
@@ -283,14 +292,21 @@ void vn_persist_done(struct vnode *vn);
 /* Forget vn's unsaved changes of the open epoch: the next vn_refresh
    reloads it from the index.  It stays on a dirty list if it is on one. */
 void vn_drop_unsaved(struct vnode *vn);
+/* Take vn off the dirty lists (lock held; the caller holds a reference). */
+void vn_unmark_dirty(struct vnode *vn);
+/* Unlinked, closed and forgotten by the kernel: nothing reaches it. */
+bool vn_unreachable(struct vnode *vn);
 /* Persist one vnode in its own transaction (lock held). */
 int vn_persist(struct vnode *vn, bool durable);
 /* Persist every dirty vnode in one transaction (epoch_lock exclusive). */
 int vn_persist_all(void);
 /* Persist every dirty vnode in batches, operations going on. */
 void vn_flush_all(void);
-/* The background flusher of closed dirty files. */
-void *vn_flusher(void *arg);
+/* The flusher's pass over the dirty lists: every closed dirty vnode, a
+   batch per transaction, and the pending metadata files when they owe
+   more than a quarter of the reserve. */
+void vn_flush_closed(void);
+/* Wake the flusher thread (flusher.c) before its second is up. */
 void vn_flush_kick(void);
 /* The version before `ver` in the index (for xattrs), 0 if none. */
 uint64_t vn_prev_ver(struct vnode *vn, uint64_t ver);
@@ -324,6 +340,27 @@ bool vn_open_dec(struct vnode *vn);
 /* Apply fn to every open file (table_lock held; O(open files)). */
 void vn_foreach_open_locked(void (*fn)(struct vnode *vn, void *arg),
 			    void *arg);
+
+/* ---- reap.c: freeing the data of files that die ---- */
+/* The flusher: free the data of the dead files nothing reaches any more
+   (takes epoch_lock shared and ns_lock). */
+void vn_reap_dead(void);
+/* Unmount (epoch_lock exclusive): every dead file is unreachable now. */
+void vn_reap_all(void);
+/* Checkpoint of the open epoch E (epoch_lock exclusive, everything
+   persisted): prepare locks the dead files and chooses, for each, reaping
+   (unreachable) or moving its state to E + 1 (still open); txn does it in
+   the checkpoint's transaction (-errno: the checkpoint fails; after
+   BT_ECORRUPT, drop_failed leaves out the file at fault, logged, and says
+   whether to run the transaction again); done finishes after the commit
+   (ok) or the failure, and unlocks them. */
+struct reap_ck;
+int vn_dead_ck_prepare(struct reap_ck **out);
+int vn_dead_ck_txn(bt_txn *txn, struct reap_ck *r, uint64_t E);
+bool vn_dead_ck_drop_failed(struct reap_ck *r);
+void vn_dead_ck_done(struct reap_ck *r, bool ok);
+/* Rollback (epoch_lock exclusive): every vnode reloads; forget the list. */
+void vn_dead_forget(void);
 
 /* ---- data.c ---- */
 int data_read(struct vnode *vn, size_t size, off_t off,
@@ -399,6 +436,18 @@ void kf_done(void);
 /* A merge is rewriting inode vino's versions (vn_load retries after). */
 bool vfs_merging(uint64_t vino);
 void vfs_wait_merge(uint64_t vino);
+/* vn's link count went to 0 (vn->lock held): put it on the dead list,
+   for the reaper (reap.c); leak: found by the recovery of an unclean stop
+   (counted as an orphan). */
+void vn_dead_note(struct vnode *vn, bool leak);
+/* Take vn off the dead list (dirty_lock held); the list's reference
+   passes to the caller. */
+void vn_dead_remove(struct vnode *vn);
+
+/* ---- flusher.c: the background thread ---- */
+/* Every second: closed dirty files persisted, removed files reaped, the
+   reserve refilled, now and then a durable point. */
+void *vn_flusher(void *arg);
 
 /* ---- daemon.c ---- */
 /* Fork; the parent exits when the child is ready or dead. */

@@ -467,6 +467,9 @@ static int ns_commit(struct ns_op *op)
 		vn_persist_done(op->vn[i]);
 		op->vn[i]->mfile_dirty = true;
 		vn_mark_dirty(op->vn[i]);
+		/* no name left: its data goes once nothing holds it */
+		if (!op->vn[i]->m.nlink)
+			vn_dead_note(op->vn[i], false);
 	}
 	return 0;
 }

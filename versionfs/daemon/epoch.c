@@ -5,12 +5,15 @@
  * first, so the kernel's dirty pages have reached us as writes; then:
  *
  *   1. (while operations go on) fsync the files that are still open
- *      through the mount (the kernel's writeback of open files), and
- *      persist the dirty vnodes in batches;
+ *      through the mount (the kernel's writeback of open files), persist
+ *      the dirty vnodes in batches and free the removed files no one
+ *      holds (reap.c);
  *   2. (epoch_lock exclusive: operations wait) persist what changed
- *      meanwhile, then one LMDB transaction (not synced) records
- *      checkpoint E and opens epoch E + 1, which every write from now on
- *      goes to;
+ *      meanwhile, then one LMDB transaction (not synced) frees the data
+ *      of the files removed in E that nothing holds, moves the state of
+ *      those still open to E + 1 (reap.c: E keeps no data no name
+ *      reaches), records checkpoint E and opens epoch E + 1, which every
+ *      write from now on goes to;
  *   3. (operations go on) one syncfs(2) of the store puts E's content and
  *      metadata files and the index pages on disk (on a backing where
  *      syncfs does not reach storage, an fsync of each file E's log
@@ -76,6 +79,7 @@ int ep_valid_tag(const char *tag)
 struct ck_arg {
 	struct bt_ckpt c;
 	uint64_t E;
+	struct reap_ck *dead;		/* files removed in E (reap.c) */
 };
 
 static int ck_txn(bt_txn *txn, void *arg)
@@ -92,7 +96,9 @@ static int ck_txn(bt_txn *txn, void *arg)
 		memcpy(a->c.parent_guid, p.guid, BT_GUID_LEN);
 	else if (a->c.parent && rc != -ENOENT)
 		return rc;
-	if ((rc = bt_log_count_inodes(txn, a->E, &a->c.files)) ||
+	/* removed files leave E (and its file count) before it is counted */
+	if ((rc = vn_dead_ck_txn(txn, a->dead, a->E)) ||
+	    (rc = bt_log_count_inodes(txn, a->E, &a->c.files)) ||
 	    (rc = bt_ckpt_put(txn, &a->c)) ||
 	    (rc = bt_kv_put_u64(txn, "epoch", a->E + 1)) ||
 	    (rc = bt_kv_put_u64(txn, "parent", a->E)))
@@ -182,8 +188,10 @@ static int take_checkpoint(const char *tag, uint64_t *id, bool *existed,
 	t[0] = vfs_now();
 	kf_flush_open_files();
 	t[1] = vfs_now();
-	/* The bulk of the index work while the job keeps running. */
+	/* The bulk of the index work while the job keeps running; removed
+	   files no one holds are freed now, not in the exclusive window. */
 	vn_flush_all();
+	vn_reap_dead();
 	t[2] = vfs_now();
 	pthread_rwlock_wrlock(&vfs->epoch_lock);
 	t[3] = vfs_now();
@@ -216,6 +224,10 @@ static int take_checkpoint(const char *tag, uint64_t *id, bool *existed,
 			 "take the checkpoint again)" : "");
 		goto out;
 	}
+	if ((rc = vn_dead_ck_prepare(&a.dead))) {
+		snprintf(err, errlen, "%s", strerror(-rc));
+		goto out;
+	}
 	a.E = E;
 	a.c.id = E;
 	a.c.parent = vfs->parent;
@@ -231,14 +243,20 @@ static int take_checkpoint(const char *tag, uint64_t *id, bool *existed,
 	 * lost): other threads' points wait until ck_make_durable is done.
 	 */
 	bt_env_hold(vfs->env);
-	if ((rc = bt_txn_run(vfs->env, ck_txn, &a))) {
+	/* a removed file whose records are damaged is left out (logged) */
+	do
+		rc = bt_txn_run(vfs->env, ck_txn, &a);
+	while (rc == BT_ECORRUPT && vn_dead_ck_drop_failed(a.dead));
+	if (rc) {
 		bt_env_release(vfs->env);
+		vn_dead_ck_done(a.dead, false);
 		goto fail_lmdb;
 	}
 	vfs->parent = E;
 	vfs->epoch = E + 1;
 	vfs->epoch_pages = 0;
 	vfs->epoch_written = 0;
+	vn_dead_ck_done(a.dead, true);
 	/* write descriptors of E retire on their next use (vn_cur_wfd) */
 	pthread_rwlock_unlock(&vfs->epoch_lock);
 	t[4] = vfs_now();
@@ -396,6 +414,10 @@ static void rb_reset_vnode(struct vnode *vn, void *arg)
 	vn->kern_mtime = vn->m.mtime;
 	vn_drop_unsaved(vn);
 	vn_close_fds(vn);
+	/* gone from the discarded state (removed, reaped) is no verdict on
+	   the restored one: the reload decides again (a file removed after
+	   c is back, with the same inode) */
+	vn->gone = false;
 }
 
 struct notify {
@@ -482,6 +504,8 @@ static int do_rollback(uint64_t id, const char *tag, uint64_t *to,
 	vfs->epoch_pages = 0;
 	vfs->epoch_written = 0;
 	vn_foreach(rb_reset_vnode, &a);
+	/* every vnode reloads: removed files come back or are gone */
+	vn_dead_forget();
 	/* Collect the kernel invalidations while vnodes cannot go away. */
 	nt = calloc(a.n ? a.n : 1, sizeof(*nt));
 	pthread_mutex_lock(&vfs->table_lock);

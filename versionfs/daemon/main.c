@@ -630,7 +630,9 @@ out_unmount:
 	stop_threads(&v);
 	/* Save everything still in memory before the store closes. */
 	pthread_rwlock_wrlock(&v.epoch_lock);
-	if ((rc = vn_persist_all()) || (rc = bt_env_sync(v.env))) {
+	rc = vn_persist_all();
+	vn_reap_all();		/* nothing holds a removed file now */
+	if (rc || (rc = bt_env_sync(v.env))) {
 		vfs_log(LOG_ERR, "saving at unmount: %s", strerror(-rc));
 		ret = 1;
 		/* what the index has is saved; the next mount rebuilds the

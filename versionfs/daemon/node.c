@@ -420,6 +420,15 @@ int vn_load(struct vnode *vn, bt_txn *txn)
 		txn = own;
 	}
 	rc = bt_inode_find(txn, vn->vino, at, &rec);
+	/*
+	 * A file removed by a checkpoint, met again by the descriptor that
+	 * still had it open when the live view rolled back to that
+	 * checkpoint: the checkpoint holds no data of it (reap.c), and no
+	 * more contains it than a file created after it.
+	 */
+	if (rc == 0 && !vn->view && S_ISREG(rec.type) &&
+	    store_rec_dead(&rec) && rec.ver < vfs->epoch)
+		rc = -ENOENT;
 	if (rc == -ENOENT) {
 		vn->gone = true;
 		rc = -ESTALE;

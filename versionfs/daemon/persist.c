@@ -1,6 +1,7 @@
 /*
  * persist.c — moving the open epoch's changes from vnodes to the store:
- * the dirty lists, persisting one vnode or many, and the flusher.
+ * the dirty lists, persisting one vnode or many, and the flusher's pass
+ * over them (the thread is flusher.c).
  *
  * Persisting a vnode is two steps (node.c explains the state they read):
  *
@@ -59,7 +60,7 @@ static bool vn_index_pending(const struct vnode *vn)
  * file would never be read.  Files created and removed between two
  * checkpoints cost no file at all.
  */
-static bool vn_unreachable(struct vnode *vn)
+bool vn_unreachable(struct vnode *vn)
 {
 	bool r;
 
@@ -123,7 +124,7 @@ void vn_mark_dirty(struct vnode *vn)
 	pthread_mutex_unlock(&vfs->dirty_lock);
 }
 
-static void vn_unmark_dirty(struct vnode *vn)
+void vn_unmark_dirty(struct vnode *vn)
 {
 	if (!vn->dirty)
 		return;
@@ -692,60 +693,20 @@ void vn_flush_kick(void)
 }
 
 /*
- * Every few seconds, a durable point of the index (btree/durable.c): it
- * bounds what a power loss can take from the open epoch to those seconds,
- * as a journaling file system's commit interval does, and lets LMDB reuse
- * the pages freed since the last point.
- */
-#define DURABLE_EVERY	5
-
-static void durable_tick(void)
-{
-	struct bt_env_info ei;
-
-	if (bt_env_info(vfs->env, &ei) == 0 && ei.last_txnid != ei.durable_txnid &&
-	    bt_env_sync(vfs->env))
-		vfs_log(LOG_ERR, "index durable point: %s", bt_last_error());
-}
-
-/*
- * The flusher persists the index part of closed files in the background:
- * the open epoch's changes reach LMDB within about a second of the last
- * close, without a commit (and its fdatasync) per file.
+ * Pending metadata files are a debt of disk space the next checkpoint or
+ * the unmount must pay: the flusher keeps it within a quarter of the
+ * reserve, so that a full disk never finds more owed than the reserve
+ * holds.
  */
 #define MFILE_DEBT_MAX	(VFS_RESERVE_MAX / 4 / VFS_PAGE)	/* 4096 */
 
-void *vn_flusher(void *arg)
+void vn_flush_closed(void)
 {
-	unsigned tick = 0;
-
-	(void)arg;
-	pthread_mutex_lock(&vfs->flush_lock);
-	while (!vfs->stopping) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
-		pthread_cond_timedwait(&vfs->flush_cond, &vfs->flush_lock, &ts);
-		if (vfs->stopping)
-			break;
-		pthread_mutex_unlock(&vfs->flush_lock);
-		/* all closed files, a batch at a time */
-		while (vfs->ndirty && !vfs->stopping && flush_some(true, false))
-			;
-		/* Pending metadata files are a debt of disk space the next
-		   checkpoint or the unmount must pay: keep it within a
-		   quarter of the reserve, so that a full disk never finds
-		   more owed than the reserve holds. */
-		if (vfs->nfiles > MFILE_DEBT_MAX && !vfs->stopping)
-			flush_files();
-		rsv_refill(vfs);
-		if (++tick % DURABLE_EVERY == 0)
-			durable_tick();
-		pthread_mutex_lock(&vfs->flush_lock);
-	}
-	pthread_mutex_unlock(&vfs->flush_lock);
-	return NULL;
+	/* all closed files, a batch at a time */
+	while (vfs->ndirty && !vfs->stopping && flush_some(true, false))
+		;
+	if (vfs->nfiles > MFILE_DEBT_MAX && !vfs->stopping)
+		flush_files();
 }
 
 /* ---- recovery ---- */
@@ -822,6 +783,10 @@ int vn_recover_meta(void)
 		if (vn->mfile_ver == vfs->epoch && vn->m.nlink) {
 			vn_check_meta(vn, &rebuilt);
 			checked++;
+		} else if (!vn->m.nlink) {
+			/* removed, and no one can have it open any more:
+			   the flusher frees its data (reap.c) */
+			vn_dead_note(vn, true);
 		}
 		pthread_mutex_unlock(&vn->lock);
 		vn_put(vn);

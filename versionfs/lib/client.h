@@ -155,10 +155,13 @@ struct vfs_status {
 	uint64_t trash_waiting;	/* of trash: waiting for the next
 				   checkpoint (content files of the open
 				   epoch it may not use) */
-	uint64_t orphans_found;	/* since the mount: store files found that
-				   nothing referenced (left by a crash, or
-				   by an epoch that stopped using them) */
-	uint64_t orphans_freed;	/* ... of which deleted */
+	uint64_t orphans_found;	/* since the mount: leaks found, what
+				   versionfs-fsck would report (store files
+				   nothing referenced, left by a crash or by
+				   an epoch that stopped using them; the
+				   data of files removed before a crash, or
+				   that older stores kept in checkpoints) */
+	uint64_t orphans_freed;	/* ... of which freed */
 	/* identity (appended): the store's id, and the id of the store it
 	   was copied or rebuilt from ("" if none), 32 hex digits */
 	char store_id[33], origin_id[33];

@@ -26,7 +26,7 @@ const char *const kind_name[NKINDS] = {
 	"create", "pwrite", "append", "truncate", "bigwrite", "mmap",
 	"fallocate", "read", "unlink", "mkdir", "rmdir", "rename", "link",
 	"symlink", "mkfifo", "chmod", "utimens", "setxattr", "removexattr",
-	"getxattr", "fsync", "stat", "readdir", "viewro",
+	"getxattr", "fsync", "stat", "readdir", "viewro", "scratch",
 	"checkpoint", "rollback", "view", "remount", "kill9", "check", "diff",
 	"delete", "prune", "policy", "clean",
 };
@@ -39,7 +39,7 @@ const unsigned weight_normal[NFSOPS] = {
 	[OP_RENAME] = 60, [OP_LINK] = 30, [OP_SYMLINK] = 20, [OP_MKFIFO] = 8,
 	[OP_CHMOD] = 20, [OP_UTIMENS] = 15, [OP_SETXATTR] = 30,
 	[OP_RMXATTR] = 20, [OP_GETXATTR] = 15, [OP_FSYNC] = 25, [OP_STAT] = 30,
-	[OP_READDIR] = 20, [OP_VIEWRO] = 3,
+	[OP_READDIR] = 20, [OP_VIEWRO] = 3, [OP_SCRATCH] = 30,
 };
 const unsigned weight_crash[NFSOPS] = {
 	[OP_CREATE] = 80, [OP_PWRITE] = 200, [OP_APPEND] = 60,
@@ -48,7 +48,7 @@ const unsigned weight_crash[NFSOPS] = {
 	[OP_RENAME] = 40, [OP_LINK] = 20, [OP_SYMLINK] = 10, [OP_MKFIFO] = 4,
 	[OP_CHMOD] = 10, [OP_UTIMENS] = 5, [OP_SETXATTR] = 20,
 	[OP_RMXATTR] = 10, [OP_GETXATTR] = 5, [OP_FSYNC] = 120, [OP_STAT] = 10,
-	[OP_READDIR] = 5, [OP_VIEWRO] = 0,
+	[OP_READDIR] = 5, [OP_VIEWRO] = 0, [OP_SCRATCH] = 20,
 };
 
 /* ---- choosing paths ---- */
@@ -406,6 +406,14 @@ void gen_op(struct op *o, enum kind k)
 		pick(o->p1, T_REG, false, 2, &st);
 		o->var = (int)rnd(4);
 		break;
+	case OP_SCRATCH:
+		/* 2: a checkpoint inside, not while a killer waits */
+		o->var = (int)rnd(cfg.crash || cfg.skip[OP_CHECKPOINT] ? 2 : 3);
+		o->len = pct(50) ? rnd(64 * 1024) + 1 : rnd(MAX_IO) + 1;
+		snprintf(o->variant, sizeof(o->variant), "scratch.%s",
+			 o->var == 0 ? "closed" : o->var == 1 ? "open" :
+			 "open.checkpoint");
+		break;
 	default:
 		break;
 	}
@@ -471,6 +479,9 @@ void describe(const struct op *o, char *buf, size_t len)
 		break;
 	case OP_VIEWRO:
 		snprintf(buf, len, "viewro %s (%d)", o->p1, o->var);
+		break;
+	case OP_SCRATCH:
+		snprintf(buf, len, "%s len %" PRIu64, o->variant, o->len);
 		break;
 	default:
 		snprintf(buf, len, "%s %s", kind_name[o->k], shown(o->p1));

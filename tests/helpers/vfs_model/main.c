@@ -28,6 +28,15 @@
  *                and versionfs-clean online and offline; after a clean
  *                every remaining view is compared with its snapshot.  In
  *                clean.c, which says the rules.
+ *   scratch      a file created, written and removed before the next
+ *                checkpoint (closed first, or still open: written after
+ *                the unlink, and in normal mode across a checkpoint),
+ *                its bytes read back through the descriptor: the churn
+ *                of every job's scratch files, whose data the daemon
+ *                must free (step.c).  At every remount versionfs-fsck
+ *                runs on the unmounted store and any leak it reports (an
+ *                orphan file or map, data only removed files use) fails
+ *                the run, so the store cannot grow without bound.
  *   kill -9      then fusermount3 -u -z and mount again.  The open epoch is
  *                not predictable after that, except that what was fsync'ed
  *                must be there ("fsync witnesses", below); the model rolls
