@@ -443,6 +443,7 @@ int main(int argc, char *argv[])
 	struct vfs_mountinfo cm;
 	struct bt_env_info ei;
 	bool flagged = false;
+	struct timespec t_stop = { 0 }, t_saved;
 	static struct vfs v;
 	char *fsopt = NULL, rb[PATH_MAX], rm[PATH_MAX], cs_why[CS_WHY_LEN];
 	int ret = 1, rc;
@@ -626,6 +627,7 @@ int main(int argc, char *argv[])
 	}
 	ret = ret ? 1 : 0;
 out_unmount:
+	t_stop = vfs_now();
 	sinks_stop();		/* first: their waiters hold the control thread */
 	stop_threads(&v);
 	/* Save everything still in memory before the store closes. */
@@ -646,7 +648,11 @@ out_unmount:
 	}
 	pthread_rwlock_unlock(&v.epoch_lock);
 	fuse_session_unmount(v.se);
-	vfs_log(LOG_INFO, "unmounted %s", rm);
+	t_saved = vfs_now();
+	/* how long the unmount kept the store locked: a remount waits */
+	vfs_log(LOG_INFO, "unmounted %s (stopping and saving took %.2f s)", rm,
+		(double)(t_saved.tv_sec - t_stop.tv_sec) +
+		(double)(t_saved.tv_nsec - t_stop.tv_nsec) / 1e9);
 out_signals:
 	fuse_remove_signal_handlers(v.se);
 out_session:

@@ -248,15 +248,26 @@ static int write_meta_file(struct vnode *vn, uint64_t E)
 	return rc;
 }
 
+/* Out of space, the reserve spent: what a metadata file write got. */
+static bool vn_nospace(int rc)
+{
+	return (rc == -ENOSPC || rc == -EDQUOT) && vfs_full();
+}
+
+/* Would vn_persist_files() write a file for vn?  (vn->lock held) */
+static bool vn_mfile_pending(const struct vnode *vn)
+{
+	return !vn->view && !vn->special && !vn->gone &&
+	       (vn_needs_version(vn) || vn->meta_dirty || vn->mfile_dirty);
+}
+
 /* Write the metadata file of the open epoch E, if it needs writing. */
 int vn_persist_files(struct vnode *vn)
 {
 	uint64_t E = vfs->epoch;
 	int rc;
 
-	if (vn->view || vn->special || vn->gone)
-		return 0;
-	if (!vn_needs_version(vn) && !vn->meta_dirty && !vn->mfile_dirty)
+	if (!vn_mfile_pending(vn))
 		return 0;
 	/*
 	 * An unreachable inode needs no file, but only if it has none yet:
@@ -530,7 +541,19 @@ static int persist_batch(struct vnode **v, size_t n, bool files)
 		if (v[i] && (vn_needs_version(v[i]) || v[i]->meta_dirty))
 			v[i]->mfile_dirty = true;	/* written later */
 	for (size_t i = 0; files && i < n; i++) {
-		if (!v[i] || !(rc = vn_persist_files(v[i])))
+		if (!v[i])
+			continue;
+		/* A full disk with the reserve spent refuses the others
+		   too: each refusal can cost the file system a flush of
+		   all its dirty data (XFS), so they are not tried. */
+		if (frc && vn_nospace(frc)) {
+			if (vn_mfile_pending(v[i])) {
+				v[i]->mfile_dirty = true;
+				nfail++;
+			}
+			continue;
+		}
+		if (!(rc = vn_persist_files(v[i])))
 			continue;
 		if (!nfail++)
 			vfs_log(LOG_ERR, "persisting inode %llu: %s",
@@ -642,6 +665,7 @@ static size_t flush_some(bool closed_only, bool files)
 static void flush_files(void)
 {
 	struct vnode **v;
+	bool nospace = false;
 	size_t n;
 	int rc;
 
@@ -651,13 +675,15 @@ static void flush_files(void)
 		struct vnode *vn = v[i];
 
 		pthread_mutex_lock(&vn->lock);
-		if (vn->dirty && vn->dfiles) {
+		if (vn->dirty && vn->dfiles && !nospace) {
 			if ((rc = vn_persist_files(vn)))
 				vfs_log(LOG_ERR, "metadata file of inode %llu:"
 					" %s", (unsigned long long)vn->vino,
 					strerror(-rc));
 			else
 				vn_dirty_update(vn);
+			/* the others would be refused too (persist_batch) */
+			nospace = rc && vn_nospace(rc);
 		}
 		pthread_mutex_unlock(&vn->lock);
 		vn_put(vn);
@@ -694,18 +720,24 @@ void vn_flush_kick(void)
 
 /*
  * Pending metadata files are a debt of disk space the next checkpoint or
- * the unmount must pay: the flusher keeps it within a quarter of the
- * reserve, so that a full disk never finds more owed than the reserve
- * holds.
+ * the unmount must pay, one block each: it is kept within a quarter of
+ * the reserve the store actually holds (16 MiB on a 512 MiB file system:
+ * 1,024 files), so that a full disk never finds more owed than the
+ * reserve holds.  Without a reserve, a quarter of the largest one.
  */
-#define MFILE_DEBT_MAX	(VFS_RESERVE_MAX / 4 / VFS_PAGE)	/* 4096 */
+static size_t mfile_debt_max(void)
+{
+	uint64_t r = vfs->reserve_fd >= 0 ? vfs->reserve_size : VFS_RESERVE_MAX;
+
+	return (size_t)(r / 4 / VFS_PAGE);
+}
 
 void vn_flush_closed(void)
 {
 	/* all closed files, a batch at a time */
 	while (vfs->ndirty && !vfs->stopping && flush_some(true, false))
 		;
-	if (vfs->nfiles > MFILE_DEBT_MAX && !vfs->stopping)
+	if (vfs->nfiles > mfile_debt_max() && !vfs->stopping)
 		flush_files();
 }
 

@@ -97,6 +97,9 @@ int rsv_release(void *arg)
 	if (v->reserve_fd < 0)
 		return rc;
 	pthread_mutex_lock(&v->reserve_lock);
+	/* full first: data writes racing the release must not take the
+	   space it frees */
+	__atomic_store_n(&v->full, true, __ATOMIC_RELEASE);
 	if (fstat(v->reserve_fd, &st) == 0 && st.st_blocks > 0 &&
 	    ftruncate(v->reserve_fd, 0) == 0) {
 		rc = 0;
@@ -106,7 +109,6 @@ int rsv_release(void *arg)
 			"until space is freed", v->backing,
 			(unsigned long long)(v->reserve_size >> 20));
 	}
-	__atomic_store_n(&v->full, true, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&v->reserve_lock);
 	return rc;
 }
