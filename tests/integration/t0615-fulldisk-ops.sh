@@ -7,6 +7,18 @@
 # "Filled from outside" means ballast files written next to the backing
 # directory until not one block is left: what another job on the same
 # file system does.  Cases:
+#   - write(2) fails with ENOSPC like on the native file system: a writer
+#     of 800 MiB into 512 MiB gets ENOSPC from write(2), close succeeds,
+#     the file's size is what write(2) accepted and every byte reads back,
+#     the same after the caches are dropped; df on the mount then shows
+#     next to nothing available;
+#   - a file opened write-only when space is already low (direct I/O):
+#     the same, and it stops where the free space ends, not before;
+#   - writes the kernel cannot be asked about (a shared mapping) beyond
+#     the free space: msync, fsync or close fails with ENOSPC, and what
+#     reads back through the cache is what the store holds (the same
+#     before and after the caches are dropped), no page but its own data
+#     or zeros;
 #   - unmount with the disk full: the daemon exits within seconds and every
 #     metadata file owed is written (fsck clean, no recovery needed), also
 #     with thousands of files created since the last checkpoint;
@@ -14,6 +26,8 @@
 # timeout: 1200
 . "$(dirname "$0")/lib.sh"
 need_root
+FW=$VFS_BUILD/tests/fill_writer
+[ -x "$FW" ] || fail "$FW missing (make tests-build)"
 
 # new_fs FS NAME: a 320 MiB loop file system, printed
 new_fs() {
@@ -41,6 +55,34 @@ free_fs() {
 	rm -f "$1"/ballast.*
 }
 
+# fill_to DIR MIB: ballast in DIR until MIB MiB are left free
+fill_to() {
+	local avail
+	avail=$(df -B1M --output=avail "$1" | tail -n 1)
+	[ "$avail" -gt "$2" ] || return 0
+	fallocate -l $((avail - $2))M "$1/ballast.to" || fail "ballast"
+}
+
+# kv KEY LINE: the value of KEY=... in LINE
+kv() {
+	sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"
+}
+
+# same_after_drop FILE: what reads back through the kernel's cache is
+# what the daemon stored (read, drop the caches, read again); prints the
+# check line
+same_after_drop() {
+	local c1 c2
+	c1=$("$FW" check "$1") || fail "check $1"
+	sync -f "$1" 2>/dev/null	# its error was the writer's to see
+	echo 3 >/proc/sys/vm/drop_caches
+	c2=$("$FW" check "$1") || fail "check $1"
+	[ "$c1" = "$c2" ] || fail "$1 reads differently once the caches are dropped:
+  before: $c1
+  after:  $c2"
+	echo "$c1"
+}
+
 # umount_timed MNT MAXSECONDS: vfs_umount (fsck included), and the daemon
 # must have exited within MAXSECONDS
 umount_timed() {
@@ -60,7 +102,7 @@ umount_timed() {
 # this reserve holds).
 case_unmount_pending() {
 	local root b m i
-	root=$(new_fs "$1" "$1-pending")
+	root=$(new_fs "$1" "$1-pending") || fail "new_fs"
 	b=$root/backing m=$root/mnt
 	vfs_mount "$b" "$m"
 	echo a >"$m/a"
@@ -78,7 +120,88 @@ case_unmount_pending() {
 	vfs_umount "$m"
 }
 
+# The reproduction of issue 27: dd of 800 MiB into a 512 MiB file system.
+case_write_enospc() {
+	local root b m out w c avail
+	if [ "$1" = ext4 ]; then
+		root=$(make_fs "ext4:$1-dd" 512M -m 0) || fail "make_fs"
+	else
+		root=$(make_fs "xfs:$1-dd" 512M) || fail "make_fs"
+	fi
+	b=$root/backing m=$root/mnt
+	vfs_mount "$b" "$m"
+	echo before >"$m/before"
+	ctl checkpoint "$m" >/dev/null || fail "checkpoint"
+	out=$("$FW" write "$m/fill" 1024 800)
+	w=$(kv written "$out")
+	[ "$(kv err "$out")" = 28 ] ||
+		fail "write(2) did not fail with ENOSPC: $out"
+	[ "$(kv close "$out")" = 0 ] || fail "close failed: $out"
+	c=$(same_after_drop "$m/fill") || fail "$c"
+	[ "$(kv size "$c")" = "$w" ] ||
+		fail "size $(kv size "$c") after write(2) accepted $w bytes"
+	[ "$(kv bad "$c")" = 0 ] && [ "$(kv zero "$c")" = 0 ] ||
+		fail "content of the accepted bytes: $c"
+	# ENOSPC came near the end: the store's file system is full
+	avail=$(df -B1M --output=avail "$root" | tail -n 1)
+	[ "$avail" -lt 24 ] || fail "ENOSPC with $avail MiB still free: $out"
+	avail=$(df -B1M --output=avail "$m" | tail -n 1)
+	[ "$avail" -le 1 ] || fail "df on the mount shows $avail MiB free"
+	note "$1: write(2) accepted $((w >> 20)) MiB, then ENOSPC" \
+		"($(df -B1M --output=avail "$root" | tail -n 1) MiB left free)"
+	rm "$m/fill"
+	vfs_umount "$m"
+}
+
+# Opened write-only once the free space is low: direct I/O.
+case_write_low() {
+	local root b m out w c
+	root=$(new_fs "$1" "$1-low") || fail "new_fs"
+	b=$root/backing m=$root/mnt
+	vfs_mount "$b" "$m"
+	fill_to "$root" 40
+	sleep 1.5	# the daemon looks at the free space every second
+	out=$("$FW" write "$m/late" 1024 100)
+	w=$(kv written "$out")
+	[ "$(kv err "$out")" = 28 ] ||
+		fail "write(2) did not fail with ENOSPC: $out"
+	[ "$(kv close "$out")" = 0 ] || fail "close failed: $out"
+	[ "$w" -ge $((24 << 20)) ] ||
+		fail "ENOSPC after only $((w >> 20)) of about 40 MiB free"
+	c=$(same_after_drop "$m/late") || fail "$c"
+	[ "$(kv size "$c")" = "$w" ] && [ "$(kv bad "$c")" = 0 ] &&
+		[ "$(kv zero "$c")" = 0 ] || fail "after $out: $c"
+	note "$1: write-only open with 40 MiB free: $((w >> 20)) MiB, then ENOSPC"
+	rm -f "$root/ballast.to"
+	vfs_umount "$m"
+}
+
+# A shared mapping: the kernel asks nothing before the pages are dirty.
+case_mmap_enospc() {
+	local root b m out c
+	root=$(new_fs "$1" "$1-mmap") || fail "new_fs"
+	b=$root/backing m=$root/mnt
+	vfs_mount "$b" "$m"
+	fill_to "$root" 10
+	out=$("$FW" mmap "$m/mapped" 30)
+	case " $out" in
+	*=28*) ;;
+	*) fail "30 MiB through a mapping into 10 MiB: no ENOSPC: $out" ;;
+	esac
+	c=$(same_after_drop "$m/mapped") || fail "$c"
+	[ "$(kv bad "$c")" = 0 ] || fail "pages neither data nor zeros: $c"
+	note "$1: mapping: $out; $c"
+	rm -f "$root/ballast.to"
+	vfs_umount "$m"
+}
+
 for fs in ext4 xfs; do
+	test_case "$fs: write(2) fails with ENOSPC, what it accepted reads back" \
+		case_write_enospc $fs
+	test_case "$fs: a write-only open near a full disk gets ENOSPC on time" \
+		case_write_low $fs
+	test_case "$fs: writes through a mapping beyond the free space" \
+		case_mmap_enospc $fs
 	test_case "$fs: unmount with the disk full saves 3000 files' metadata" \
 		case_unmount_pending $fs
 done

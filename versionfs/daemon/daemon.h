@@ -121,6 +121,7 @@ struct vnode {
 	struct { uint64_t ver; int fd; } rfd[VN_RFDS];	/* older contents */
 	unsigned rfd_next;
 	int opens;			/* open file handles */
+	int wopens;			/* ... of which may write */
 	uint64_t kern_size;		/* size and times the kernel caches */
 	struct timespec kern_atime, kern_mtime;	/* (set by rollback) */
 	bool kern_valid;
@@ -132,6 +133,11 @@ struct vnode {
 	struct vnode *xnext, *xprev;
 	bool xlisted;			/* on it (it holds a reference) */
 	bool xleak;			/* found by the recovery: a leak */
+
+	/* writebacks the daemon refused (space.c); atomic */
+	uint32_t wb_errs;		/* how many: a handle reports a change */
+	int wb_err;			/* the last one's -errno */
+	bool wb_fix;			/* on the fix-up list; space_lock */
 };
 
 /* Where the last checkpoint's time went (epoch.c), microseconds. */
@@ -228,6 +234,25 @@ struct vfs {
 	uint64_t reserve_size;		/* what it holds when filled */
 	bool full;			/* released: the file system is full
 					   (atomic loads; reserve_lock) */
+
+	/* writing near a full file system (space.c); space_lock is taken
+	   after any other lock and takes none */
+	pthread_mutex_t space_lock;
+	pthread_cond_t space_cond;	/* the space thread's work, the end of
+					   its flush; with space_lock */
+	pthread_t space_thread;
+	pthread_mutex_t look_lock;	/* one worker looks at free space */
+	bool low;			/* writes are checked (atomic) */
+	bool drained;			/* ... and what the kernel held before
+					   was written back (atomic) */
+	int64_t budget;			/* bytes to store before looking at the
+					   free space again (atomic) */
+	uint64_t dirty_max;		/* what the kernel may hold dirty for the
+					   mount; space_lock */
+	uint64_t dirty_low;		/* the same while low (max_bytes lowered) */
+	char bdi_max[96];		/* its backing device's max_bytes, or "" */
+	struct vnode **wbfix;		/* refused writebacks to fix; space_lock */
+	size_t nwbfix, capwbfix;
 };
 
 extern struct vfs *vfs;
@@ -245,6 +270,35 @@ static inline bool vfs_full(void)
 {
 	return __atomic_load_n(&vfs->full, __ATOMIC_ACQUIRE);
 }
+
+/* ---- space.c: writing near a full file system ---- */
+/* After the mount (v->dev known); sp_fini at unmount. */
+int sp_init(struct vfs *v);
+void sp_fini(struct vfs *v);
+static inline bool sp_low(void)
+{
+	return __atomic_load_n(&vfs->low, __ATOMIC_ACQUIRE);
+}
+/* `bytes` of data went to the store (counts down to the next look at the
+   free space). */
+void sp_stored(uint64_t bytes);
+/* A write(2) through a handle that may write asks (a GETATTR with its
+   handle): 0, or -ENOSPC to refuse it. */
+int sp_gate(void);
+/* A direct (uncached) write of `size` bytes: how much of it may be
+   stored (*allowed), or -ENOSPC for nothing. */
+int sp_admit(uint64_t size, uint64_t *allowed);
+/* Before a reply with attributes of node `ino`, open for writing: keep
+   its write(2) calls asking (no-op unless low). */
+void sp_keep_asking(fuse_ino_t ino);
+/* A writeback WRITE of vn could not be stored (err): its handles owe the
+   error, the kernel's view is fixed up soon. */
+void sp_wb_failed(struct vnode *vn, int err);
+/* Bytes statfs withholds from what is available. */
+uint64_t sp_withheld(void);
+/* The space thread (started after sp_init; sp_stop once stopping). */
+int sp_start(struct vfs *v);
+void sp_stop(struct vfs *v);
 
 /* ---- node.c ---- */
 int vn_table_init(struct vfs *v);
@@ -365,8 +419,10 @@ void vn_dead_forget(void);
 /* ---- data.c ---- */
 int data_read(struct vnode *vn, size_t size, off_t off,
 	      struct fuse_bufvec **bufv, int **fds, size_t *nfds);
+/* cached: a writeback of the kernel's page cache (already acknowledged
+   to the writer), else a direct write a process waits for. */
 int data_write(struct vnode *vn, struct fuse_bufvec *in, off_t off,
-	       size_t *written);
+	       bool cached, size_t *written);
 int data_truncate(struct vnode *vn, uint64_t size);
 int data_fallocate(struct vnode *vn, int mode, off_t off, off_t len);
 int data_lseek(struct vnode *vn, off_t off, int whence, off_t *res);
@@ -427,6 +483,9 @@ void kf_flush_open_files(void);
 struct kf_batch;
 struct kf_batch *kf_batch_new(void);
 void kf_fix_after_rollback(struct kf_batch *b, struct vnode *vn);
+/* After a refused writeback: fsync vn, then make the kernel take its
+   size and drop the pages past it (a request added to batch b). */
+void kf_fix_after_refusal(struct kf_batch *b, struct vnode *vn);
 /* Run the batch from a child process, wait for it, and free it. */
 void kf_batch_run(struct kf_batch *b);
 /* After fix-ups: drop the fix-up directory's entry. */

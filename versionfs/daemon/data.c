@@ -356,12 +356,30 @@ static void touch_data(struct vnode *vn, uint64_t before, bool times)
 	vn_mark_dirty(vn);
 }
 
+/*
+ * A short write (the file system filled): the new bytes count only where
+ * they lie in a whole page of content.E, the pages [fp, full) (the first
+ * one copied whole before if the write started inside it) and the page
+ * the write stopped in if E held it already; a page E did not hold and
+ * the write covered only partly reads as before.  Returns where the kept
+ * bytes end (<= off: none).
+ */
+static uint64_t short_kept(struct vnode *vn, uint64_t off, uint64_t wend,
+			   uint64_t fp, uint64_t *full)
+{
+	*full = wend / VFS_PAGE > fp ? wend / VFS_PAGE : fp;
+	if (wend % VFS_PAGE && ps_test(&vn->delta, *full))
+		return wend;
+	return *full * VFS_PAGE > off ? *full * VFS_PAGE : off;
+}
+
 int data_write(struct vnode *vn, struct fuse_bufvec *in, off_t off,
-	       size_t *written)
+	       bool cached, size_t *written)
 {
 	size_t size = fuse_buf_size(in);
 	uint64_t end = (uint64_t)off + size, fp, lp, before = vn->delta.pages;
 	struct fuse_bufvec dst = FUSE_BUFVEC_INIT(size);
+	uint64_t allowed;
 	ssize_t res;
 	int wfd, rc;
 
@@ -374,6 +392,16 @@ int data_write(struct vnode *vn, struct fuse_bufvec *in, off_t off,
 		return -ENOSPC;
 	if (off < 0 || end / VFS_PAGE >= BT_PAGE_LIMIT)
 		return -EFBIG;
+	/* A process waits for this one (direct I/O): near a full disk it
+	   gets what fits, after what the kernel already acknowledged
+	   (space.c).  A writeback is stored if at all possible. */
+	if (!cached && (rc = sp_admit(size, &allowed)))
+		return rc;
+	if (!cached && allowed < size) {
+		size = allowed;
+		end = (uint64_t)off + size;
+		dst.buf[0].size = size;
+	}
 	if ((wfd = vn_wfd(vn)) < 0)
 		return wfd;
 	fp = (uint64_t)off / VFS_PAGE;
@@ -391,16 +419,18 @@ int data_write(struct vnode *vn, struct fuse_bufvec *in, off_t off,
 	res = fuse_buf_copy(&dst, in, 0);
 	if (res < 0)
 		return (int)res;
+	sp_stored((uint64_t)res);
 	if ((size_t)res < size) {
-		/* Short: keep only pages that are whole in content.E. */
-		uint64_t wend = (uint64_t)off + (uint64_t)res;
-		uint64_t full = (wend / VFS_PAGE > fp) ? wend / VFS_PAGE : fp;
+		uint64_t full, kept = short_kept(vn, (uint64_t)off,
+						 (uint64_t)off + (uint64_t)res,
+						 fp, &full);
 
 		if (full > fp && (rc = ps_set(&vn->delta, fp, full - fp)))
 			return rc;
-		if (res == 0)
+		if (kept <= (uint64_t)off)
 			return -ENOSPC;
-		end = wend;
+		end = kept;
+		res = (ssize_t)(kept - (uint64_t)off);
 	} else if ((rc = ps_set(&vn->delta, fp, lp - fp + 1))) {
 		return rc;
 	}
@@ -522,6 +552,12 @@ int data_fallocate(struct vnode *vn, int mode, off_t off, off_t len)
 		if ((rc = zero_range(vn, a, stop)))
 			return rc;
 	} else {
+		uint64_t allowed;
+
+		/* all or nothing, as the native fallocate(2) */
+		if ((rc = sp_admit((uint64_t)len, &allowed)) ||
+		    allowed < (uint64_t)len)
+			return -ENOSPC;
 		/* Reserve the space where the file's new pages will go. */
 		if ((wfd = vn_wfd(vn)) < 0)
 			return wfd;

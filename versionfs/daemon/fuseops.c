@@ -11,6 +11,12 @@
  * Views (.checkpoints/ID/...) are read-only: every mutating operation on
  * them answers EROFS.  A vnode whose inode a rollback removed answers
  * ESTALE.
+ *
+ * An open regular file's handle (fi->fh) is a struct vhandle: its open
+ * flags, for the write check of a nearly full disk (space.c: a GETATTR
+ * through a handle that may write is a write(2) asking), and the
+ * refused writebacks it has reported, so that each handle's close
+ * reports one the kernel acknowledged and the daemon could not store.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +29,40 @@
 
 #define RD_LOCK()	pthread_rwlock_rdlock(&vfs->epoch_lock)
 #define RD_UNLOCK()	pthread_rwlock_unlock(&vfs->epoch_lock)
+
+struct vhandle {
+	int flags;			/* open flags */
+	uint32_t wb_seen;		/* vn->wb_errs reported so far */
+};
+
+static bool may_write(int flags)
+{
+	return (flags & O_ACCMODE) != O_RDONLY;
+}
+
+/* A handle for vn opened with `flags` (vn->lock held); NULL: ENOMEM. */
+static struct vhandle *vh_new(struct vnode *vn, int flags)
+{
+	struct vhandle *h = malloc(sizeof(*h));
+
+	if (!h)
+		return NULL;
+	h->flags = flags;
+	h->wb_seen = __atomic_load_n(&vn->wb_errs, __ATOMIC_ACQUIRE);
+	vn_open_inc(vn);
+	if (may_write(flags))
+		vn->wopens++;
+	return h;
+}
+
+/* Close it (vn->lock held); true when it was vn's last handle. */
+static bool vh_free(struct vnode *vn, struct vhandle *h)
+{
+	if (h && may_write(h->flags) && vn->wopens > 0)
+		vn->wopens--;
+	free(h);
+	return vn_open_dec(vn);
+}
 
 static bool readonly(const struct vnode *vn)
 {
@@ -111,6 +151,7 @@ static void reply_entry_t(fuse_req_t req, struct vnode *vn, int rc,
 			  double timeout)
 {
 	struct fuse_entry_param e;
+	int writers;
 
 	if (rc) {
 		fuse_reply_err(req, -rc);
@@ -119,11 +160,14 @@ static void reply_entry_t(fuse_req_t req, struct vnode *vn, int rc,
 	memset(&e, 0, sizeof(e));
 	pthread_mutex_lock(&vn->lock);
 	vn_stat(vn, &e.attr);
+	writers = vn->wopens;
 	pthread_mutex_unlock(&vn->lock);
 	e.ino = vn_nodeid(vn);
 	e.attr_timeout = e.entry_timeout = timeout;
 	vn_lookup_inc(vn);
 	vn_put(vn);
+	if (writers)
+		sp_keep_asking(e.ino);
 	if (fuse_reply_entry(req, &e) == -ENOENT)
 		vn_forget(vn, 1);	/* the request was interrupted */
 }
@@ -206,18 +250,29 @@ static void reply_attr(fuse_req_t req, int rc, const struct stat *st)
 		fuse_reply_attr(req, st, vfs->timeout);
 }
 
+/*
+ * A GETATTR through a handle that may write is a write(2) asking before
+ * it copies into the page cache (space.c): near a full disk the answer
+ * is the write's.  Any reply about a file open for writing leaves its
+ * attributes marked invalid there, so that the next write(2) asks too.
+ */
 static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
+	struct vhandle *h = fi ? (struct vhandle *)(uintptr_t)fi->fh : NULL;
 	struct vnode *vn = vn_from_ino(ino);
 	struct stat st;
-	int rc;
+	int rc, writers = 0;
 
-	(void)fi;
 	rc = op_enter(vn, false);
 	if (!rc)
 		vn_stat(vn, &st);
+	writers = vn->wopens;
 	op_leave(vn);
+	if (!rc && h && may_write(h->flags) && sp_low())
+		rc = sp_gate();
+	if (!rc && writers)
+		sp_keep_asking(ino);
 	reply_attr(req, rc, &st);
 }
 
@@ -227,7 +282,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct vnode *vn = vn_from_ino(ino);
 	struct timespec now = vfs_now();
 	struct stat st;
-	int rc;
+	int rc, writers;
 
 	(void)fi;
 	rc = op_enter(vn, true);
@@ -288,8 +343,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		vn_mark_dirty(vn);
 		vn_stat(vn, &st);
 	}
+	writers = vn->wopens;
 	op_leave(vn);
 	reply_attr(req, rc, &st);
+	/* a SETATTR reply clears the mark whenever it comes (space.c) */
+	if (!rc && writers)
+		sp_keep_asking(ino);
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -362,6 +421,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct vnode *dir = vn_from_ino(parent), *vn = NULL;
 	struct fuse_entry_param e;
+	struct vhandle *h = NULL;
 	int rc;
 
 	RD_LOCK();
@@ -370,10 +430,14 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!rc) {
 		vn_set_name(vn, dir->vino, name, true);
 		pthread_mutex_lock(&vn->lock);
-		vn_open_inc(vn);
+		if (!(h = vh_new(vn, fi->flags)))
+			rc = -ENOMEM;
 		vn_stat(vn, &e.attr);
 		pthread_mutex_unlock(&vn->lock);
-		vn_ref(vn);		/* the open handle */
+		if (h)
+			vn_ref(vn);	/* the open handle */
+		else
+			vn_put(vn);
 	}
 	RD_UNLOCK();
 	vn_put(dir);
@@ -385,15 +449,24 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	e.generation = 0;
 	e.attr_timeout = e.entry_timeout = vfs->timeout;
 	fi->keep_cache = 1;
+	fi->fh = (uintptr_t)h;
+	/* near a full disk a write-only file is written through (space.c) */
+	if (sp_low() && (fi->flags & O_ACCMODE) == O_WRONLY)
+		fi->direct_io = 1;
 	vn_lookup_inc(vn);
 	vn_put(vn);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		vn_forget(vn, 1);
 		pthread_mutex_lock(&vn->lock);
-		vn_open_dec(vn);
+		vh_free(vn, h);
 		pthread_mutex_unlock(&vn->lock);
 		vn_put(vn);
+		return;
 	}
+	/* the kernel makes the inode from this reply: marked after it (the
+	   flusher marks again what this raced) */
+	if (may_write(fi->flags) && !fi->direct_io)
+		sp_keep_asking(e.ino);
 }
 
 static void unlink_common(fuse_req_t req, fuse_ino_t parent,
@@ -461,6 +534,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct vnode *vn = vn_from_ino(ino);
+	struct vhandle *h = NULL;
 	int rc;
 
 	if (readonly(vn) && (fi->flags & O_ACCMODE) != O_RDONLY) {
@@ -473,8 +547,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = -EISDIR;
 	if (!rc)
 		rc = vn_check_meta(vn, NULL);
-	if (!rc)
-		vn_open_inc(vn);
+	if (!rc && !(h = vh_new(vn, fi->flags)))
+		rc = -ENOMEM;
 	pthread_mutex_unlock(&vn->lock);
 	RD_UNLOCK();
 	if (rc) {
@@ -484,9 +558,18 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	/* keep the reference for the handle; rollback invalidates pages */
 	fi->keep_cache = 1;
+	fi->fh = (uintptr_t)h;
+	/* Near a full disk (space.c): a write-only file is written through,
+	   the others' write(2) calls ask first. */
+	if (may_write(fi->flags) && sp_low()) {
+		if ((fi->flags & O_ACCMODE) == O_WRONLY)
+			fi->direct_io = 1;
+		else
+			sp_keep_asking(ino);
+	}
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		pthread_mutex_lock(&vn->lock);
-		if (vn_open_dec(vn))
+		if (vh_free(vn, h))
 			vn_close_fds(vn);
 		pthread_mutex_unlock(&vn->lock);
 		vn_put(vn);
@@ -498,10 +581,9 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 {
 	struct vnode *vn = vn_from_ino(ino);
 
-	(void)fi;
 	RD_LOCK();
 	pthread_mutex_lock(&vn->lock);
-	if (vn_open_dec(vn))
+	if (vh_free(vn, (struct vhandle *)(uintptr_t)fi->fh))
 		vn_close_fds(vn);	/* the flusher persists it later */
 	pthread_mutex_unlock(&vn->lock);
 	RD_UNLOCK();
@@ -510,11 +592,31 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 }
 
+/*
+ * close(2): a writeback of this file that the daemon refused since the
+ * handle last reported one is reported now, once per handle.  The
+ * kernel's own report at close is a flag of the file that any fsync of
+ * it clears (the checkpoint's, another process's), so the daemon keeps
+ * its own count (space.c).
+ */
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
-	(void)fi;
-	fuse_reply_err(req, 0);
+	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
+	/* the handle holds a reference: no lookup, no lock */
+	struct vnode *vn = (struct vnode *)(uintptr_t)ino;
+	uint32_t errs;
+	int err = 0;
+
+	if (h && ino != FUSE_ROOT_ID) {
+		errs = __atomic_load_n(&vn->wb_errs, __ATOMIC_ACQUIRE);
+		if (h->wb_seen != errs) {
+			h->wb_seen = errs;
+			err = -__atomic_load_n(&vn->wb_err, __ATOMIC_RELAXED);
+			if (err <= 0)
+				err = ENOSPC;
+		}
+	}
+	fuse_reply_err(req, err);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -545,13 +647,12 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi)
 {
 	struct vnode *vn = vn_from_ino(ino);
-	size_t written = 0;
+	size_t written = 0, size = fuse_buf_size(in);
 	int rc;
 
-	(void)fi;
 	rc = op_enter(vn, true);
 	if (!rc)
-		rc = data_write(vn, in, off, &written);
+		rc = data_write(vn, in, off, fi->writepage, &written);
 	/* killpriv v2: writes the kernel sends for a process (writeback
 	   sends none that must clear bits) from a user drop set-id bits */
 	if (!rc && fuse_req_ctx(req)->pid && fuse_req_ctx(req)->uid != 0)
@@ -561,6 +662,19 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
 	/* inside the epoch (op_enter): every byte a write brought, what a
 	   synchronous mirror below the page cache would have sent */
 	__atomic_add_fetch(&vfs->epoch_written, written, __ATOMIC_RELAXED);
+	/*
+	 * A writeback the writer was told had succeeded: anything short of
+	 * all of it is an error for the kernel (a short count it would take
+	 * for success), owed to the file's handles, and the kernel's view
+	 * of the file goes back to what was stored (space.c).
+	 */
+	if (fi->writepage && (rc || written < size) &&
+	    !(rc == -ESTALE && vn->gone)) {	/* not a removed file: below */
+		if (!rc)
+			rc = -ENOSPC;
+		sp_wb_failed(vn, rc);
+		written = 0;
+	}
 	op_leave(vn);
 	/*
 	 * The kernel writing back dirty pages (no process: pid 0) of a file
@@ -715,10 +829,17 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	struct statvfs sv;
 
 	(void)ino;
+	uint64_t held;
+
 	if (fstatvfs(vfs->store_fd, &sv) < 0) {
 		fuse_reply_err(req, errno);
 		return;
 	}
+	/* what a write(2) will be refused for near a full disk (space.c):
+	   df on the mount shows what can still be written */
+	held = (sp_withheld() + sv.f_frsize - 1) / sv.f_frsize;
+	sv.f_bavail = sv.f_bavail > held ? sv.f_bavail - held : 0;
+	sv.f_bfree = sv.f_bfree > held ? sv.f_bfree - held : 0;
 	sv.f_namemax = BT_NAME_MAX;
 	fuse_reply_statfs(req, &sv);
 }

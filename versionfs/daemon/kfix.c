@@ -1,7 +1,7 @@
 /*
  * kfix.c — keeping the kernel's caches true to the store.
  *
- * Two moments need the daemon to act on the kernel's view of a file from
+ * Three moments need the daemon to act on the kernel's view of a file from
  * the outside, through the mount, as a process would:
  *
  *   checkpoint  the client's syncfs(2) on the mount is not a barrier for
@@ -10,6 +10,9 @@
  *               missed megabytes in 5 runs of 30).  fsync(2) is: it waits
  *               for every pending write of the inode.  So before a
  *               checkpoint, every file some process has open is fsynced.
+ *   refusal     a writeback the daemon could not store (a full disk,
+ *               space.c): the kernel keeps its size and the refused pages;
+ *               a truncate through the mount makes it take ours.
  *   rollback    the kernel never takes the size or times of a regular file
  *               from us while the writeback cache is on (it owns them), and
  *               invalidation does not reset them.  A truncate(2) does: the
@@ -105,6 +108,7 @@ void kf_done(void)
  */
 #define KF_FSYNC	1
 #define KF_SETATTR	2
+#define KF_REFUSED	3	/* fsync, then truncate: the size is ours */
 
 struct kf_job {
 	char *path;
@@ -157,7 +161,7 @@ static void kf_child(int go, int go_w, const struct kf_batch *b)
 	for (size_t i = 0; i < b->n; i++) {
 		const struct kf_job *j = &b->v[i];
 
-		if (j->kind == KF_FSYNC) {
+		if (j->kind == KF_FSYNC || j->kind == KF_REFUSED) {
 			int fd = open(j->path, O_RDONLY | O_NONBLOCK |
 				      O_NOFOLLOW | O_CLOEXEC);
 
@@ -165,6 +169,8 @@ static void kf_child(int go, int go_w, const struct kf_batch *b)
 				fsync(fd);
 				close(fd);
 			}
+			if (j->kind == KF_REFUSED)
+				truncate(j->path, j->size);
 		} else {
 			truncate(j->path, j->size);
 			utimensat(AT_FDCWD, j->path, j->ts,
@@ -174,6 +180,11 @@ static void kf_child(int go, int go_w, const struct kf_batch *b)
 	_exit(0);
 }
 
+/* One fix-up process at a time: the daemon knows it by vfs->fixup_tid
+   (the control thread's checkpoints and rollbacks, the flusher's
+   refused writebacks, space.c). */
+static pthread_mutex_t kf_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* Run the batch's requests from a child process and wait for it. */
 static void kf_run(struct kf_batch *b)
 {
@@ -182,6 +193,7 @@ static void kf_run(struct kf_batch *b)
 
 	if (b->n == 0)
 		return;
+	pthread_mutex_lock(&kf_lock);
 	if (pipe2(p, O_CLOEXEC) < 0) {
 		vfs_log(LOG_WARNING, "kernel cache fix-up: pipe: %s",
 			strerror(errno));
@@ -208,6 +220,7 @@ static void kf_run(struct kf_batch *b)
 		kf_forget(b->v[i].name);
 	kf_done();
 out:
+	pthread_mutex_unlock(&kf_lock);
 	for (size_t i = 0; i < b->n; i++)
 		free(b->v[i].path);
 	free(b->v);
@@ -245,6 +258,19 @@ void kf_flush_open_files(void)
 	vn_foreach_open_locked(kf_add_open, &b);
 	pthread_mutex_unlock(&vfs->table_lock);
 	kf_run(&b);
+}
+
+void kf_fix_after_refusal(struct kf_batch *b, struct vnode *vn)
+{
+	uint64_t size;
+
+	pthread_mutex_lock(&vn->lock);
+	size = vn->m.size;	/* what the daemon stored; the reply says */
+	pthread_mutex_unlock(&vn->lock);
+	if (vn->view || !S_ISREG(vn->type) || !b ||
+	    kf_add(b, vn, KF_REFUSED, (off_t)size, NULL))
+		vfs_log(LOG_WARNING, "inode %" PRIu64 ": a refused write may "
+			"stay in the kernel's cache", vn->vino);
 }
 
 void kf_fix_after_rollback(struct kf_batch *b, struct vnode *vn)

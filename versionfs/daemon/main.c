@@ -302,6 +302,9 @@ static void init_locks(struct vfs *v)
 	pthread_cond_init(&v->merge_cond, NULL);
 	pthread_mutex_init(&v->reserve_lock, NULL);
 	v->reserve_fd = -1;
+	pthread_mutex_init(&v->space_lock, NULL);
+	pthread_cond_init(&v->space_cond, NULL);
+	pthread_mutex_init(&v->look_lock, NULL);
 }
 
 static int start_threads(struct vfs *v)
@@ -315,6 +318,8 @@ static int start_threads(struct vfs *v)
 		return -rc;
 	if ((rc = pthread_create(&v->ctl_thread, NULL, ctl_thread, v)))
 		return -rc;
+	if ((rc = sp_start(v)))
+		return rc;
 	v->threads_started = true;
 	dc_kick();		/* finish what a crash interrupted */
 	return 0;
@@ -346,6 +351,7 @@ static void stop_threads(struct vfs *v)
 	}
 	pthread_join(v->purge_thread, NULL);
 	pthread_join(v->flush_thread, NULL);
+	sp_stop(v);
 }
 
 /* Check the mount point before mounting; errors name the fix. */
@@ -581,6 +587,10 @@ int main(int argc, char *argv[])
 		goto out_unmount;
 	}
 	v.dev = cm.dev;
+	if ((rc = sp_init(&v))) {
+		vfs_log(LOG_ERR, "free space accounting: %s", strerror(-rc));
+		goto out_unmount;
+	}
 	if ((rc = ctl_listen(&v))) {
 		vfs_log(LOG_ERR, "control socket: %s%s", strerror(-rc),
 			rc == -EADDRINUSE ? " (an earlier versionfs whose "
@@ -658,6 +668,7 @@ out_signals:
 out_session:
 	fuse_session_destroy(v.se);
 out_store:
+	sp_fini(&v);
 	if (v.table)
 		vn_table_free(&v);
 	cl_free(v.cleaner);
