@@ -19,6 +19,9 @@
 #     reads back through the cache is what the store holds (the same
 #     before and after the caches are dropped), no page but its own data
 #     or zeros;
+#   - rm of a file written since the last checkpoint gives its space back
+#     at once (issue 27: checkpoint, fill the disk, rm the fill: the disk
+#     stayed full and every checkpoint was refused);
 #   - unmount with the disk full: the daemon exits within seconds and every
 #     metadata file owed is written (fsck clean, no recovery needed), also
 #     with thousands of files created since the last checkpoint;
@@ -195,6 +198,37 @@ case_mmap_enospc() {
 	vfs_umount "$m"
 }
 
+# Issue 27's sequence: checkpoint, fill the disk, rm the fill file.
+case_rm_gives_back() {
+	local root b m out w before after id i
+	root=$(new_fs "$1" "$1-rm") || fail "new_fs"
+	b=$root/backing m=$root/mnt
+	vfs_mount "$b" "$m"
+	echo kept >"$m/kept"
+	ctl checkpoint "$m" >/dev/null || fail "checkpoint"
+	before=$(df -B1M --output=avail "$root" | tail -n 1)
+	out=$("$FW" write "$m/fill" 1024 800)	# the write case checks how
+	w=$(kv written "$out")
+	sync -f "$m" 2>/dev/null
+	rm "$m/fill" || fail "rm"
+	# at once: within the flusher's round and one durable point
+	for i in $(seq 20); do
+		after=$(df -B1M --output=avail "$root" | tail -n 1)
+		[ "$after" -ge $((before - 8)) ] && break
+		sleep 0.1
+	done
+	[ "$after" -ge $((before - 8)) ] ||
+		fail "rm of $((w >> 20)) MiB written since the checkpoint: $before MiB free before, $after MiB after"
+	note "$1: rm gave $((w >> 20)) MiB back within $((i * 100)) ms"
+	id=$(ctl checkpoint "$m") || fail "checkpoint after the rm: $id"
+	[ "$(cat "$m/.checkpoints/$id/kept")" = kept ] || fail "view $id"
+	[ ! -e "$m/.checkpoints/$id/fill" ] || fail "fill in view $id"
+	# and the space is there to be written again
+	out=$("$FW" write "$m/again" 1024 $((w >> 21)))
+	[ "$(kv err "$out")" = 0 ] || fail "writing again after the rm: $out"
+	vfs_umount "$m"
+}
+
 for fs in ext4 xfs; do
 	test_case "$fs: write(2) fails with ENOSPC, what it accepted reads back" \
 		case_write_enospc $fs
@@ -202,6 +236,8 @@ for fs in ext4 xfs; do
 		case_write_low $fs
 	test_case "$fs: writes through a mapping beyond the free space" \
 		case_mmap_enospc $fs
+	test_case "$fs: rm of what was written since the checkpoint frees it at once" \
+		case_rm_gives_back $fs
 	test_case "$fs: unmount with the disk full saves 3000 files' metadata" \
 		case_unmount_pending $fs
 done

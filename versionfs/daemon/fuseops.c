@@ -224,11 +224,26 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	reply_entry(req, vn, rc);
 }
 
+/*
+ * A removed file's data goes once nothing reaches it: its last close and
+ * the kernel's forget (reap.c, the flusher's round, every second).  Near
+ * a full disk that second matters (rm of what filled the disk must give
+ * the space back at once), so a forget or a last close then wakes the
+ * flusher while removed files wait.
+ */
+static void reap_soon(void)
+{
+	if (__atomic_load_n(&vfs->ndead, __ATOMIC_RELAXED) &&
+	    (sp_low() || vfs_full()))
+		vn_flush_kick();
+}
+
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	if (ino != FUSE_ROOT_ID)
 		vn_forget((struct vnode *)(uintptr_t)ino, nlookup);
 	fuse_reply_none(req);
+	reap_soon();
 }
 
 static void op_forget_multi(fuse_req_t req, size_t count,
@@ -239,6 +254,7 @@ static void op_forget_multi(fuse_req_t req, size_t count,
 			vn_forget((struct vnode *)(uintptr_t)f[i].ino,
 				  f[i].nlookup);
 	fuse_reply_none(req);
+	reap_soon();
 }
 
 /* Reply to getattr/setattr: the attributes st, or the error. */
@@ -590,6 +606,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	vn_put(vn);			/* the handle's */
 	vn_put(vn);			/* ours */
 	fuse_reply_err(req, 0);
+	reap_soon();			/* removed while open */
 }
 
 /*

@@ -26,8 +26,11 @@
  * Reaping, for a vnode nothing can reach any more (closed and forgotten by
  * the kernel, vn_unreachable; or the mount is gone), in transactions of
  * up to REAP_BATCH vnodes that hold the namespace lock one at a time (the
- * flusher, once a second; a checkpoint, while the job runs and again in
- * its exclusive window for what died meanwhile; the unmount):
+ * flusher, once a second, and at once near a full disk, where a forget or
+ * a last close wakes it while removed files wait, so that rm of what
+ * filled the disk gives the space back within a fraction of a second; a
+ * checkpoint, while the job runs and again in its exclusive window for
+ * what died meanwhile; the unmount):
  *
  *   - if the newest version before E is live (link count > 0), record E
  *     must stay to end it: without it a merge would make the live one the
