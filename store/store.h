@@ -66,6 +66,12 @@
 #define VFS_TRASH_ORPHAN	8	/* with RECLAIM: content.<ver> of the
 					   epoch that wrote it may be left
 					   unused (count it if it is) */
+#define VFS_TRASH_HELD		16	/* with RECLAIM: the open epoch's map
+					   took content.<ver> over (the newest
+					   checkpoint merged into it) and may
+					   stop using it: reclaimed at every
+					   pass, the entry kept until a
+					   checkpoint after <ver> exists */
 
 /*
  * A dead inode version: its record says link count 0, so no directory

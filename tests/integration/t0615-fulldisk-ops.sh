@@ -22,6 +22,12 @@
 #   - rm of a file written since the last checkpoint gives its space back
 #     at once (issue 27: checkpoint, fill the disk, rm the fill: the disk
 #     stayed full and every checkpoint was refused);
+#   - with the data held by checkpoints and the disk filled to the last
+#     block from outside, deleting every checkpoint gives the space back,
+#     the newest one included (no "waiting for a newer checkpoint"), and
+#     leaves the live files and their xattrs as they were;
+#   - a remount on a full disk works, and so do checkpoints once space is
+#     back, with nothing for fsck to repair;
 #   - unmount with the disk full: the daemon exits within seconds and every
 #     metadata file owed is written (fsck clean, no recovery needed), also
 #     with thousands of files created since the last checkpoint;
@@ -229,6 +235,71 @@ case_rm_gives_back() {
 	vfs_umount "$m"
 }
 
+# Data held only by checkpoints, the disk filled from outside to the last
+# block: deleting every checkpoint gives the space back, the newest one
+# included (it merges into the open epoch, no newer checkpoint needed).
+case_delete_all_full() {
+	local root b m out ids i
+	root=$(new_fs "$1" "$1-delall") || fail "new_fs"
+	b=$root/backing m=$root/mnt
+	vfs_mount "$b" "$m"
+	mkdir "$m/d"
+	for i in $(seq 100); do echo "$i" >"$m/d/f$i"; done
+	setfattr -n user.k -v kept "$m/d/f1" || fail "setfattr"
+	out=$("$FW" write "$m/big" 1024 120)
+	[ "$(kv err "$out")" = 0 ] || fail "big: $out"
+	ctl checkpoint "$m" >/dev/null || fail "checkpoint 1"
+	for i in $(seq 100); do echo "again $i" >>"$m/d/f$i"; done
+	rm "$m/big"
+	ctl checkpoint "$m" >/dev/null || fail "checkpoint 2"
+	out=$("$FW" write "$m/big2" 1024 60)
+	ctl checkpoint "$m" >/dev/null || fail "checkpoint 3"
+	rm "$m/big2"
+	fill_fs "$root"
+	mkdir "$m/e" 2>/dev/null	# the index may take the reserve
+	ids=$(ctl list "$m" | tail -n +2 | awk '{ print $1 }' | tr '\n' ' ')
+	# shellcheck disable=SC2086
+	ctl delete "$m" $ids --force || fail "delete $ids"
+	out=$("$VFS_BUILD/versionfs-clean" "$m" 2>&1) || fail "clean: $out"
+	case $out in
+	*waits*) fail "a deleted checkpoint waits: $out" ;;
+	esac
+	[ -z "$(ctl list "$m" | tail -n +2)" ] || fail "left: $(ctl list "$m")"
+	avail=$(df -B1M --output=avail "$root" | tail -n 1)
+	[ "$avail" -ge 150 ] || fail "only $avail MiB free after deleting all: $out"
+	note "$1: deleting every checkpoint on a full disk: $out"
+	[ "$(cat "$m/d/f7")" = "7
+again 7" ] || fail "d/f7 after the merges: $(cat "$m/d/f7")"
+	[ "$(getfattr --only-values -n user.k "$m/d/f1" 2>/dev/null)" = kept ] ||
+		fail "the xattr of d/f1 after the merges"
+	ctl checkpoint "$m" >/dev/null || fail "a checkpoint after the merges"
+	free_fs "$root"
+	vfs_umount "$m"
+}
+
+# The disk full to the last block from outside: unmount, mount again,
+# read, checkpoint; nothing needs --repair (lib.sh's fsck at every unmount).
+case_remount_full() {
+	local root b m
+	root=$(new_fs "$1" "$1-remount") || fail "new_fs"
+	b=$root/backing m=$root/mnt
+	vfs_mount "$b" "$m"
+	mkdir "$m/d"
+	for i in $(seq 50); do echo "$i" >"$m/d/f$i"; done
+	ctl checkpoint "$m" >/dev/null || fail "checkpoint"
+	for i in $(seq 50); do echo "more $i" >>"$m/d/f$i"; done
+	fill_fs "$root"
+	vfs_umount "$m"
+	vfs_mount "$b" "$m"
+	[ "$(cat "$m/d/f9")" = "9
+more 9" ] || fail "d/f9 after a remount while full"
+	ctl checkpoint "$m" >/dev/null 2>&1 ||
+		note "$1: checkpoint refused while full, as it may be"
+	free_fs "$root"
+	ctl checkpoint "$m" >/dev/null || fail "checkpoint once space is back"
+	vfs_umount "$m"
+}
+
 for fs in ext4 xfs; do
 	test_case "$fs: write(2) fails with ENOSPC, what it accepted reads back" \
 		case_write_enospc $fs
@@ -238,6 +309,10 @@ for fs in ext4 xfs; do
 		case_mmap_enospc $fs
 	test_case "$fs: rm of what was written since the checkpoint frees it at once" \
 		case_rm_gives_back $fs
+	test_case "$fs: every checkpoint can be deleted, with the disk full" \
+		case_delete_all_full $fs
+	test_case "$fs: a remount on a full disk works" \
+		case_remount_full $fs
 	test_case "$fs: unmount with the disk full saves 3000 files' metadata" \
 		case_unmount_pending $fs
 done

@@ -671,39 +671,47 @@ static int acked_txn(bt_txn *txn, void *arg)
 	return bt_kv_put_u64(txn, "rep.acked", *(uint64_t *)arg);
 }
 
-/* The newest checkpoint, and the replicator's acknowledged one, wait. */
+static uint64_t kv_parent(struct vstore *st)
+{
+	uint64_t parent = UINT64_MAX;
+	bt_txn *txn;
+
+	ck_assert_int_eq(bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn), 0);
+	ck_assert_int_eq(bt_kv_get_u64(txn, "parent", &parent), 0);
+	bt_txn_abort(txn);
+	return parent;
+}
+
+/*
+ * The replicator's acknowledged checkpoint waits; the newest one does not:
+ * it merges into the open epoch (a full disk may allow no newer one).
+ */
 START_TEST(test_waiting)
 {
 	char *dir = mk_dir(), err[128];
 	struct vstore *st = two_store(dir);
 	struct cl_stats cs;
 	struct bt_ckpt c;
-	uint64_t id = 2, acked = 1;
+	uint64_t id = 1, acked = 1;
 	size_t left;
 	int rc;
 
-	ck_assert_int_eq(cl_mark_deleted(st, &id, 1, true, 2, err,
+	/* 1 deleted, but acknowledged by the peer: it waits */
+	run(st, acked_txn, &acked);
+	ck_assert_int_eq(cl_mark_deleted(st, &id, 1, false, 2, err,
 					 sizeof(err)), 0);
 	ck_assert_int_eq(pass(st, NULL, &cs, &left), 0);
 	ck_assert_uint_eq(left, 1);
 	ck_assert_uint_eq(cs.ckpts_merged, 0);
-	c = ckpt(st, 2, &rc);
+	c = ckpt(st, 1, &rc);
 	ck_assert_int_eq(rc, 0);
 	ck_assert_uint_eq(c.state, BT_CKPT_DELETED);
-	/* 1 deleted too, but acknowledged by the peer: both wait */
-	run(st, acked_txn, &acked);
-	id = 1;
-	ck_assert_int_eq(cl_mark_deleted(st, &id, 1, false, 2, err,
-					 sizeof(err)), 0);
-	ck_assert_int_eq(pass(st, NULL, &cs, &left), 0);
-	ck_assert_uint_eq(left, 2);
-	ck_assert_uint_eq(cs.ckpts_merged, 0);
-	/* acknowledged past it: 1 merges into 2, 2 still waits */
+	/* acknowledged past it: 1 merges into 2 */
 	acked = 0;
 	run(st, acked_txn, &acked);
 	ck_assert_int_eq(pass(st, NULL, &cs, &left), 0);
 	ck_assert_uint_eq(cs.ckpts_merged, 1);
-	ck_assert_uint_eq(left, 1);
+	ck_assert_uint_eq(left, 0);
 	c = ckpt(st, 1, &rc);
 	ck_assert_int_eq(rc, -ENOENT);
 	c = ckpt(st, 2, &rc);
@@ -711,6 +719,20 @@ START_TEST(test_waiting)
 	ck_assert_uint_eq(c.parent, 0);
 	ck_assert_int_eq(page_byte(st, 2, 2, 0), 'a');
 	ck_assert_int_eq(page_byte(st, 4, 2, 3), '3');
+	/* 2, the newest (the parent): it merges into the open epoch 3,
+	   none waits, and the live state descends from no checkpoint */
+	id = 2;
+	ck_assert_int_eq(cl_mark_deleted(st, &id, 1, true, 2, err,
+					 sizeof(err)), 0);
+	ck_assert_int_eq(pass(st, NULL, &cs, &left), 0);
+	ck_assert_uint_eq(cs.ckpts_merged, 1);
+	ck_assert_uint_eq(left, 0);
+	c = ckpt(st, 2, &rc);
+	ck_assert_int_eq(rc, -ENOENT);
+	ck_assert_uint_eq(kv_parent(st), 0);
+	ck_assert_int_eq(page_byte(st, 2, 3, 0), 'a');
+	ck_assert_int_eq(page_byte(st, 2, 3, 1), 'B');
+	ck_assert_int_eq(page_byte(st, 4, 3, 3), '3');
 	store_close(st);
 	rm_tree(dir);
 }
@@ -1024,7 +1046,7 @@ START_TEST(test_hooks)
 {
 	char *dir = mk_dir(), err[128];
 	struct vstore *st = two_store(dir);
-	struct hooked h = { .epoch = 2 };
+	struct hooked h = { .epoch = 3 };
 	struct cl_hooks hooks = {
 		.arg = &h, .lock = h_lock, .unlock = h_unlock,
 		.epoch = h_epoch, .hold = h_hold, .release = h_release,
@@ -1038,18 +1060,12 @@ START_TEST(test_hooks)
 
 	ck_assert_int_eq(cl_mark_deleted(st, &id, 1, false, 2, err,
 					 sizeof(err)), 0);
-	/* the daemon says epoch 2 is open: 1 is the newest below it */
-	ck_assert_int_eq(pass(st, &hooks, &cs, &left), 0);
-	ck_assert_uint_eq(left, 1);
-	ck_assert_uint_eq(cs.ckpts_merged, 0);
-	ck_assert_int_eq(h.holds, 0);
-	ck_assert_int_gt(h.locks, 0);
-	ck_assert_int_eq(h.locks, h.unlocks);
-	/* epoch 3, stopping: the first batch only (log 1 merged, the
+	/* epoch 3 open, stopping: the first batch only (log 1 merged, the
 	   checkpoint's record still there) */
-	h.epoch = 3;
 	h.stop = true;
 	ck_assert_int_eq(pass(st, &hooks, &cs, &left), 0);
+	ck_assert_int_gt(h.locks, 0);
+	ck_assert_int_eq(h.locks, h.unlocks);
 	ck_assert_uint_eq(cs.ckpts_merged, 0);
 	ck_assert_int_eq(h.holds, 1);
 	ck_assert_int_eq(h.releases, 1);

@@ -3,13 +3,17 @@
  * (merge.c), consolidate the inodes the merges left with old content files
  * (consolidate.c), then empty the trash (reclaim.c).  Each step is durable
  * before the next frees anything, so a crash at any point leaves a store
- * the next pass finishes.  A pass is the same on a mounted store (the
+ * the next pass finishes.  On a full disk the order matters: what frees
+ * space needs none (dropping versions, deleting and punching files), what
+ * needs some (the metadata files a merge writes, consolidation's copies)
+ * waits for the space the trash gives back.  A pass is the same on a mounted store (the
  * daemon's cleaner thread, through the hooks) and an unmounted one
  * (versionfs-clean, no hooks).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include "versionfs/cleaner/cleaner_int.h"
 
@@ -69,17 +73,56 @@ static int consolidate(struct cleaner *cl, struct ino_set *t,
 	return rc;
 }
 
+/*
+ * Consolidation copies pages into newer files before the old ones go: it
+ * needs space, and it is only an economy of files.  Below this much free
+ * space it waits; the merge and the trash, which give space back, do not.
+ */
+#define CO_MIN_FREE	(64u << 20)
+
+static bool space_for_copies(struct cleaner *cl)
+{
+	struct statvfs s;
+
+	return fstatvfs(cl->obj_fd, &s) < 0 ||
+	       (uint64_t)s.f_bavail * s.f_frsize >= CO_MIN_FREE;
+}
+
+/*
+ * Merge, consolidate, empty the trash.  A merge short of space (a full
+ * disk: metadata files it could not write) has done what needed none,
+ * which the trash turns into free space; so the pass goes round again
+ * while the trash gives something back, a few times at most.
+ */
+#define PASS_ROUNDS	4
+
 int cl_pass(struct cleaner *cl, struct cl_stats *st, size_t *left)
 {
 	struct ino_set touched = { 0 };
-	int rc;
+	int rc = 0, trc;
 
 	pthread_mutex_lock(&cl->pass_lock);
-	rc = cl_merge_all(cl, st, left, &touched);
-	if (!rc)
-		rc = consolidate(cl, &touched, st);
-	if (!rc)
-		rc = rc_trash_run(cl, st);
+	for (int round = 0; round < PASS_ROUNDS; round++) {
+		uint64_t freed = st->bytes_freed;
+		bool short_of_space;
+
+		rc = cl_merge_all(cl, st, left, &touched);
+		short_of_space = rc == -ENOSPC || rc == -EDQUOT;
+		if (rc && !short_of_space)
+			break;
+		if (!short_of_space && space_for_copies(cl)) {
+			rc = consolidate(cl, &touched, st);
+			touched.n = 0;
+		}
+		/* what the merge and consolidation left in the trash goes,
+		   whatever became of consolidation */
+		trc = rc_trash_run(cl, st);
+		if (!rc)
+			rc = trc;
+		if (!short_of_space || st->bytes_freed == freed ||
+		    cl_stopping(cl))
+			break;
+	}
 	pthread_mutex_unlock(&cl->pass_lock);
 	free(touched.v);
 	return rc;

@@ -9,7 +9,8 @@
  *   delete     marks checkpoints DELETED (cl_mark_deleted); their versions
  *              stay in the index while later versions share them
  *   merge      folds each deleted checkpoint's versions into the next
- *              checkpoint (merge.c), a batch per transaction, crash-safe
+ *              checkpoint, or the newest one into the open epoch
+ *              (merge.c), a batch per transaction, crash-safe
  *   consolidate moves pages of old content files into newer ones, so the
  *              content files of an inode stay bounded (consolidate.c)
  *   trash      deletes store files nothing references and punches (or
@@ -69,6 +70,19 @@ struct cl_policy {
  *                version `from` of those inodes to `to` (committed), so the
  *                daemon's copies of version `from` now mean `to`
  *   stopping     true when the daemon is shutting down: stop soon
+ *   materialize  the newest deleted checkpoint merges into the open epoch,
+ *                whose metadata files the daemon writes: give each of
+ *                inos[0..n) a record of the open epoch and write its
+ *                metadata file now, so that the merge need write none and
+ *                may delete the old ones; done[i] false where that could
+ *                not be done (a full disk: that inode waits); 0 or an
+ *                error
+ *   reparent     that merge is complete: the live state descends from
+ *                `parent` where it descended from c
+ *   nospace      the cleaner's own files (metadata files a merge
+ *                writes) found the file system full: release the space
+ *                the daemon keeps for this (0 if space was freed)
+ * NULL members of a non-NULL hooks struct are skipped.
  */
 struct cl_hooks {
 	void *arg;
@@ -78,6 +92,10 @@ struct cl_hooks {
 	void *(*hold)(void *arg, const uint64_t *inos, size_t n);
 	void (*release)(void *arg, void *held, uint64_t from, uint64_t to);
 	bool (*stopping)(void *arg);
+	int (*materialize)(void *arg, const uint64_t *inos, size_t n,
+			   bool *done);
+	void (*reparent)(void *arg, uint64_t c, uint64_t parent);
+	int (*nospace)(void *arg);
 };
 
 struct cleaner;
@@ -90,8 +108,11 @@ void cl_free(struct cleaner *cl);
 
 /*
  * One cleaning pass: merge what can be, consolidate, then empty the trash.
- * Passes are serialised.  *left: deleted checkpoints that must wait for a
- * newer checkpoint (the newest one below the open epoch cannot be merged).
+ * Passes are serialised.  *left: deleted checkpoints that must wait (the
+ * replicator's last acknowledged one, until a newer one is acknowledged).
+ * On a full disk the merge does first what needs no space, the trash
+ * gives space back, and the merge goes on (a few rounds); -ENOSPC if some
+ * still waits for space.
  */
 int cl_pass(struct cleaner *cl, struct cl_stats *st, size_t *left);
 
@@ -110,6 +131,15 @@ int cl_policy_set(struct vstore *st, const struct cl_policy *p);
    never `parent`. */
 int cl_prune_ids(struct vstore *st, const struct cl_policy *p,
 		 uint64_t parent, uint64_t **ids, size_t *n);
+/* A trash entry (what, ver) whose RECLAIM stays after its work is done:
+   HELD, not deleting the file, and no checkpoint after ver yet (newest:
+   the newest checkpoint). */
+static inline bool trash_held(uint32_t what, uint64_t ver, uint64_t newest)
+{
+	return (what & VFS_TRASH_HELD) && !(what & VFS_TRASH_CONTENT) &&
+	       newest <= ver;
+}
+
 /* Bytes that deleting checkpoint c alone would free (open epoch `epoch`). */
 int cl_unique_bytes(bt_txn *txn, uint64_t c, uint64_t epoch,
 		    uint64_t *bytes);

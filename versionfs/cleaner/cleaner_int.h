@@ -59,6 +59,13 @@ static inline void cl_release(struct cleaner *cl, void *held, uint64_t from,
 		cl->h.release(cl->h.arg, held, from, to);
 }
 
+static inline void cl_reparent(struct cleaner *cl, uint64_t c,
+			       uint64_t parent)
+{
+	if (cl->h.reparent)
+		cl->h.reparent(cl->h.arg, c, parent);
+}
+
 /* policy.c: every checkpoint record, in id order (l->v malloc'ed). */
 struct ck_list {
 	struct bt_ckpt *v;

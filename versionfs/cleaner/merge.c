@@ -23,18 +23,38 @@
  *     store_rec_dead) and its map still holds pages, the map is emptied
  *     and its content files go to the reclaimer: a removed file's data
  *     that versions before issue 27 left in checkpoints (the daemon now
- *     frees it, daemon/reap.c).  Counted as a leak found and freed.
+ *     frees it, daemon/reap.c).  Counted as a leak found and freed.  Not
+ *     when n is the open epoch (below): the daemon reaps its dead files,
+ *     which may still be open.
  *
  * A batch of log entries is merged per transaction, each entry deleted
  * from c's log in the transaction that merged it, so a crash between
  * batches resumes where it stopped; the new metadata files are written and
  * synced before the transaction that references them.  When c's log is
- * empty, n takes c's parent and c's record goes.  The newest checkpoint
- * has no n below the open epoch: it is merged after the next checkpoint
- * (merging into the open epoch would rewrite state the running job uses).
- * The replicator's last acknowledged checkpoint (kv rep.acked) is not
- * merged either, online or offline, until a successor is acknowledged:
- * the next stream to the peer starts from it.
+ * empty, n takes c's parent and c's record goes.  The replicator's last
+ * acknowledged checkpoint (kv rep.acked) is not merged, online or
+ * offline, until a successor is acknowledged: the next stream to the peer
+ * starts from it.
+ *
+ * The newest checkpoint merges into the open epoch E, so that deleting it
+ * never waits for a checkpoint that a full disk may not allow.  Offline
+ * that is the merge above.  Online the daemon writes E's metadata files
+ * and holds E's records in its vnodes, so the merge writes none of E's
+ * files: the daemon first gives every inode of the batch without a record
+ * of E one (hook materialize, as its next persist would), and the merge
+ * then only drops c's versions.  When c's log is empty the live state
+ * descends from c's parent (kv parent, and hook reparent).  The open
+ * epoch's map is not final: it may stop using content.c later (a
+ * truncation, an overwrite), and no checkpoint map holds content.c any
+ * more.  So its trash entry is HELD: every pass frees what no map uses,
+ * and the entry stays until a checkpoint after c closes that epoch
+ * (reclaim.c).
+ *
+ * A full disk: an entry whose metadata file cannot be written (the
+ * reserve asked for first, hook nospace) stays in c's log for a later
+ * batch, and the others, which free space rather than take it, go on;
+ * cl_merge_all then answers -ENOSPC and the pass empties the trash before
+ * it merges again (clean.c).
  *
  * In the mounted daemon a batch holds the epoch lock shared and the
  * namespace lock (as the flusher does), locks the vnodes of its inodes,
@@ -65,12 +85,17 @@ static void touch(struct ino_set *t, uint64_t ino)
 struct mentry {
 	struct bt_log l;		/* name owned */
 	bool copy_meta;			/* write meta.n from record c */
+	bool deferred;			/* left in c's log for a later batch:
+					   no space for its metadata file */
 	struct vmeta m;			/* ... with these attributes */
 };
 
 struct mbatch {
 	struct cleaner *cl;
 	uint64_t c, n;
+	bool open;			/* n is the open epoch */
+	uint64_t parent;		/* c's parent (fin_txn) */
+	bool short_of_space;		/* entries were deferred */
 	struct mentry *v;
 	size_t cnt;
 	uint64_t *inos;			/* sorted, for the merging set */
@@ -113,10 +138,9 @@ static void mb_free(struct mbatch *b)
 	memset(b, 0, sizeof(*b));
 }
 
-/* Read a batch of c's log and what must be done before the transaction. */
+/* Read a batch of c's log. */
 static int mb_read(struct mbatch *b)
 {
-	struct bt_inode r, rn;
 	bt_txn *txn;
 	int rc;
 
@@ -129,11 +153,28 @@ static int mb_read(struct mbatch *b)
 	rc = bt_log_foreach(txn, b->c, me_collect, b);
 	if (rc == 1)
 		rc = 0;
+	bt_txn_abort(txn);
+	for (size_t i = 0; !rc && i < b->cnt; i++)
+		if (b->v[i].l.kind != BT_LOG_DIRENT)
+			b->inos[b->ninos++] = b->v[i].l.ino;
+	return rc;
+}
+
+/* Which entries need meta.n written before the transaction: the inodes
+   that have no record at n (theirs becomes n's). */
+static int mb_decide(struct mbatch *b)
+{
+	struct bt_inode r, rn;
+	bt_txn *txn;
+	int rc;
+
+	if ((rc = bt_txn_begin(b->cl->env, BT_TXN_RDONLY, &txn)))
+		return rc;
 	for (size_t i = 0; !rc && i < b->cnt; i++) {
 		struct mentry *e = &b->v[i];
 
-		if (e->l.kind != BT_LOG_DIRENT)
-			b->inos[b->ninos++] = e->l.ino;
+		e->copy_meta = false;
+		vm_clear(&e->m);
 		if (e->l.kind != BT_LOG_INODE)
 			continue;
 		rc = bt_inode_get(txn, e->l.ino, b->c, &r);
@@ -314,10 +355,16 @@ static int merge_inode(bt_txn *txn, struct mbatch *b, size_t i)
 	   may have left the file) */
 	if (r.data_ver == c || b->renamed_map[i]) {
 		rc = bt_log_add_content(txn, n, ino, c);
+		/* n open: its map may still stop using content.c */
+		if (!rc && b->open)
+			rc = bt_trash_add(txn, ino, c, VFS_TRASH_RECLAIM |
+					  VFS_TRASH_HELD);
 		touch(b->touched, ino);
 	} else
 		rc = bt_trash_add(txn, ino, c, VFS_TRASH_CONTENT);
-	if (!rc)
+	/* a dead record of the open epoch is the daemon's reaper's (the
+	   file may still be open; the mount's recovery lists it offline) */
+	if (!rc && !b->open)
 		rc = merge_dead(txn, b, ino);
 	b->st->inodes_merged++;
 	return rc;
@@ -386,6 +433,8 @@ static int mb_txn(bt_txn *txn, void *arg)
 	for (size_t i = 0; i < b->cnt && !rc; i++) {
 		const struct bt_log *l = &b->v[i].l;
 
+		if (b->v[i].deferred)
+			continue;
 		if (l->kind == BT_LOG_INODE)
 			rc = merge_inode(txn, b, i);
 		else if (l->kind == BT_LOG_DIRENT)
@@ -394,7 +443,8 @@ static int mb_txn(bt_txn *txn, void *arg)
 			 !(rc = bt_log_add_content(txn, b->n, l->ino,
 						   l->birth))) {
 			rc = bt_trash_add(txn, l->ino, l->birth,
-					  VFS_TRASH_RECLAIM);
+					  VFS_TRASH_RECLAIM |
+					  (b->open ? VFS_TRASH_HELD : 0));
 			touch(b->touched, l->ino);
 		}
 		if (!rc)
@@ -403,15 +453,29 @@ static int mb_txn(bt_txn *txn, void *arg)
 	return rc;
 }
 
-/* c's log is empty: n inherits c's parent, c's record goes. */
+/* c's log is empty: n inherits c's parent, c's record goes.  n the open
+   epoch: the live state descends from c's parent now. */
 static int fin_txn(bt_txn *txn, void *arg)
 {
 	struct mbatch *b = arg;
 	struct bt_ckpt c, n;
+	uint64_t parent;
 	int rc;
 
-	if ((rc = bt_ckpt_get(txn, b->c, &c)) ||
-	    (rc = bt_ckpt_get(txn, b->n, &n)))
+	if ((rc = bt_ckpt_get(txn, b->c, &c)))
+		return rc;
+	b->parent = c.parent;
+	if (b->open) {
+		if ((rc = bt_kv_get_u64(txn, "parent", &parent)))
+			return rc;
+		if (parent == b->c &&
+		    (rc = bt_kv_put_u64(txn, "parent", c.parent)))
+			return rc;
+		if ((rc = bt_log_drop(txn, b->c)))
+			return rc;
+		return bt_ckpt_del(txn, b->c);
+	}
+	if ((rc = bt_ckpt_get(txn, b->n, &n)))
 		return rc;
 	if (n.parent == b->c) {
 		n.parent = c.parent;
@@ -425,36 +489,134 @@ static int fin_txn(bt_txn *txn, void *arg)
 	return bt_ckpt_del(txn, b->c);
 }
 
+static bool no_space(int rc)
+{
+	return rc == -ENOSPC || rc == -EDQUOT;
+}
+
+/*
+ * Merging into the open epoch of a running daemon: the daemon writes the
+ * open epoch's metadata files, so the cleaner does not (a copy would race
+ * its writes); it asks the daemon to give every inode of the batch a
+ * record of the open epoch and its metadata file, written now (hook
+ * materialize: one left pending would later be made from meta.c, which
+ * the merge deletes), and the merge then only drops c's versions.  What
+ * the daemon could not write (a full disk) is deferred.
+ */
+static int mb_materialize(struct mbatch *b)
+{
+	struct cleaner *cl = b->cl;
+	uint64_t *inos;
+	size_t n = 0, *at;
+	bool *done;
+	int rc;
+
+	inos = calloc(b->cnt ? b->cnt : 1, sizeof(*inos));
+	at = calloc(b->cnt ? b->cnt : 1, sizeof(*at));
+	done = calloc(b->cnt ? b->cnt : 1, sizeof(*done));
+	if (!inos || !at || !done) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < b->cnt; i++)
+		if (b->v[i].l.kind == BT_LOG_INODE) {
+			at[n] = i;
+			inos[n++] = b->v[i].l.ino;
+		}
+	rc = n ? cl->h.materialize(cl->h.arg, inos, n, done) : 0;
+	if (rc)
+		goto out;
+	/* what the daemon could not write waits (meta.c still has its
+	   xattrs: the merge would delete it) */
+	for (size_t k = 0; k < n; k++)
+		if (!done[k])
+			b->v[at[k]].deferred = true;
+	if ((rc = mb_decide(b)))
+		goto out;
+	for (size_t i = 0; i < b->cnt; i++)
+		if (b->v[i].copy_meta)
+			b->v[i].deferred = true;
+out:
+	free(inos);
+	free(at);
+	free(done);
+	return rc;
+}
+
+/*
+ * Write the metadata files of the inodes whose record c becomes n's.  A
+ * full disk first gets the reserve (hook nospace); the entries still
+ * without space are deferred, so that what needs none (dropping c's
+ * versions: that is what frees space) goes on.
+ */
+static int mb_copy_metas(struct mbatch *b, size_t *copied)
+{
+	struct cleaner *cl = b->cl;
+	bool asked = false;
+	int rc;
+
+	*copied = 0;
+	for (size_t i = 0; i < b->cnt; i++) {
+		struct mentry *e = &b->v[i];
+
+		if (!e->copy_meta || e->deferred)
+			continue;
+		rc = copy_meta(cl, e->l.ino, b->c, b->n, &e->m);
+		if (no_space(rc) && !asked && cl->h.nospace) {
+			asked = true;
+			if (cl->h.nospace(cl->h.arg) == 0)
+				rc = copy_meta(cl, e->l.ino, b->c, b->n,
+					       &e->m);
+		}
+		if (no_space(rc)) {
+			e->deferred = true;
+			continue;
+		}
+		if (rc)
+			return rc;
+		++*copied;
+	}
+	return 0;
+}
+
 static int merge_batch(struct mbatch *b)
 {
 	struct cleaner *cl = b->cl;
+	size_t cp = 0, todo = 0;
 	void *held;
-	int rc, cp = 0;
+	int rc;
 
 	if ((rc = mb_read(b)))
 		return rc;
 	if (b->cnt == 0) {
 		if ((rc = bt_txn_run(cl->env, fin_txn, b)))
 			return rc;
+		if (b->open)
+			cl_reparent(cl, b->c, b->parent);
 		b->st->ckpts_merged++;
 		return 1;
 	}
 	qsort(b->inos, b->ninos, sizeof(*b->inos), cmp_u64);
-	/* new metadata files first, on disk before the index names them */
-	for (size_t i = 0; i < b->cnt; i++) {
-		if (!b->v[i].copy_meta)
-			continue;
-		if ((rc = copy_meta(cl, b->v[i].l.ino, b->c, b->n,
-				    &b->v[i].m)))
-			return rc;
-		cp++;
-	}
+	if ((rc = mb_decide(b)))
+		return rc;
+	if (b->open && cl->h.materialize)
+		rc = mb_materialize(b);
+	else	/* new metadata files first, on disk before the index */
+		rc = mb_copy_metas(b, &cp);
+	if (rc)
+		return rc;
 	if (cp && (rc = store_sync_all(cl->st)))
 		return rc;
+	for (size_t i = 0; i < b->cnt; i++)
+		todo += !b->v[i].deferred;
+	if (!todo)
+		return -ENOSPC;		/* every entry needs space first */
 	held = cl_hold(cl, b->inos, b->ninos);
 	rc = bt_txn_run(cl->env, mb_txn, b);
 	/* committed: the daemon's copies of version c now mean n */
 	cl_release(cl, held, rc ? 0 : b->c, rc ? 0 : b->n);
+	if (!rc && todo < b->cnt)
+		b->short_of_space = true;
 	return rc;
 }
 
@@ -485,14 +647,13 @@ static int next_merge(struct cleaner *cl, uint64_t *c, uint64_t *n,
 	for (size_t i = 0; !rc && i < l.n; i++) {
 		if (l.v[i].state != BT_CKPT_DELETED)
 			continue;
-		if (l.v[i].id != keep && i + 1 < l.n &&
-		    l.v[i + 1].id < epoch) {
-			if (!*c) {
-				*c = l.v[i].id;
-				*n = l.v[i + 1].id;
-			}
-		} else {
+		if (l.v[i].id == keep) {
 			++*left;
+		} else if (!*c) {
+			/* the newest merges into the open epoch */
+			*c = l.v[i].id;
+			*n = i + 1 < l.n && l.v[i + 1].id < epoch ?
+			     l.v[i + 1].id : epoch;
 		}
 	}
 	free(l.v);
@@ -502,12 +663,12 @@ static int next_merge(struct cleaner *cl, uint64_t *c, uint64_t *n,
 /*
  * Merge the deleted checkpoints, a batch per hold of the hooks' lock (a
  * checkpoint or rollback waits at most for one batch).  *left: deleted
- * checkpoints still waiting for a newer one.
+ * checkpoints still waiting (the replicator's last acknowledged one).
  */
 int cl_merge_all(struct cleaner *cl, struct cl_stats *st, size_t *left,
 		 struct ino_set *touched)
 {
-	bool any = false, had;
+	bool any = false, had, short_of_space = false;
 	int rc = 0, src;
 
 	for (;;) {
@@ -517,10 +678,12 @@ int cl_merge_all(struct cleaner *cl, struct cl_stats *st, size_t *left,
 		rc = next_merge(cl, &b.c, &b.n, left);
 		had = !rc && b.c;
 		if (had) {
+			b.open = b.n == cl_epoch(cl);
 			rc = merge_batch(&b);
 			any = true;
 		}
 		cl_unlock(cl);
+		short_of_space |= b.short_of_space;
 		mb_free(&b);
 		if (rc < 0 || !had || cl_stopping(cl))
 			break;
@@ -528,9 +691,12 @@ int cl_merge_all(struct cleaner *cl, struct cl_stats *st, size_t *left,
 	/* what was merged is durable before the trash frees anything */
 	if (any && (src = bt_env_sync(cl->env)) && rc >= 0)
 		rc = src;
-	if (rc < 0)
+	if (rc < 0 && !no_space(rc))
 		vfs_log(LOG_ERR, "cleaner: merging: %s", rc == BT_ECORRUPT ||
 			rc == -EIO ? bt_last_error() : strerror(-rc));
+	/* -ENOSPC: some of it waits for the space the trash gives back */
+	if (rc >= 0 && short_of_space)
+		rc = -ENOSPC;
 	return rc < 0 ? rc : 0;
 }
 

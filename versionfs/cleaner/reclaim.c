@@ -13,6 +13,11 @@
  *            a persist left map E without a page of E (persist.c): such
  *            an entry waits until E is closed (map E is final then), and
  *            a file it deletes counts as an orphan found and freed
+ *   HELD     (with RECLAIM) content.<ver> whose pages the open epoch's
+ *            map took over when the newest checkpoint merged into it
+ *            (merge.c): reclaimed at every pass (what no map uses is freed
+ *            at once), and kept until a checkpoint after <ver> exists,
+ *            whose map is final; the open epoch may still drop pages
  *
  * Entries are added in the same transaction that stops referencing the
  * files (rollback, merging a deleted checkpoint, freeing a removed file's
@@ -288,12 +293,20 @@ struct trash_batch {
 	struct trash_item v[256];
 	size_t n;
 	uint64_t open;			/* the open epoch */
+	uint64_t newest;		/* the newest checkpoint (HELD) */
 	struct { uint64_t ino, ver; } from;	/* resume after this key */
 	bool started;
 	size_t waiting;			/* entries left for a later pass */
 };
 
 #define TRASH_FULL	1
+
+static int newest_cb(const struct bt_ckpt *c, void *arg)
+{
+	if (c->id > *(uint64_t *)arg)
+		*(uint64_t *)arg = c->id;
+	return 0;
+}
 
 /*
  * A RECLAIM entry of the open epoch (persist.c, vn_check_content) waits
@@ -327,14 +340,22 @@ static int trash_done(bt_txn *txn, void *arg)
 	int rc;
 
 	for (size_t i = 0; i < b->n; i++) {
+		uint32_t done = b->v[i].what;
+
+		/* a HELD entry stays, to reclaim again at the next pass */
+		if (trash_held(done, b->v[i].ver, b->newest))
+			done &= ~(uint32_t)(VFS_TRASH_RECLAIM |
+					    VFS_TRASH_HELD);
 		rc = bt_trash_get(txn, b->v[i].ino, b->v[i].ver, &now);
 		if (rc == -ENOENT)
 			continue;
+		if (!rc && !(now & done))
+			continue;
 		if (!rc)
 			rc = bt_trash_del(txn, b->v[i].ino, b->v[i].ver);
-		if (!rc && (now & ~b->v[i].what))
+		if (!rc && (now & ~done))
 			rc = bt_trash_add(txn, b->v[i].ino, b->v[i].ver,
-					  now & ~b->v[i].what);
+					  now & ~done);
 		if (rc)
 			return rc;
 	}
@@ -416,6 +437,15 @@ int rc_trash_run(struct cleaner *cl, struct cl_stats *st)
 	b->started = false;
 	/* the open epoch (the hook reads it without the epoch lock) */
 	b->open = cl_epoch(cl);
+	b->newest = 0;
+	if ((rc = bt_txn_begin(cl->env, BT_TXN_RDONLY, &txn)) == 0) {
+		rc = bt_ckpt_foreach(txn, newest_cb, &b->newest);
+		bt_txn_abort(txn);
+	}
+	if (rc) {
+		free(b);
+		return rc;
+	}
 	for (;;) {
 		b->n = 0;
 		b->waiting = 0;

@@ -141,6 +141,64 @@ static void h_release(void *arg, void *held, uint64_t from, uint64_t to)
 	free(h);
 }
 
+/*
+ * The newest deleted checkpoint c merges into the open epoch E: every
+ * inode of the batch gets a record of E and its metadata file of E now,
+ * as the next persist would (with its xattrs, copied from meta.c, the
+ * reserve behind it), so that the merge writes no file the daemon also
+ * writes, and may delete meta.c: a file of E left pending would later be
+ * made from it.  Called with the epoch lock shared, no other.
+ */
+static int h_materialize(void *arg, const uint64_t *inos, size_t n,
+			 bool *done)
+{
+	int rc = 0;
+
+	(void)arg;
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct vnode *vn;
+
+		done[i] = true;
+		if ((rc = vn_get(0, inos[i], &vn))) {
+			if (rc == -ENOENT || rc == -ESTALE)
+				rc = 0;		/* nothing left to give one */
+			continue;
+		}
+		pthread_mutex_lock(&vn->lock);
+		rc = vn_refresh(vn);
+		if (!rc && vn->meta_ver < vfs->epoch) {
+			/* no record of E yet: one now.  (A file removed in
+			   c holds no data there, reap.c, and one removed
+			   in E is the reaper's: nothing to cut here.) */
+			vn->meta_dirty = true;
+			vn_mark_dirty(vn);
+		}
+		if (!rc && vn->dirty)
+			rc = vn_persist(vn, false);
+		pthread_mutex_unlock(&vn->lock);
+		vn_put(vn);
+		if (rc == -ENOSPC || rc == -EDQUOT) {
+			done[i] = false;  /* that one waits; the others go on */
+			rc = 0;
+		}
+	}
+	return rc;
+}
+
+/* That merge ended: the live state descends from c's parent. */
+static void h_reparent(void *arg, uint64_t c, uint64_t parent)
+{
+	(void)arg;
+	if (vfs->parent == c)
+		vfs->parent = parent;
+}
+
+static int h_nospace(void *arg)
+{
+	(void)arg;
+	return rsv_release(NULL);
+}
+
 static const struct cl_hooks hooks = {
 	.lock = h_lock,
 	.unlock = h_unlock,
@@ -148,6 +206,9 @@ static const struct cl_hooks hooks = {
 	.hold = h_hold,
 	.release = h_release,
 	.stopping = h_stopping,
+	.materialize = h_materialize,
+	.reparent = h_reparent,
+	.nospace = h_nospace,
 };
 
 /*

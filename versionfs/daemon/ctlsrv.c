@@ -391,6 +391,10 @@ static int rq_policy(struct req *r, struct ctl_out *out, char *err,
 static int rq_clean(struct req *r, struct ctl_out *out, char *err,
 		    size_t errlen)
 {
+	/* removed files nothing reaches any more go first, so that the
+	   pass asked for frees their data (reap.c), not a later one: a
+	   clean right after an rm and a delete gives it all back */
+	vn_reap_dead();
 	cb_u64(&out->b, F_PASS, dc_request_pass());
 	return 0;
 }

@@ -177,14 +177,9 @@ static int take_checkpoint(const char *tag, uint64_t *id, bool *existed,
 			 BT_TAG_MAX);
 		return -EINVAL;
 	}
-	if (vfs_full()) {
-		snprintf(err, errlen, "the store's file system is full (its "
-			 "%llu MiB reserve is in use): free space (delete "
-			 "checkpoints and clean, or remove other files), then "
-			 "take the checkpoint again",
-			 (unsigned long long)(vfs->reserve_size >> 20));
-		return -ENOSPC;
-	}
+	/* A full disk (the reserve released) does not refuse it: saving
+	   is what the reserve is for, and the newest checkpoint may be what
+	   a user must delete to free space; refused only if the save fails. */
 	t[0] = vfs_now();
 	kf_flush_open_files();
 	t[1] = vfs_now();
@@ -678,7 +673,7 @@ int ep_list(struct ctl_out *out)
 
 struct count_arg {
 	bt_txn *txn;
-	uint64_t active, deleted, reclaimable;
+	uint64_t active, deleted, reclaimable, newest;
 };
 
 static int count_cb(const struct bt_ckpt *c, void *arg)
@@ -687,6 +682,8 @@ static int count_cb(const struct bt_ckpt *c, void *arg)
 	uint64_t u = 0;
 	int rc;
 
+	if (c->id > a->newest)
+		a->newest = c->id;
 	if (c->state == BT_CKPT_ACTIVE) {
 		a->active++;
 	} else if (c->state == BT_CKPT_DELETED) {
@@ -699,7 +696,7 @@ static int count_cb(const struct bt_ckpt *c, void *arg)
 }
 
 struct trash_counts {
-	uint64_t all, waiting, open;
+	uint64_t all, waiting, open, newest;
 };
 
 static int trash_count(uint64_t ino, uint64_t ver, uint32_t what, void *arg)
@@ -709,7 +706,8 @@ static int trash_count(uint64_t ino, uint64_t ver, uint32_t what, void *arg)
 	(void)ino;
 	t->all++;
 	/* reclaim.c: what waits for the open epoch to close */
-	if (!(what & (VFS_TRASH_META | VFS_TRASH_CONTENT)) && ver >= t->open)
+	if ((!(what & (VFS_TRASH_META | VFS_TRASH_CONTENT)) &&
+	     ver >= t->open) || trash_held(what, ver, t->newest))
 		t->waiting++;
 	return 0;
 }
@@ -735,6 +733,7 @@ int ep_status(struct ctl_out *out)
 		if (!rc)
 		{
 			trash.open = vfs->epoch;
+			trash.newest = ca.newest;
 			rc = bt_trash_foreach(txn, 0, trash_count, &trash);
 		}
 		bt_txn_abort(txn);
