@@ -43,7 +43,7 @@ struct ckpt *ck_find(uint64_t id)
 	return NULL;
 }
 
-static void ck_add(uint64_t id, const char *tag, bool with_map)
+void ck_add(uint64_t id, const char *tag, bool with_map)
 {
 	struct ckpt *c;
 

@@ -19,6 +19,8 @@
  *            N` (2 to 4, so that consolidation runs): the JSON answer
  *            must be the model's policy, and after every checkpoint the
  *            checkpoints the policy selects must be gone.
+ *   full     the file system filled from outside, with rm, checkpoint,
+ *            deletes and a clean, a remount meanwhile (do_full says how).
  *   clean    `versionfs-clean --json` on the mount (online, it waits for
  *            the pass), or on BACKING between an unmount and a mount
  *            (offline), or on BACKING while mounted (refused, exit 1).
@@ -40,6 +42,8 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -680,6 +684,221 @@ static void do_clean(void)
 	stat_add(offline ? "clean.offline" : "clean", true);
 }
 
+/* ---- a full disk ---- */
+
+/* Ballast next to BACKING (REF and SNAP share its file system) until not
+   one block is left; how many files. */
+static unsigned fill_fs(const char *dir)
+{
+	static const off_t sizes[] = { 256 << 20, 16 << 20, 1 << 20,
+				       64 << 10, 4 << 10 };
+	char path[PATH_MAX + 32];
+	unsigned n = 0;
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		for (;;) {
+			int fd;
+
+			snprintf(path, sizeof(path), "%s/ballast.%u", dir, n);
+			fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+			if (fd < 0)
+				break;
+			if (fallocate(fd, 0, 0, sizes[i]) < 0) {
+				close(fd);
+				unlink(path);
+				break;
+			}
+			close(fd);
+			n++;
+		}
+	}
+	return n;
+}
+
+static void unfill_fs(const char *dir, unsigned n)
+{
+	char path[PATH_MAX + 32];
+
+	for (unsigned i = 0; i <= n; i++) {
+		snprintf(path, sizeof(path), "%s/ballast.%u", dir, i);
+		unlink(path);
+	}
+}
+
+/* A regular file of REF, at random ("" if none): its relative path. */
+struct pick_reg {
+	char path[PATH_MAX];
+	size_t seen;
+	size_t skip;
+};
+
+static struct pick_reg *pick_arg;
+
+static int pick_cb(const char *p, const struct stat *st, int type,
+		   struct FTW *f)
+{
+	(void)f;
+	if (type == FTW_F && S_ISREG(st->st_mode) &&
+	    pick_arg->seen++ == pick_arg->skip)
+		snprintf(pick_arg->path, sizeof(pick_arg->path), "%s",
+			 p + strlen(cfg.ref) + 1);
+	return 0;
+}
+
+static void pick_regular(struct pick_reg *r)
+{
+	r->path[0] = 0;
+	r->seen = 0;
+	r->skip = (size_t)rnd(64);
+	pick_arg = r;
+	nftw(cfg.ref, pick_cb, 16, FTW_PHYS);
+	if (!r->path[0] && r->seen) {
+		r->skip = (size_t)rnd(r->seen);
+		r->seen = 0;
+		nftw(cfg.ref, pick_cb, 16, FTW_PHYS);
+	}
+}
+
+/* Once the space is back: the mount writes again (the daemon refills its
+   reserve within a second of twice its size being free). */
+static void wait_writable(void)
+{
+	char path[PATH_MAX], page[4096] = { 0 };
+
+	snprintf(path, sizeof(path), "%s/.full-probe", cfg.mnt);
+	for (int i = 0; i < 100; i++) {
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600), ok;
+
+		ok = fd >= 0 && write(fd, page, sizeof(page)) ==
+				(ssize_t)sizeof(page);
+		if (fd >= 0 && close(fd) < 0)
+			ok = 0;
+		unlink(path);
+		if (ok)
+			return;
+		usleep(100000);
+	}
+	fail("the mount does not write 10 s after the space came back");
+}
+
+/*
+ * full: BACKING's file system filled to its last block from outside, as
+ * another job would (doc/design.md, "A full disk").  Meanwhile, each now
+ * and then: rm of a regular file, which must work (also in REF, and in
+ * the copy of REF taken before the fill, which is the snapshot of a
+ * checkpoint taken after the rm); a checkpoint, taken or refused saying
+ * the disk is full; deleting every live checkpoint but the oldest, the
+ * parent with --force, and an online clean, after which nothing waits; a
+ * remount.  Then the ballast goes, and once the mount writes again the
+ * live tree and every view are compared.
+ */
+static void do_full(void)
+{
+	char dir[PATH_MAX], pend[PATH_MAX], snap[PATH_MAX], *slash;
+	struct pick_reg *r = xmalloc(sizeof(*r));
+	uint64_t waiting, id;
+	unsigned nb;
+	int rc;
+
+	snprintf(dir, sizeof(dir), "%s", cfg.backing);
+	if ((slash = strrchr(dir, '/')))
+		*slash = 0;
+	snap_path(pend, 0);
+	rmtree(pend);
+	cp_a(cfg.ref, pend);
+	nb = fill_fs(dir);
+	log_op("full (%u ballast files)", nb);
+	if (pct(70)) {
+		char a[2 * PATH_MAX + 8];
+
+		pick_regular(r);
+		if (r->path[0]) {
+			log_op("full: rm %s", r->path);
+			snprintf(a, sizeof(a), "%s/%s", cfg.mnt, r->path);
+			if (unlink(a) < 0)
+				fail("full: rm %s: %s", r->path,
+				     strerror(errno));
+			snprintf(a, sizeof(a), "%s/%s", cfg.ref, r->path);
+			unlink(a);
+			snprintf(a, sizeof(a), "%s/%s", pend, r->path);
+			unlink(a);
+			stat_add("full.rm", true);
+		}
+	}
+	if (pct(60)) {
+		log_op("full: checkpoint");
+		rc = run_bin("versionfs-ctl", "checkpoint", cfg.mnt, NULL);
+		if (rc == 0) {
+			id = strtoull(out, NULL, 10);
+			if (id <= max_id)
+				fail("full: checkpoint printed '%s'", out);
+			snap_path(snap, id);
+			if (rename(pend, snap))
+				fail("rename %s %s: %s", pend, snap,
+				     strerror(errno));
+			ck_add(id, NULL, true);
+			mc_parent = id;
+			log_res(" -> %" PRIu64, id);
+			mc_after_checkpoint(id);	/* the daemon's policy */
+			stat_add("full.checkpoint", true);
+		} else if (rc == 1 && (strstr(err, "full") ||
+				       strstr(err, "No space"))) {
+			log_res(" -> refused: %.200s", err);
+			stat_add("full.checkpoint-refused", false);
+		} else {
+			fail("full: checkpoint: exit %d: %s", rc, err);
+		}
+	}
+	if (ncks >= 2 && pct(50)) {
+		uint64_t *v = live_ids();
+		char args[MAXARGS][24];
+		const char *a[MAXARGS + 4];
+		size_t na = 0, nd = 0;
+
+		a[na++] = "delete";
+		a[na++] = cfg.mnt;
+		for (size_t i = 1; i < ncks && na < MAXARGS - 1; i++) {
+			snprintf(args[nd], sizeof(args[nd]), "%" PRIu64, v[i]);
+			a[na++] = args[nd++];
+		}
+		a[na++] = "--force";
+		log_op("full: %s", joined(a, na));
+		if ((rc = run_argv("versionfs-ctl", a, na)))
+			fail("full: versionfs-ctl %s: exit %d: %s",
+			     joined(a, na), rc, err);
+		for (size_t i = 0; i < nd; i++)
+			forget_id(strtoull(args[i], NULL, 10));
+		free(v);
+		if (!parent_live())
+			parent_merged();
+		else if ((rc = run_bin("versionfs-clean", "--json", cfg.mnt,
+				       NULL)))
+			fail("full: versionfs-clean: exit %d: %s", rc, err);
+		if (!json_u64(out, "deleted_waiting", &waiting) || waiting)
+			fail("full: after a clean on a full disk: %.300s", out);
+		log_res(" -> %.200s", out);
+		stat_add("full.delete-clean", true);
+		check_state("after deleting on a full disk");
+	}
+	if (pct(40)) {
+		log_op("full: remount");
+		do_umount();
+		do_mount();
+		stat_add("full.remount", true);
+	}
+	unfill_fs(dir, nb);
+	rmtree(pend);
+	wait_writable();
+	check_state("after a full disk");
+	if (check_live("after a full disk", NULL))
+		fail("%s", why);
+	for (size_t i = 0; i < ncks; i++)
+		if (check_view(cks[i].id))
+			fail("after a full disk: %s", why);
+	free(r);
+	stat_add("full", true);
+}
+
 void mc_report(void)
 {
 	printf("the cleaners (until the last clean):");
@@ -702,6 +921,9 @@ void mc_step(enum kind k)
 		break;
 	case OP_CLEAN:
 		do_clean();
+		break;
+	case OP_FULL:
+		do_full();
 		break;
 	default:
 		break;

@@ -28,7 +28,7 @@ const char *const kind_name[NKINDS] = {
 	"symlink", "mkfifo", "chmod", "utimens", "setxattr", "removexattr",
 	"getxattr", "fsync", "stat", "readdir", "viewro", "scratch",
 	"checkpoint", "rollback", "view", "remount", "kill9", "check", "diff",
-	"delete", "prune", "policy", "clean",
+	"delete", "prune", "policy", "clean", "full",
 };
 
 /* Relative weights of the file-system operations: normal and crash mode. */

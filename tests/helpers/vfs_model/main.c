@@ -28,6 +28,10 @@
  *                and versionfs-clean online and offline; after a clean
  *                every remaining view is compared with its snapshot.  In
  *                clean.c, which says the rules.
+ *   full         the file system filled to its last block from outside,
+ *                then rm, checkpoint, deleting every checkpoint but one
+ *                and a clean, a remount, each now and then; compared once
+ *                the space is back (clean.c too).
  *   scratch      a file created, written and removed before the next
  *                checkpoint (closed first, or still open: written after
  *                the unlink, and in normal mode across a checkpoint),

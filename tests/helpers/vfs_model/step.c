@@ -375,6 +375,7 @@ static void meta_step(enum kind k)
 		do_kill9();
 		break;
 	case OP_DELETE: case OP_PRUNE: case OP_POLICY: case OP_CLEAN:
+	case OP_FULL:
 		mc_step(k);
 		break;
 	default:
@@ -422,6 +423,8 @@ void step(void)
 		meta_step(OP_POLICY);
 	else if (r < 229 && !cfg.skip[OP_CLEAN])
 		meta_step(OP_CLEAN);
+	else if (r < 235 && !cfg.skip[OP_FULL])
+		meta_step(OP_FULL);
 	else {
 		size_t before = nwit;
 

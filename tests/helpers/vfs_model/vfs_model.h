@@ -13,7 +13,8 @@
  *   apply.c    applying it to one side (REF, the reference, or the mount)
  *   ckpt.c     checkpoints, rollbacks, views, listings, recovery after a
  *              kill -9
- *   clean.c    delete, prune, policies and the cleaner
+ *   clean.c    delete, prune, policies and the cleaner, and full-disk
+ *              episodes
  *   power.c    crash mode's power cuts, aimed cleaner passes and fsck
  *   compare.c  comparing two trees (names, metadata, sparse contents,
  *              xattrs, hard links)
@@ -57,6 +58,7 @@ enum kind {
 	NFSOPS,
 	OP_CHECKPOINT = NFSOPS, OP_ROLLBACK, OP_VIEW, OP_REMOUNT, OP_KILL9,
 	OP_CHECK, OP_DIFF, OP_DELETE, OP_PRUNE, OP_POLICY, OP_CLEAN,
+	OP_FULL,
 	NKINDS
 };
 
@@ -230,6 +232,9 @@ void check_live_or_fail(const char *when, const struct inomap *m);
 int do_checkpoint(void);
 int do_rollback_to(uint64_t id, bool check);
 void recover_after_kill(bool all_views);
+/* A checkpoint the mount printed: live from now on (with_map: record
+   the inode number of every path, which a rollback to it must keep). */
+void ck_add(uint64_t id, const char *tag, bool with_map);
 
 /* ---- gen.c ---- */
 
@@ -274,7 +279,7 @@ void seed_base_layer(void);
    set by every checkpoint and rollback, kept when it is deleted. */
 extern uint64_t mc_parent;
 
-/* Run one of OP_DELETE, OP_PRUNE, OP_POLICY, OP_CLEAN. */
+/* Run one of OP_DELETE, OP_PRUNE, OP_POLICY, OP_CLEAN, OP_FULL. */
 void mc_step(enum kind k);
 /* After checkpoint id was taken: what the stored policy pruned. */
 void mc_after_checkpoint(uint64_t id);
