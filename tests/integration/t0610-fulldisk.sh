@@ -6,8 +6,9 @@
 # round runs until writes fail with ENOSPC, and a few rounds beyond.
 # Checked:
 #   - writes fail with ENOSPC (not EIO), and a checkpoint taken while the
-#     disk is full fails with a message saying so and leaves no record:
-#     the list holds exactly the checkpoints whose id was printed;
+#     disk is full is either taken (what was stored fits) or fails with a
+#     message saying so and leaves no record: the list holds exactly the
+#     checkpoints whose id was printed;
 #   - after the ballast is removed the same mount goes on: writes and a
 #     checkpoint succeed within a few seconds;
 #   - every acknowledged checkpoint reads back as it was taken (as its
@@ -46,7 +47,7 @@ live_sums() {
 # load M ROUNDS: write until full (and beyond); records acknowledged
 # checkpoints in $acked and their content in $T/ck.ID
 load() {
-	local m=$1 rounds=$2 r out rc nospc=0 refused=0 i
+	local m=$1 rounds=$2 r out rc nospc=0 refused=0 i first=0
 	for ((r = 1; r <= rounds; r++)); do
 		out=$( { head -c $((16 << 20)) /dev/urandom >"$m/big$((r % 5))" &&
 			mkdir -p "$m/small$r" &&
@@ -58,7 +59,9 @@ load() {
 		rc=$?
 		if [ $rc != 0 ]; then
 			case $out in
-			*"No space left on device"*) nospc=$((nospc + 1)) ;;
+			*"No space left on device"*)
+				nospc=$((nospc + 1))
+				[ $first = 0 ] && first=$r ;;
 			*) fail "round $r: a write failed otherwise: $out" ;;
 			esac
 		fi
@@ -83,7 +86,8 @@ load() {
 			last_refusal=$out
 		fi
 		# a few rounds after the first failure, then stop
-		[ $nospc -ge 3 ] && [ $refused -ge 2 ] && break
+		[ $nospc -ge 3 ] && { [ $refused -ge 2 ] ||
+			[ $r -ge $((first + 5)) ]; } && break
 	done
 	[ $nospc -ge 1 ] || fail "the disk never filled (${rounds} rounds)"
 	note "$fs: $r rounds, $nospc with ENOSPC, $refused checkpoints refused" \

@@ -324,8 +324,11 @@ case_unmount_elsewhere() {
 	files_checkpoint "$m"
 	echo more >"$m/d/more"
 	fill_fs "$root"
-	unshare -m sleep 120 &
+	# a namespace that holds a copy of every mount there is now: not a
+	# moment longer than needed (other tests' mounts are in it too)
+	unshare -m sleep 30 &
 	holder=$!
+	trap 'kill "$holder" 2>/dev/null' EXIT
 	sleep 0.5
 	umount_timed "$m" 20
 	kill "$holder" 2>/dev/null
