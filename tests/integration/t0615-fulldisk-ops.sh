@@ -11,7 +11,7 @@
 #     of 800 MiB into 512 MiB gets ENOSPC from write(2), close succeeds,
 #     the file's size is what write(2) accepted and every byte reads back,
 #     the same after the caches are dropped; df on the mount then shows
-#     next to nothing available;
+#     what a second writer can still write, and then next to nothing;
 #   - a file opened write-only when space is already low (direct I/O):
 #     the same, and it stops where the free space ends, not before;
 #   - writes the kernel cannot be asked about (a shared mapping) beyond
@@ -164,10 +164,21 @@ case_write_enospc() {
 	# ENOSPC came near the end: the store's file system is full
 	avail=$(df -B1M --output=avail "$root" | tail -n 1)
 	[ "$avail" -lt 24 ] || fail "ENOSPC with $avail MiB still free: $out"
-	avail=$(df -B1M --output=avail "$m" | tail -n 1)
-	[ "$avail" -le 1 ] || fail "df on the mount shows $avail MiB free"
 	note "$1: write(2) accepted $((w >> 20)) MiB, then ENOSPC" \
-		"($(df -B1M --output=avail "$root" | tail -n 1) MiB left free)"
+		"($avail MiB left free)"
+	# df on the mount says what can still be written: a second writer
+	# gets about that much, then ENOSPC, and then df shows nothing
+	avail=$(df -B1M --output=avail "$m" | tail -n 1)
+	out=$("$FW" write "$m/more" 1024 800)
+	w=$(kv written "$out")
+	[ "$(kv err "$out")" = 28 ] || fail "a second writer: $out"
+	[ $((w >> 20)) -le $((avail + 2)) ] && [ $((w >> 20)) -ge $((avail - 2)) ] ||
+		fail "df on the mount showed $avail MiB, a writer got $((w >> 20))"
+	avail=$(df -B1M --output=avail "$m" | tail -n 1)
+	[ "$avail" -le 1 ] || fail "df on the mount still shows $avail MiB"
+	c=$(same_after_drop "$m/more") || fail "$c"
+	[ "$(kv size "$c")" = "$w" ] && [ "$(kv bad "$c")" = 0 ] &&
+		[ "$(kv zero "$c")" = 0 ] || fail "after $out: $c"
 	rm "$m/fill"
 	vfs_umount "$m"
 }
@@ -328,7 +339,7 @@ case_unmount_elsewhere() {
 	# moment longer than needed (other tests' mounts are in it too)
 	unshare -m sleep 30 &
 	holder=$!
-	trap 'kill "$holder" 2>/dev/null' EXIT
+	trap "kill $holder 2>/dev/null" EXIT
 	sleep 0.5
 	umount_timed "$m" 20
 	kill "$holder" 2>/dev/null

@@ -320,7 +320,7 @@ void sp_stored(uint64_t bytes)
  * left.  Bounded, because the flush needs the daemon's workers, and each
  * waiting write holds one.
  */
-#define SP_DRAIN_WAIT	2
+#define SP_DRAIN_WAIT	5
 
 static void wait_drained(void)
 {
