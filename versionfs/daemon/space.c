@@ -314,6 +314,69 @@ void sp_stored(uint64_t bytes)
 }
 
 /*
+ * XFS reserves space past the end of a file it sees growing (speculative
+ * preallocation), gives it back when the file is closed or an allocation
+ * finds the disk full, and statfs counts it as used meanwhile.  The daemon
+ * keeps its content files open, so near a full disk statfs understated
+ * what could still be written by up to 57 MiB of 448 (a write refused, the
+ * space back once the file closed).  So before it refuses a write (at
+ * most every 100 ms) and every second while low, the daemon closes its
+ * write descriptors, each under its vnode's lock; the next write reopens
+ * the file.  Called with no vnode lock held.
+ */
+struct trim_arg {
+	struct vnode **v;
+	size_t n, cap;
+};
+
+static void trim_cb(struct vnode *vn, void *arg)
+{
+	struct trim_arg *a = arg;
+
+	if (vn->view || vfs_grow((void **)&a->v, &a->cap, a->n + 1,
+				 sizeof(*a->v)))
+		return;
+	vn->refs++;		/* table_lock held */
+	a->v[a->n++] = vn;
+}
+
+static void trim_open_content(void)
+{
+	struct trim_arg a = { 0 };
+
+	pthread_mutex_lock(&vfs->table_lock);
+	vn_foreach_open_locked(trim_cb, &a);
+	pthread_mutex_unlock(&vfs->table_lock);
+	for (size_t i = 0; i < a.n; i++) {
+		pthread_mutex_lock(&a.v[i]->lock);
+		if (a.v[i]->wfd >= 0) {
+			close(a.v[i]->wfd);
+			a.v[i]->wfd = -1;
+		}
+		pthread_mutex_unlock(&a.v[i]->lock);
+		vn_put(a.v[i]);
+	}
+	free(a.v);
+}
+
+/* The free space, after the file system gave back what it reserved for
+   the daemon's open files (rate-limited: many writes may ask at once). */
+static uint64_t fs_free_trimmed(void)
+{
+	static uint64_t last_ns;
+	struct timespec now = vfs_now();
+	uint64_t ns = (uint64_t)now.tv_sec * 1000000000u +
+		      (uint64_t)now.tv_nsec, prev;
+
+	prev = __atomic_load_n(&last_ns, __ATOMIC_RELAXED);
+	if (ns - prev > 100000000u &&
+	    __atomic_compare_exchange_n(&last_ns, &prev, ns, false,
+					__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		trim_open_content();
+	return fs_free();
+}
+
+/*
  * Just after the mount turned low, what the kernel held may still be up
  * to K: a write that asks then waits for the space thread's flush (a
  * fraction of a second), rather than being refused with K of free space
@@ -345,7 +408,9 @@ int sp_gate(void)
 	if (!sp_low())
 		return 0;
 	wait_drained();
-	return fs_free() >= backlog() + SP_SLACK ? 0 : -ENOSPC;
+	if (fs_free() >= backlog() + SP_SLACK)
+		return 0;
+	return fs_free_trimmed() >= backlog() + SP_SLACK ? 0 : -ENOSPC;
 }
 
 int sp_admit(uint64_t size, uint64_t *allowed)
@@ -433,11 +498,13 @@ static void sp_tick(void)
 		/* opens and creates that raced the marking, setattr
 		   replies (they clear the mark): all asked again */
 		ask_all_writers();
+		trim_open_content();
 	}
 	if (sp_low() && !__atomic_load_n(&vfs->drained, __ATOMIC_ACQUIRE)) {
 		/* with max_bytes lowered, have the kernel write back what it
 		   acknowledged before; then only K_low can be pending */
 		kf_flush_open_files();
+		trim_open_content();
 		pthread_mutex_lock(&vfs->space_lock);
 		if (sp_low())
 			__atomic_store_n(&vfs->drained, true, __ATOMIC_RELEASE);
