@@ -30,6 +30,7 @@
 
 #define FUSE_USE_VERSION 312
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -599,6 +600,43 @@ void *ctl_thread(void *arg);
 /* ---- fuseio.c: negotiates FUSE_HANDLE_KILLPRIV_V2 for libfuse 3.14 ---- */
 int fuseio_install(struct fuse_session *se);
 extern bool vfs_killpriv_v2;
+
+/* ---- fileops.c: operations on open regular files, their handles ---- */
+struct vhandle;
+static inline bool fo_may_write(int flags)
+{
+	return (flags & O_ACCMODE) != O_RDONLY;
+}
+/* A handle for vn opened with `flags` (vn->lock held); NULL: ENOMEM. */
+struct vhandle *vh_new(struct vnode *vn, int flags);
+/* Close it (vn->lock held); true when it was vn's last handle. */
+bool vh_free(struct vnode *vn, struct vhandle *h);
+/* May h (NULL: none) write? */
+bool vh_may_write(const struct vhandle *h);
+/* A view or special vnode: nothing in it may change. */
+bool fo_readonly(const struct vnode *vn);
+/* The frame of an operation on vn: epoch_lock shared, vn->lock, vn
+   reloaded if a rollback changed it (EROFS for a write to a read-only
+   one); fo_leave undoes it and drops vn_from_ino's reference. */
+int fo_enter(struct vnode *vn, bool write);
+void fo_leave(struct vnode *vn);
+/* KILLPRIV_V2: drop the set-id bits a write by req's caller clears. */
+void fo_kill_suidgid(fuse_req_t req, struct vnode *vn);
+/* A forget or a last close near a full disk: reap removed files now. */
+void fo_reap_soon(void);
+void fo_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fo_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fo_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fo_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+	     struct fuse_file_info *fi);
+void fo_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
+		  off_t off, struct fuse_file_info *fi);
+void fo_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+	      struct fuse_file_info *fi);
+void fo_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
+		  off_t length, struct fuse_file_info *fi);
+void fo_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+	      struct fuse_file_info *fi);
 
 /* ---- fuseops.c ---- */
 extern const struct fuse_lowlevel_ops vfs_ops;

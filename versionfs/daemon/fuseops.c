@@ -12,11 +12,9 @@
  * them answers EROFS.  A vnode whose inode a rollback removed answers
  * ESTALE.
  *
- * An open regular file's handle (fi->fh) is a struct vhandle: its open
- * flags, for the write check of a nearly full disk (space.c: a GETATTR
- * through a handle that may write is a write(2) asking), and the
- * refused writebacks it has reported, so that each handle's close
- * reports one the kernel acknowledged and the daemon could not store.
+ * The operations on open regular files (open, read, write, flush,
+ * release, fsync, fallocate, lseek), their handles and the frame every
+ * operation uses (fo_enter/fo_leave) are in fileops.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,106 +27,6 @@
 
 #define RD_LOCK()	pthread_rwlock_rdlock(&vfs->epoch_lock)
 #define RD_UNLOCK()	pthread_rwlock_unlock(&vfs->epoch_lock)
-
-struct vhandle {
-	int flags;			/* open flags */
-	uint32_t wb_seen;		/* vn->wb_errs reported so far */
-};
-
-static bool may_write(int flags)
-{
-	return (flags & O_ACCMODE) != O_RDONLY;
-}
-
-/* A handle for vn opened with `flags` (vn->lock held); NULL: ENOMEM. */
-static struct vhandle *vh_new(struct vnode *vn, int flags)
-{
-	struct vhandle *h = malloc(sizeof(*h));
-
-	if (!h)
-		return NULL;
-	h->flags = flags;
-	h->wb_seen = __atomic_load_n(&vn->wb_errs, __ATOMIC_ACQUIRE);
-	vn_open_inc(vn);
-	if (may_write(flags))
-		vn->wopens++;
-	return h;
-}
-
-/* Close it (vn->lock held); true when it was vn's last handle. */
-static bool vh_free(struct vnode *vn, struct vhandle *h)
-{
-	if (h && may_write(h->flags) && vn->wopens > 0)
-		vn->wopens--;
-	free(h);
-	return vn_open_dec(vn);
-}
-
-static bool readonly(const struct vnode *vn)
-{
-	return vn->view || vn->special;
-}
-
-/*
- * The frame of an operation on one vnode: epoch_lock shared (no checkpoint
- * or rollback half way through it), then the vnode's lock, and the vnode
- * reloaded if a rollback changed it.  A mutation (write) of a read-only
- * view answers EROFS.  op_leave() undoes it all and drops the reference
- * vn_from_ino() took; the reply comes after it, with no lock held.
- */
-static int op_enter(struct vnode *vn, bool write)
-{
-	RD_LOCK();
-	pthread_mutex_lock(&vn->lock);
-	if (write && readonly(vn))
-		return -EROFS;
-	return vn_refresh(vn);
-}
-
-static void op_leave(struct vnode *vn)
-{
-	pthread_mutex_unlock(&vn->lock);
-	RD_UNLOCK();
-	vn_put(vn);
-}
-
-/* Is the caller of req in group gid (primary or supplementary)? */
-static bool in_group(fuse_req_t req, gid_t gid)
-{
-	gid_t groups[64];
-	int n;
-
-	if (fuse_req_ctx(req)->gid == gid)
-		return true;
-	n = fuse_req_getgroups(req, 64, groups);
-	for (int i = 0; i < n && i < 64; i++)
-		if (groups[i] == gid)
-			return true;
-	return false;
-}
-
-/*
- * FUSE_HANDLE_KILLPRIV_V2 (fuseio.c) makes clearing the set-id bits ours,
- * as the VFS would (setattr_should_drop_suidgid): S_ISUID, and S_ISGID if
- * the group may execute or the caller is not in the file's group.  Only
- * called for callers without CAP_FSETID (the kernel sends no kill request
- * for those; other rules check uid 0).  vn->lock held.
- */
-static void kill_suidgid(fuse_req_t req, struct vnode *vn)
-{
-	uint32_t mode = vn->m.mode, kill = S_ISUID;
-
-	if (!vfs_killpriv_v2 || !S_ISREG(mode))
-		return;
-	if ((mode & S_ISGID) &&
-	    ((mode & S_IXGRP) || !in_group(req, vn->m.gid)))
-		kill |= S_ISGID;
-	if (!(mode & kill))
-		return;
-	vn->m.mode &= ~kill;
-	vn->meta_dirty = true;
-	vn_mark_dirty(vn);
-}
 
 /*
  * chown drops S_ISUID, and S_ISGID with group exec, even for root, on
@@ -224,26 +122,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	reply_entry(req, vn, rc);
 }
 
-/*
- * A removed file's data goes once nothing reaches it: its last close and
- * the kernel's forget (reap.c, the flusher's round, every second).  Near
- * a full disk that second matters (rm of what filled the disk must give
- * the space back at once), so a forget or a last close then wakes the
- * flusher while removed files wait.
- */
-static void reap_soon(void)
-{
-	if (__atomic_load_n(&vfs->ndead, __ATOMIC_RELAXED) &&
-	    (sp_low() || vfs_full()))
-		vn_flush_kick();
-}
-
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	if (ino != FUSE_ROOT_ID)
 		vn_forget((struct vnode *)(uintptr_t)ino, nlookup);
 	fuse_reply_none(req);
-	reap_soon();
+	fo_reap_soon();
 }
 
 static void op_forget_multi(fuse_req_t req, size_t count,
@@ -254,7 +138,7 @@ static void op_forget_multi(fuse_req_t req, size_t count,
 			vn_forget((struct vnode *)(uintptr_t)f[i].ino,
 				  f[i].nlookup);
 	fuse_reply_none(req);
-	reap_soon();
+	fo_reap_soon();
 }
 
 /* Reply to getattr/setattr: the attributes st, or the error. */
@@ -280,12 +164,12 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct stat st;
 	int rc, writers = 0;
 
-	rc = op_enter(vn, false);
+	rc = fo_enter(vn, false);
 	if (!rc)
 		vn_stat(vn, &st);
 	writers = vn->wopens;
-	op_leave(vn);
-	if (!rc && h && may_write(h->flags) && sp_low())
+	fo_leave(vn);
+	if (!rc && vh_may_write(h) && sp_low())
 		rc = sp_gate();
 	if (!rc && writers)
 		sp_keep_asking(ino);
@@ -301,7 +185,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	int rc, writers;
 
 	(void)fi;
-	rc = op_enter(vn, true);
+	rc = fo_enter(vn, true);
 	if (!rc && vfs->fixup_tid && fuse_req_ctx(req)->pid == vfs->fixup_tid) {
 		/* Our own post-rollback request: it exists only to make the
 		   kernel take the restored size and times.  Change nothing. */
@@ -334,7 +218,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		 */
 		if (((to_set & FUSE_SET_ATTR_SIZE) && ctx->uid != 0) ||
 		    to_set == 0)
-			kill_suidgid(req, vn);
+			fo_kill_suidgid(req, vn);
 		if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
 			chown_kill(vn);
 		if (to_set & FUSE_SET_ATTR_MODE)
@@ -360,7 +244,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		vn_stat(vn, &st);
 	}
 	writers = vn->wopens;
-	op_leave(vn);
+	fo_leave(vn);
 	reply_attr(req, rc, &st);
 	/* a SETATTR reply clears the mark whenever it comes (space.c) */
 	if (!rc && writers)
@@ -373,12 +257,12 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	char *target = NULL;
 	int rc;
 
-	rc = op_enter(vn, false);
+	rc = fo_enter(vn, false);
 	if (!rc && !S_ISLNK(vn->type))
 		rc = -EINVAL;
 	if (!rc && !(target = strdup(vn->m.target ? vn->m.target : "")))
 		rc = -ENOMEM;
-	op_leave(vn);
+	fo_leave(vn);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -481,7 +365,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	/* the kernel makes the inode from this reply: marked after it (the
 	   flusher marks again what this raced) */
-	if (may_write(fi->flags) && !fi->direct_io)
+	if (fo_may_write(fi->flags) && !fi->direct_io)
 		sp_keep_asking(e.ino);
 }
 
@@ -515,7 +399,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct vnode *dir = vn_from_ino(parent), *ndir = vn_from_ino(newparent);
 	int rc;
 
-	if (readonly(dir) || readonly(ndir)) {
+	if (fo_readonly(dir) || fo_readonly(ndir)) {
 		rc = -EROFS;
 	} else {
 		RD_LOCK();
@@ -547,198 +431,6 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	reply_entry(req, vn, 0);
 }
 
-static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	struct vnode *vn = vn_from_ino(ino);
-	struct vhandle *h = NULL;
-	int rc;
-
-	if (readonly(vn) && (fi->flags & O_ACCMODE) != O_RDONLY) {
-		vn_put(vn);
-		fuse_reply_err(req, EROFS);
-		return;
-	}
-	rc = op_enter(vn, false);
-	if (!rc && S_ISDIR(vn->type))
-		rc = -EISDIR;
-	if (!rc)
-		rc = vn_check_meta(vn, NULL);
-	if (!rc && !(h = vh_new(vn, fi->flags)))
-		rc = -ENOMEM;
-	pthread_mutex_unlock(&vn->lock);
-	RD_UNLOCK();
-	if (rc) {
-		vn_put(vn);
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	/* keep the reference for the handle; rollback invalidates pages */
-	fi->keep_cache = 1;
-	fi->fh = (uintptr_t)h;
-	/* Near a full disk (space.c): a write-only file is written through,
-	   the others' write(2) calls ask first. */
-	if (may_write(fi->flags) && sp_low()) {
-		if ((fi->flags & O_ACCMODE) == O_WRONLY)
-			fi->direct_io = 1;
-		else
-			sp_keep_asking(ino);
-	}
-	if (fuse_reply_open(req, fi) == -ENOENT) {
-		pthread_mutex_lock(&vn->lock);
-		if (vh_free(vn, h))
-			vn_close_fds(vn);
-		pthread_mutex_unlock(&vn->lock);
-		vn_put(vn);
-	}
-}
-
-static void op_release(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
-{
-	struct vnode *vn = vn_from_ino(ino);
-
-	RD_LOCK();
-	pthread_mutex_lock(&vn->lock);
-	if (vh_free(vn, (struct vhandle *)(uintptr_t)fi->fh))
-		vn_close_fds(vn);	/* the flusher persists it later */
-	pthread_mutex_unlock(&vn->lock);
-	RD_UNLOCK();
-	vn_put(vn);			/* the handle's */
-	vn_put(vn);			/* ours */
-	fuse_reply_err(req, 0);
-	reap_soon();			/* removed while open */
-}
-
-/*
- * close(2): a writeback of this file that the daemon refused since the
- * handle last reported one is reported now, once per handle.  The
- * kernel's own report at close is a flag of the file that any fsync of
- * it clears (the checkpoint's, another process's), so the daemon keeps
- * its own count (space.c).
- */
-static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
-	/* the handle holds a reference: no lookup, no lock */
-	struct vnode *vn = (struct vnode *)(uintptr_t)ino;
-	uint32_t errs;
-	int err = 0;
-
-	if (h && ino != FUSE_ROOT_ID) {
-		errs = __atomic_load_n(&vn->wb_errs, __ATOMIC_ACQUIRE);
-		if (h->wb_seen != errs) {
-			h->wb_seen = errs;
-			err = -__atomic_load_n(&vn->wb_err, __ATOMIC_RELAXED);
-			if (err <= 0)
-				err = ENOSPC;
-		}
-	}
-	fuse_reply_err(req, err);
-}
-
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
-{
-	struct vnode *vn = vn_from_ino(ino);
-	struct fuse_bufvec *bv = NULL;
-	int *fds = NULL, rc;
-	size_t nfds = 0;
-
-	(void)fi;
-	rc = op_enter(vn, false);
-	if (!rc)
-		rc = data_read(vn, size, off, &bv, &fds, &nfds);
-	op_leave(vn);
-	if (rc)
-		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_data(req, bv, FUSE_BUF_SPLICE_MOVE);
-	for (size_t i = 0; i < nfds; i++)
-		close(fds[i]);
-	free(fds);
-	free(bv);
-}
-
-static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
-			 struct fuse_bufvec *in, off_t off,
-			 struct fuse_file_info *fi)
-{
-	struct vnode *vn = vn_from_ino(ino);
-	size_t written = 0, size = fuse_buf_size(in);
-	int rc;
-
-	rc = op_enter(vn, true);
-	if (!rc)
-		rc = data_write(vn, in, off, fi->writepage, &written);
-	/* killpriv v2: writes the kernel sends for a process (writeback
-	   sends none that must clear bits) from a user drop set-id bits */
-	if (!rc && fuse_req_ctx(req)->pid && fuse_req_ctx(req)->uid != 0)
-		kill_suidgid(req, vn);
-	if (!rc && vn->delta.n > 8192)
-		rc = vn_persist(vn, false);	/* bound the delta's memory */
-	/* inside the epoch (op_enter): every byte a write brought, what a
-	   synchronous mirror below the page cache would have sent */
-	__atomic_add_fetch(&vfs->epoch_written, written, __ATOMIC_RELAXED);
-	/*
-	 * A writeback the writer was told had succeeded: anything short of
-	 * all of it is an error for the kernel (a short count it would take
-	 * for success), owed to the file's handles, and the kernel's view
-	 * of the file goes back to what was stored (space.c).
-	 */
-	if (fi->writepage && (rc || written < size) &&
-	    !(rc == -ESTALE && vn->gone)) {	/* not a removed file: below */
-		if (!rc)
-			rc = -ENOSPC;
-		sp_wb_failed(vn, rc);
-		written = 0;
-	}
-	op_leave(vn);
-	/*
-	 * The kernel writing back dirty pages (no process: pid 0) of a file
-	 * that a rollback took away (vn->gone): the bytes go with the file,
-	 * as a write to an unlinked file that nothing can read again.  An
-	 * error here would stay in the mount's writeback error and fail the
-	 * next syncfs, and so the next checkpoint, with ESTALE.  A process
-	 * writing to it still gets the error.
-	 */
-	if (rc == -ESTALE && !fuse_req_ctx(req)->pid && vn->gone) {
-		fuse_reply_write(req, fuse_buf_size(in));
-		return;
-	}
-	if (rc && !written)
-		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_write(req, written);
-}
-
-static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
-		     struct fuse_file_info *fi)
-{
-	struct vnode *vn = vn_from_ino(ino);
-	int rc = 0;
-
-	(void)datasync;
-	(void)fi;
-	/* the checkpoint's flush barrier (epoch.c) only needs the kernel's
-	   writes to have reached us: they have, when this arrives */
-	if (vfs->fixup_tid && fuse_req_ctx(req)->pid == vfs->fixup_tid) {
-		vn_put(vn);
-		fuse_reply_err(req, 0);
-		return;
-	}
-	if (!readonly(vn)) {
-		RD_LOCK();
-		pthread_mutex_lock(&vn->lock);
-		rc = vn_refresh(vn);
-		if (!rc)
-			rc = vn_persist(vn, true);
-		pthread_mutex_unlock(&vn->lock);
-		RD_UNLOCK();
-	}
-	vn_put(vn);
-	fuse_reply_err(req, -rc);
-}
-
 struct dirh {
 	pthread_mutex_t lock;
 	struct dir_list l;
@@ -750,11 +442,11 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 {
 	struct vnode *vn = vn_from_ino(ino);
 	struct dirh *d;
-	int rc = op_enter(vn, false);
+	int rc = fo_enter(vn, false);
 
 	if (!rc && !S_ISDIR(vn->type))
 		rc = -ENOTDIR;
-	op_leave(vn);
+	fo_leave(vn);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -838,7 +530,7 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
 	(void)datasync;
-	op_fsync(req, ino, 0, fi);
+	fo_fsync(req, ino, 0, fi);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -867,18 +559,18 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	struct vnode *vn = vn_from_ino(ino);
 	int rc;
 
-	rc = op_enter(vn, true);
+	rc = fo_enter(vn, true);
 	if (!rc)
 		rc = xa_set(vn, name, value, size, flags);
-	op_leave(vn);
+	fo_leave(vn);
 	fuse_reply_err(req, -rc);
 }
 
-/* getxattr/listxattr: op_enter() for reading, and a buffer for the value
+/* getxattr/listxattr: fo_enter() for reading, and a buffer for the value
    unless size is 0 (the caller asks for the size). */
 static int xattr_enter(struct vnode *vn, size_t size, char **buf)
 {
-	int rc = op_enter(vn, false);
+	int rc = fo_enter(vn, false);
 
 	if (!rc && size && !(*buf = malloc(size)))
 		rc = -ENOMEM;
@@ -916,7 +608,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	rc = xattr_enter(vn, size, &buf);
 	if (!rc)
 		rc = vn->special ? -ENODATA : xa_get(vn, name, buf, size, &len);
-	op_leave(vn);
+	fo_leave(vn);
 	reply_xattr(req, rc, buf, size, len);
 }
 
@@ -930,7 +622,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	rc = xattr_enter(vn, size, &buf);
 	if (!rc && !vn->special)
 		rc = xa_list(vn, buf, size, &len);
-	op_leave(vn);
+	fo_leave(vn);
 	reply_xattr(req, rc, buf, size, len);
 }
 
@@ -939,50 +631,11 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct vnode *vn = vn_from_ino(ino);
 	int rc;
 
-	rc = op_enter(vn, true);
+	rc = fo_enter(vn, true);
 	if (!rc)
 		rc = xa_remove(vn, name);
-	op_leave(vn);
+	fo_leave(vn);
 	fuse_reply_err(req, -rc);
-}
-
-static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
-			 off_t offset, off_t length, struct fuse_file_info *fi)
-{
-	struct vnode *vn = vn_from_ino(ino);
-	int rc;
-
-	(void)fi;
-	rc = op_enter(vn, true);
-	if (!rc && !S_ISREG(vn->type))
-		rc = -ENODEV;
-	if (!rc)
-		rc = data_fallocate(vn, mode, offset, length);
-	op_leave(vn);
-	fuse_reply_err(req, -rc);
-}
-
-static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
-		     struct fuse_file_info *fi)
-{
-	struct vnode *vn = vn_from_ino(ino);
-	off_t res = 0;
-	int rc;
-
-	(void)fi;
-	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
-		vn_put(vn);
-		fuse_reply_err(req, EINVAL);
-		return;
-	}
-	rc = op_enter(vn, false);
-	if (!rc)
-		rc = data_lseek(vn, off, whence, &res);
-	op_leave(vn);
-	if (rc)
-		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_lseek(req, res);
 }
 
 const struct fuse_lowlevel_ops vfs_ops = {
@@ -1001,12 +654,12 @@ const struct fuse_lowlevel_ops vfs_ops = {
 	.rename = op_rename,
 	.link = op_link,
 	.create = op_create,
-	.open = op_open,
-	.read = op_read,
-	.write_buf = op_write_buf,
-	.flush = op_flush,
-	.release = op_release,
-	.fsync = op_fsync,
+	.open = fo_open,
+	.read = fo_read,
+	.write_buf = fo_write_buf,
+	.flush = fo_flush,
+	.release = fo_release,
+	.fsync = fo_fsync,
 	.opendir = op_opendir,
 	.readdir = op_readdir,
 	.releasedir = op_releasedir,
@@ -1016,6 +669,6 @@ const struct fuse_lowlevel_ops vfs_ops = {
 	.getxattr = op_getxattr,
 	.listxattr = op_listxattr,
 	.removexattr = op_removexattr,
-	.fallocate = op_fallocate,
-	.lseek = op_lseek,
+	.fallocate = fo_fallocate,
+	.lseek = fo_lseek,
 };
