@@ -1119,6 +1119,135 @@ START_TEST(test_hooks)
 }
 END_TEST
 
+/* The daemon of the open-epoch merge: what its hooks were asked. */
+struct opened {
+	struct vstore *st;
+	uint64_t epoch;
+	uint64_t asked[8];		/* materialize's inodes */
+	size_t nasked;
+	uint64_t rep_c, rep_parent;	/* reparent's */
+};
+
+static uint64_t o_epoch(void *arg)
+{
+	return ((struct opened *)arg)->epoch;
+}
+
+struct mat_arg {
+	uint64_t ino, E;
+};
+
+/* As the daemon's persist: a record of E (the same attributes and map),
+   its log entry, and meta.E where the record has one. */
+static int mat_txn(bt_txn *txn, void *arg)
+{
+	struct mat_arg *m = arg;
+	struct bt_inode r;
+	int rc;
+
+	if ((rc = bt_inode_find(txn, m->ino, m->E, &r)))
+		return rc == -ENOENT ? 0 : rc;
+	r.ver = m->E;
+	r.flags &= ~(uint32_t)BT_INO_DATA;	/* it uses the older map */
+	if ((rc = bt_inode_put(txn, &r)))
+		return rc;
+	return bt_log_add_inode(txn, m->E, m->ino);
+}
+
+static int o_materialize(void *arg, const uint64_t *inos, size_t n,
+			 bool *done)
+{
+	struct opened *o = arg;
+
+	for (size_t i = 0; i < n; i++) {
+		struct mat_arg m = { inos[i], o->epoch };
+
+		if (o->nasked < 8)
+			o->asked[o->nasked++] = inos[i];
+		run(o->st, mat_txn, &m);
+		write_meta(o->st, inos[i], o->epoch);
+		done[i] = true;
+	}
+	return 0;
+}
+
+static void o_reparent(void *arg, uint64_t c, uint64_t parent)
+{
+	struct opened *o = arg;
+
+	o->rep_c = c;
+	o->rep_parent = parent;
+}
+
+static uint32_t trash_what(struct vstore *st, uint64_t ino, uint64_t ver)
+{
+	uint32_t what = 0;
+	bt_txn *txn;
+
+	ck_assert_int_eq(bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn), 0);
+	if (bt_trash_get(txn, ino, ver, &what))
+		what = 0;
+	bt_txn_abort(txn);
+	return what;
+}
+
+/*
+ * Online, the newest deleted checkpoint (2) merges into the open epoch (3):
+ * the daemon gives the batch's inodes records of 3 (hook materialize), the
+ * merge drops 2's versions (map 2 becomes 3's where 3 used it, its trash
+ * entry HELD until a checkpoint after 2 exists), and the live state
+ * descends from 1 (kv parent, hook reparent).
+ */
+START_TEST(test_merge_open)
+{
+	char *dir = mk_dir(), err[128];
+	struct vstore *st = two_store(dir);
+	struct opened o = { .st = st, .epoch = 3 };
+	struct cl_hooks hooks = {
+		.arg = &o, .epoch = o_epoch, .materialize = o_materialize,
+		.reparent = o_reparent,
+	};
+	struct cl_stats cs;
+	struct bt_inode r;
+	bt_txn *txn;
+	uint64_t id = 2;
+	size_t left;
+	int rc;
+
+	ck_assert_int_eq(cl_mark_deleted(st, &id, 1, true, 2, err,
+					 sizeof(err)), 0);
+	ck_assert_int_eq(pass(st, &hooks, &cs, &left), 0);
+	ck_assert_uint_eq(cs.ckpts_merged, 1);
+	ck_assert_uint_eq(left, 0);
+	ckpt(st, 2, &rc);
+	ck_assert_int_eq(rc, -ENOENT);
+	/* log 2 named inodes 2 and 3: each got a record of 3 first */
+	ck_assert_uint_eq(o.nasked, 2);
+	ck_assert_uint_eq(o.asked[0], 2);
+	ck_assert_uint_eq(o.asked[1], 3);
+	ck_assert_uint_eq(o.rep_c, 2);
+	ck_assert_uint_eq(o.rep_parent, 1);
+	ck_assert_uint_eq(kv_parent(st), 1);
+	/* version 2 gone, its map now 3's */
+	ck_assert_int_eq(bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn), 0);
+	ck_assert_int_eq(bt_inode_get(txn, 2, 2, &r), -ENOENT);
+	ck_assert_int_eq(bt_inode_get(txn, 2, 3, &r), 0);
+	ck_assert_uint_eq(r.data_ver, 3);
+	bt_txn_abort(txn);
+	ck_assert_int_eq(page_byte(st, 2, 3, 0), 'a');
+	ck_assert_int_eq(page_byte(st, 2, 3, 1), 'B');
+	ck_assert(has_file(st, false, 2, 2));	/* map 3 still uses it */
+	/* HELD: reclaimed at every pass, kept until a checkpoint after 2 */
+	ck_assert_uint_eq(trash_what(st, 2, 2) & (VFS_TRASH_RECLAIM |
+						  VFS_TRASH_HELD),
+			  VFS_TRASH_RECLAIM | VFS_TRASH_HELD);
+	ck_assert_int_eq(pass(st, &hooks, &cs, &left), 0);
+	ck_assert(trash_what(st, 2, 2) & VFS_TRASH_HELD);
+	store_close(st);
+	rm_tree(dir);
+}
+END_TEST
+
 START_TEST(test_stats_add)
 {
 	struct cl_stats a = { 1, 2, 3, 4, 5, 6, 7, 8, 9 }, b = a;
@@ -1161,6 +1290,7 @@ static Suite *cleaner_suite(void)
 	tcase_add_test(tc, test_consolidate_orphan);
 	tcase_add_test(tc, test_trash);
 	tcase_add_test(tc, test_hooks);
+	tcase_add_test(tc, test_merge_open);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	return s;
