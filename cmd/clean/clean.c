@@ -166,9 +166,10 @@ static int clean_online(const char *path)
 	if (json)
 		report_json(path, "online", &st, s.deleted);
 	else if (!quiet && s.deleted)
-		printf("%s: %" PRIu64 " deleted checkpoint%s still "
-		       "wait%s (kept for the replication peer, or for space)\n", path, s.deleted, s.deleted == 1 ? "" :
-		       "s", s.deleted == 1 ? "s" : "");
+		printf("%s: %" PRIu64 " deleted checkpoint%s still wait%s "
+		       "(kept for the replication peer, or for space)\n",
+		       path, s.deleted, s.deleted == 1 ? "" : "s",
+		       s.deleted == 1 ? "s" : "");
 	return 0;
 fail:
 	fprintf(stderr, "versionfs-clean: %s: %s\n", path,
@@ -242,9 +243,9 @@ static int clean_offline(const char *path)
 	if (json)
 		report_json(path, "offline", &st, left);
 	else if (!quiet && left)
-		printf("%s: %zu deleted checkpoint%s still "
-		       "wait%s (kept for the replication peer, or for space)\n", path, left, left == 1 ? "" : "s",
-		       left == 1 ? "s" : "");
+		printf("%s: %zu deleted checkpoint%s still wait%s (kept for "
+		       "the replication peer, or for space)\n", path, left,
+		       left == 1 ? "" : "s", left == 1 ? "s" : "");
 	return 0;
 }
 

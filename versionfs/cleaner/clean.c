@@ -6,9 +6,9 @@
  * the next pass finishes.  On a full disk the order matters: what frees
  * space needs none (dropping versions, deleting and punching files), what
  * needs some (the metadata files a merge writes, consolidation's copies)
- * waits for the space the trash gives back.  A pass is the same on a mounted store (the
- * daemon's cleaner thread, through the hooks) and an unmounted one
- * (versionfs-clean, no hooks).
+ * waits for the space the trash gives back.  A pass is the same on a
+ * mounted store (the daemon's cleaner thread, through the hooks) and an
+ * unmounted one (versionfs-clean, no hooks).
  */
 #include <errno.h>
 #include <stdlib.h>
