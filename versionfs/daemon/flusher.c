@@ -6,7 +6,9 @@
  *     reach LMDB within about a second of the last close, without a commit
  *     (and its fdatasync) per file, and the pending metadata files stay
  *     within a quarter of the reserve;
- *   - the data of removed files nothing holds any more (reap.c);
+ *   - the data of removed files nothing holds any more (reap.c), at once
+ *     near a full disk, where a forget or a last close wakes the thread
+ *     (fo_reap_soon, fileops.c);
  *   - the reserve refilled once the disk has room again (reserve.c);
  *   - every few seconds a durable point of the index.
  *
