@@ -227,13 +227,20 @@ uint64_t store_bytes(const struct vstore *v)
 
 #define STORE_LOCK_WAIT	60	/* seconds */
 
-/* The lock holder's pid, for the messages of the next would-be holder. */
+/*
+ * The lock holder's pid, for the messages of the next would-be holder (and
+ * the tests, which wait for that process to exit).  Written over the last
+ * holder's in place, then cut to its length: a truncation to 0 first frees
+ * the file's block, which a full file system then refuses to give back (a
+ * remount on a full disk left the lock file empty).
+ */
 static int write_pid(struct vstore *v)
 {
 	char buf[32];
 	int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
 
-	if (ftruncate(v->lock_fd, 0) || pwrite(v->lock_fd, buf, (size_t)n, 0) < 0)
+	if (pwrite(v->lock_fd, buf, (size_t)n, 0) != n ||
+	    ftruncate(v->lock_fd, n))
 		vfs_log(LOG_WARNING, "writing the pid to the lock file: %s",
 			strerror(errno));
 	return 0;
