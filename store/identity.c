@@ -117,24 +117,10 @@ int store_fmt_id(const unsigned char *b, size_t n, unsigned char id[16])
 int store_id(const struct vstore *st, unsigned char id[16])
 {
 	unsigned char b[FMT_LEN + 1];
-	ssize_t n;
-	struct vfs_trust own;
-	char why[160];
-	int fd;
+	ssize_t n = store_read_small(st, "format", b, sizeof(b));
 
-	vfs_trust_own(&own);
-	fd = vfs_open_file(st->store_fd, "format", O_RDONLY, 0, &own, why,
-			   sizeof(why));
-	if (fd < 0 && why[0])
-		vfs_log(LOG_ERR, "%s/%s/format: refused, %s", st->backing,
-			VFS_STORE_DIR, why);
-
-	if (fd < 0)
-		return fd;
-	n = read(fd, b, sizeof(b));
-	close(fd);
 	if (n < 0)
-		return -errno;
+		return (int)n;
 	return store_fmt_id(b, (size_t)n, id);
 }
 
@@ -291,29 +277,52 @@ static int assign_guids(struct vstore *st)
 	return rc;
 }
 
+/* The home the index records (*have false: none yet) and the real one. */
+static int homes(const struct vstore *st, bool *have, uint64_t *hino,
+		 uint64_t *hbt, uint64_t *ino, uint64_t *btime)
+{
+	bt_txn *txn;
+	int rc;
+
+	*have = false;
+	if ((rc = home_of(st->store_fd, ino, btime)) ||
+	    (rc = bt_txn_begin(st->env, BT_TXN_RDONLY, &txn)))
+		return rc;
+	rc = bt_kv_get_u64(txn, KV_HOME_INO, hino);
+	if (!rc)
+		rc = bt_kv_get_u64(txn, KV_HOME_BTIME, hbt);
+	bt_txn_abort(txn);
+	if (rc && rc != -ENOENT)
+		return rc;
+	*have = rc == 0;
+	return 0;
+}
+
+int store_moved(const struct vstore *st)
+{
+	uint64_t ino = 0, btime = 0, hino = 0, hbt = 0;
+	bool have;
+	int rc = homes(st, &have, &hino, &hbt, &ino, &btime);
+
+	if (rc)
+		return rc;
+	/* no home yet: the first read-write open records it */
+	return have && (hino != ino || hbt != btime);
+}
+
 int store_check_identity(struct vstore *st)
 {
 	uint64_t ino = 0, btime = 0, hino = 0, hbt = 0;
 	unsigned char id[16], origin[16];
 	struct home h = { 0 };
 	bool have = false, moved;
-	bt_txn *txn;
 	int rc;
 
 	if ((rc = assign_guids(st)))
 		return rc;
-	if ((rc = home_of(st->store_fd, &ino, &btime)) ||
+	if ((rc = homes(st, &have, &hino, &hbt, &ino, &btime)) ||
 	    (rc = store_id(st, id)))
 		return rc;
-	if ((rc = bt_txn_begin(st->env, BT_TXN_RDONLY, &txn)))
-		return rc;
-	rc = bt_kv_get_u64(txn, KV_HOME_INO, &hino);
-	if (!rc)
-		rc = bt_kv_get_u64(txn, KV_HOME_BTIME, &hbt);
-	bt_txn_abort(txn);
-	if (rc && rc != -ENOENT)
-		return rc;
-	have = rc == 0;
 	moved = have && (hino != ino || hbt != btime);
 	rc = store_origin(st, origin);
 	if (rc < 0)
