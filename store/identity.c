@@ -22,6 +22,16 @@
  * new id; a crash in between leaves origin == id, which the next open
  * finishes the same way.
  *
+ * REPLICAS.  A replica holds its primary's id (the receiver checks every
+ * stream against it), and a replica mounted to look at it keeps it; but
+ * one that takes a checkpoint of its own (a failover) has left its
+ * primary's line, and would number its next checkpoints after the newest
+ * it holds, which its primary may have used already.  So the receiver
+ * marks the store (store_mark_replica, in each stream's commit) and the
+ * daemon's first checkpoint on a marked store gives it a new id first
+ * (store_own_identity), remembering the primary's as its origin; any new
+ * identity clears the mark.
+ *
  * OLD CHECKPOINTS.  Records of format 1 have no GUID: a read-write open
  * gives each a random one, marked BT_CKPT_GUID_LOCAL (it names the
  * checkpoint in this store only: a replica made before GUIDs gives its
@@ -130,6 +140,7 @@ int store_id(const struct vstore *st, unsigned char id[16])
 #define KV_HOME_BTIME	"home.btime_ns"
 #define KV_ORIGIN_HI	"origin.hi"
 #define KV_ORIGIN_LO	"origin.lo"
+#define KV_REPLICA	"replica"	/* 1: a receiver wrote the last checkpoint */
 
 int store_new_guid(unsigned char g[BT_GUID_LEN])
 {
@@ -174,9 +185,41 @@ static int home_txn(bt_txn *txn, void *arg)
 	if (!h->set_origin)
 		return 0;
 	if ((rc = bt_kv_put_u64(txn, KV_ORIGIN_HI, be64_get(h->origin))) ||
-	    (rc = bt_kv_put_u64(txn, KV_ORIGIN_LO, be64_get(h->origin + 8))))
+	    (rc = bt_kv_put_u64(txn, KV_ORIGIN_LO, be64_get(h->origin + 8))) ||
+	    (rc = bt_kv_put_u64(txn, KV_REPLICA, 0)))
 		return rc;
 	return 0;
+}
+
+int store_mark_replica(bt_txn *txn)
+{
+	return bt_kv_put_u64(txn, KV_REPLICA, 1);
+}
+
+int store_own_identity(struct vstore *st)
+{
+	unsigned char id[16];
+	uint64_t v = 0;
+	char was[33], now[33];
+	bt_txn *txn;
+	int rc;
+
+	if ((rc = bt_txn_begin(st->env, BT_TXN_RDONLY, &txn)))
+		return rc;
+	rc = bt_kv_get_u64(txn, KV_REPLICA, &v);
+	bt_txn_abort(txn);
+	if (rc == -ENOENT || (!rc && !v))
+		return 0;
+	if (rc || (rc = store_id(st, id)))
+		return rc;
+	vfs_hex(id, 16, was);
+	if ((rc = store_new_identity(st, id)) || (rc = store_id(st, id)))
+		return rc;
+	vfs_hex(id, 16, now);
+	vfs_log(LOG_NOTICE, "%s: a replica takes a checkpoint of its own (a "
+		"failover): it is a store of its own now, id %s (a replica of "
+		"%s)", st->backing, now, was);
+	return 1;
 }
 
 int store_origin(const struct vstore *st, unsigned char id[16])

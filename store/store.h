@@ -166,6 +166,12 @@ int store_origin(const struct vstore *st, unsigned char id[16]);
 /* Give the store a new random id, remembering `origin` (a store rebuilt
    from a sink, or found copied): durable when it returns 0. */
 int store_new_identity(struct vstore *st, const unsigned char origin[16]);
+/* Mark the store a replica, in the receiver's commit transaction. */
+int store_mark_replica(bt_txn *txn);
+/* Before a checkpoint of the store's own: a store marked a replica takes
+   a new identity (logged), its primary's id as origin.  1 if it did, 0 if
+   not a replica, or -errno. */
+int store_own_identity(struct vstore *st);
 /* At a read-write open (store_open does it): GUIDs for checkpoints of
    format 1, and a new identity if the store lives elsewhere than it did
    (copied, or moved to another file system).  0 or -errno. */

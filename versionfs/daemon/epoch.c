@@ -185,6 +185,13 @@ static int take_checkpoint(const char *tag, uint64_t *id, bool *existed,
 			 (unsigned long long)(vfs->reserve_size >> 20));
 		return -ENOSPC;
 	}
+	/* a replica mounted for a failover: its first checkpoint of its own
+	   makes it a store of its own (store/identity.c, REPLICAS) */
+	if ((rc = store_own_identity(vfs->st)) < 0) {
+		snprintf(err, errlen, "a new identity for this replica: %s",
+			 strerror(-rc));
+		return rc;
+	}
 	t[0] = vfs_now();
 	kf_flush_open_files();
 	t[1] = vfs_now();
