@@ -127,21 +127,6 @@ int store_openat(const struct vstore *st, int dir_fd, const char *what,
 	return fd;
 }
 
-ssize_t store_read_small(const struct vstore *st, const char *name,
-			 void *buf, size_t cap)
-{
-	ssize_t n;
-	int fd = store_openat(st, st->store_fd, NULL, name, O_RDONLY, 0);
-
-	if (fd < 0)
-		return fd;
-	n = read(fd, buf, cap);
-	if (n < 0)
-		n = -errno;
-	close(fd);
-	return n;
-}
-
 static int open_obj(const struct vstore *st, const char *name, int flags)
 {
 	return store_openat(st, st->obj_fd, "obj", name, flags, 0600);

@@ -151,8 +151,8 @@ int store_check_index(int store_fd, int *index_fd, char *name, size_t nlen,
    .versionfs itself). */
 int store_openat(const struct vstore *st, int dir_fd, const char *what,
 		 const char *name, int flags, mode_t mode);
-/* Up to cap bytes of a small file of .versionfs (as store_openat): the
-   count read, or -errno. */
+/* Up to cap bytes of a small file of .versionfs (store_openat's rule;
+   identity.c): the count read, or -errno. */
 ssize_t store_read_small(const struct vstore *st, const char *name,
 			 void *buf, size_t cap);
 
