@@ -483,6 +483,9 @@ struct cs_mhead {
 	uint64_t time_ns;
 	uint32_t chunking;		/* enum cs_chunking */
 	char tag[BT_TAG_MAX + 1];
+	bool has_guid;			/* version 2 (versions 1: none) */
+	unsigned char guid[16];		/* the checkpoint's GUID */
+	unsigned char parent_guid[16];	/* its parent's (zero: none) */
 };
 
 /* A manifest being built: begin, one add per entry (parents before
@@ -504,9 +507,19 @@ void cs_manifest_free(struct cs_mbuild *mb);
 int cs_manifest_parse(const void *buf, size_t len, struct cs_mhead *h,
 		      int (*cb)(const struct cs_file *f, void *arg), void *arg,
 		      char *why, size_t whylen);
-/* "manifest/<store id hex>-<ckpt as 16 hex>" into buf (>= 64 bytes). */
+/*
+ * "manifest/<store id hex>-<ckpt as 16 hex>-<GUID hex>" into buf (>= 96
+ * bytes): a checkpoint is named by (store id, GUID), the number kept for
+ * order and the user's handle.  guid NULL: the name of version 1
+ * (without the GUID), which pushes before GUIDs wrote and which is still
+ * read.
+ */
 void cs_manifest_name(char *buf, size_t len, const unsigned char sid[16],
-		      uint64_t ckpt);
+		      uint64_t ckpt, const unsigned char *guid);
+/* The parts of a manifest's name: 0, or -EINVAL for anything else. */
+int cs_manifest_name_parse(const char *name, unsigned char sid[16],
+			   uint64_t *ckpt, unsigned char guid[16],
+			   bool *has_guid);
 
 /* ---- prune and garbage collection (gc.c) ----------------------------------- */
 

@@ -115,7 +115,10 @@ static int cmp_mref(const void *a, const void *b)
 
 	if (c)
 		return c;
-	return x->ckpt < y->ckpt ? -1 : x->ckpt > y->ckpt;
+	if (x->ckpt != y->ckpt)
+		return x->ckpt < y->ckpt ? -1 : 1;
+	/* one number pushed twice (a rollback renumbered it): by time */
+	return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns;
 }
 
 int cs_prune(struct cs_repo *r, const struct cs_prune_opts *o,

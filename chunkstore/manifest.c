@@ -4,7 +4,10 @@
  * A stream of typed records (ZFS send's shape): u32 type, u32 payload
  * length, payload, all little-endian.
  *   BEGIN  magic "VFSCMANI", version, chunking, the source store's id,
- *          checkpoint, its parent, time, tag (128 bytes, NUL-padded)
+ *          checkpoint, its parent, time, tag (128 bytes, NUL-padded);
+ *          version 2 adds the checkpoint's GUID and its parent's
+ *          (DESIGN.md §4: what leaves a store names checkpoints by
+ *          (store id, GUID)); version 1 is still read
  *   FILE   one per path, parents before children: the inode (vino, the
  *          version holding its data, attributes, nlink), the path
  *          relative to the root ("" is the root), a symlink target,
@@ -26,27 +29,60 @@
 #include "chunkstore/cs_int.h"
 
 #define MAN_MAGIC	"VFSCMANI"
-#define MAN_VERSION	1
+#define MAN_VERSION	2
 enum { REC_BEGIN = 1, REC_FILE = 2, REC_END = 3 };
-#define BEGIN_LEN	(8 + 4 + 4 + 16 + 3 * 8 + 128)
+#define BEGIN_LEN1	(8 + 4 + 4 + 16 + 3 * 8 + 128)
+#define BEGIN_LEN	(BEGIN_LEN1 + 2 * 16)	/* version 2: the GUIDs */
 #define FILE_FIXED	104
 #define REF_LEN		48
 #define END_LEN		(8 + CS_ID_LEN)
 #define REF_MAX		(16u << 20)
 
-_Static_assert(BEGIN_LEN == 184, "manifest begin record");
+_Static_assert(BEGIN_LEN1 == 184, "manifest begin record, version 1");
 _Static_assert(BT_TAG_MAX + 1 == 128, "tag field");
 
 void cs_manifest_name(char *buf, size_t len, const unsigned char sid[16],
-		      uint64_t ckpt)
+		      uint64_t ckpt, const unsigned char *guid)
 {
-	char hex[CS_HEX_LEN];
+	char hex[CS_HEX_LEN], g[33];
 	unsigned char id[CS_ID_LEN] = { 0 };
 
 	memcpy(id, sid, 16);
 	cs_id_hex(id, hex);
-	snprintf(buf, len, "manifest/%.32s-%016llx", hex,
-		 (unsigned long long)ckpt);
+	if (guid)
+		vfs_hex(guid, 16, g);
+	snprintf(buf, len, "manifest/%.32s-%016llx%s%s", hex,
+		 (unsigned long long)ckpt, guid ? "-" : "", guid ? g : "");
+}
+
+int cs_manifest_name_parse(const char *name, unsigned char sid[16],
+			   uint64_t *ckpt, unsigned char guid[16],
+			   bool *has_guid)
+{
+	char part[33];
+	unsigned char ck[8];
+	size_t n;
+
+	if (strncmp(name, "manifest/", 9))
+		return -EINVAL;
+	name += 9;
+	n = strlen(name);
+	if ((n != 49 && n != 82) || name[32] != '-' ||
+	    (n == 82 && name[49] != '-'))
+		return -EINVAL;
+	memcpy(part, name, 32);
+	part[32] = 0;
+	if (vfs_unhex(part, sid, 16))
+		return -EINVAL;
+	memcpy(part, name + 33, 16);
+	part[16] = 0;
+	if (vfs_unhex(part, ck, 8))
+		return -EINVAL;
+	if (n == 82 && vfs_unhex(name + 50, guid, 16))
+		return -EINVAL;
+	*ckpt = be64_get(ck);
+	*has_guid = n == 82;
+	return 0;
 }
 
 static int rec_start(struct cs_mbuild *mb, uint32_t type, size_t len,
@@ -85,6 +121,8 @@ int cs_manifest_begin(struct cs_mbuild *mb, const struct cs_mhead *h)
 	le64_put(p + 40, h->parent);
 	le64_put(p + 48, h->time_ns);
 	memcpy(p + 56, h->tag, strnlen(h->tag, BT_TAG_MAX));
+	memcpy(p + BEGIN_LEN1, h->guid, 16);
+	memcpy(p + BEGIN_LEN1 + 16, h->parent_guid, 16);
 	return 0;
 }
 
@@ -224,7 +262,8 @@ int cs_manifest_parse(const void *buf, size_t len, struct cs_mhead *h,
 			goto out;
 		}
 		p = b + off + 8;
-		if (off == 0 && (type != REC_BEGIN || rl != BEGIN_LEN ||
+		if (off == 0 && (type != REC_BEGIN ||
+				 (rl != BEGIN_LEN && rl != BEGIN_LEN1) ||
 				 memcmp(p, MAN_MAGIC, 8))) {
 			rc = cs_fail(why, whylen, "not a manifest (bad magic)");
 			goto out;
@@ -234,9 +273,10 @@ int cs_manifest_parse(const void *buf, size_t len, struct cs_mhead *h,
 				rc = cs_fail(why, whylen, "second BEGIN record");
 				goto out;
 			}
-			if (le32_get(p + 8) != MAN_VERSION) {
+			if (le32_get(p + 8) != (rl == BEGIN_LEN ? 2u : 1u)) {
 				rc = cs_fail(why, whylen, "manifest version %u "
-					     "unknown", le32_get(p + 8));
+					     "unknown (or of another length)",
+					     le32_get(p + 8));
 				goto out;
 			}
 			h->chunking = le32_get(p + 12);
@@ -246,6 +286,11 @@ int cs_manifest_parse(const void *buf, size_t len, struct cs_mhead *h,
 			h->time_ns = le64_get(p + 48);
 			memcpy(h->tag, p + 56, BT_TAG_MAX);
 			h->tag[BT_TAG_MAX] = '\0';
+			if (rl == BEGIN_LEN) {
+				h->has_guid = true;
+				memcpy(h->guid, p + BEGIN_LEN1, 16);
+				memcpy(h->parent_guid, p + BEGIN_LEN1 + 16, 16);
+			}
 		} else if (type == REC_FILE) {
 			struct cs_file f;
 			uint32_t pl, tl, xl, nr;

@@ -684,6 +684,10 @@ static int stream(struct bk *b)
 	x.u.begin.files = b->files;
 	x.u.begin.bytes = b->bytes;
 	x.u.begin.next_ino = b->next_ino;
+	if (b->h.has_guid) {	/* the checkpoints stay themselves */
+		memcpy(x.u.begin.guid, b->h.guid, BT_GUID_LEN);
+		memcpy(x.u.begin.parent_guid, b->h.parent_guid, BT_GUID_LEN);
+	}
 	snprintf(x.u.begin.tag, sizeof(x.u.begin.tag), "%s", b->h.tag);
 	if ((rc = put(b, &x)))
 		return rc;

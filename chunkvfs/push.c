@@ -305,22 +305,6 @@ int cs_push(struct cs_repo *r, struct vstore *st, uint64_t ckpt,
 	if ((rc = store_id(st, sid)))
 		return cs_err(rc, why, whylen, "reading the store id: %s",
 			      strerror(-rc));
-	cs_manifest_name(name, sizeof(name), sid, ckpt);
-	/* Already pushed only if the manifest is whole: fragments of one
-	   a crash interrupted are written again (a push is deterministic,
-	   so the bytes are the same), which completes it. */
-	if (cs_obj_exists(r, name)) {
-		unsigned good = 0;
-		struct cs_redund g = { 0 };
-
-		cs_obj_fragments(r, name, &good, &g, NULL, 0);
-		if (good && good == g.m + g.k) {
-			res->already = true;
-			return 0;
-		}
-		cs_warn(r, "%s: %u of %u fragments good; writing it again",
-			name, good, g.m + g.k);
-	}
 	/* one writer at a time: gc must not sweep what we deduplicate
 	   against (lock.c); a caller may hold the lock already */
 	if ((rc = cs_lock(r, "push", why, whylen)))
@@ -339,6 +323,19 @@ int cs_push(struct cs_repo *r, struct vstore *st, uint64_t ckpt,
 			    store_backing(st), rc ? "" : " (deleted)");
 		goto out;
 	}
+	/* Already pushed only if the manifest is whole: fragments of one
+	   a crash interrupted are written again (a push is deterministic,
+	   so the bytes are the same), which completes it.  Named by GUID:
+	   another checkpoint that had this number before a rollback is
+	   not this one. */
+	if (cs_push_manifest_of(r, sid, &ck, name, sizeof(name)) == 1) {
+		if (cs_push_manifest_whole(r, name)) {
+			res->already = true;
+			goto out;
+		}
+		cs_warn(r, "%s: not every fragment good; writing it again",
+			name);
+	}
 	p.parent = ck.parent;
 	if ((rc = cs_index_load(r, why, whylen)) || (rc = cs_push_prev_load(&p, sid)))
 		goto out;
@@ -351,6 +348,8 @@ int cs_push(struct cs_repo *r, struct vstore *st, uint64_t ckpt,
 	h.ckpt = ckpt;
 	h.parent = ck.parent;
 	h.time_ns = ck.time_ns;
+	memcpy(h.guid, ck.guid, 16);
+	memcpy(h.parent_guid, ck.parent_guid, 16);
 	h.chunking = (uint32_t)p.chunking;
 	memcpy(h.tag, ck.tag, sizeof(h.tag));
 	if ((rc = cs_manifest_begin(&p.mb, &h)) ||

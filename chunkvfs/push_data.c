@@ -26,6 +26,52 @@
 #include "chunkvfs/push_int.h"
 #include "store/store.h"
 
+/* ---- the manifest of a checkpoint ---- */
+
+/* Whether manifest `name` exists with every fragment good. */
+static bool whole(struct cs_repo *r, const char *name)
+{
+	unsigned good = 0;
+	struct cs_redund g = { 0 };
+
+	if (!cs_obj_exists(r, name))
+		return false;
+	cs_obj_fragments(r, name, &good, &g, NULL, 0);
+	return good && good == g.m + g.k;
+}
+
+int cs_push_manifest_of(struct cs_repo *r, const unsigned char sid[16],
+			const struct bt_ckpt *ck, char *name, size_t len)
+{
+	char old[128], why[CS_WHY_LEN];
+	struct cs_mhead h;
+	void *buf;
+	size_t blen;
+	int rc;
+
+	cs_manifest_name(name, len, sid, ck->id, ck->guid);
+	if (cs_obj_exists(r, name))
+		return 1;
+	/* a push before GUIDs: its name has the number alone, and it is
+	   this checkpoint only if its time is this one's (another that
+	   had the number before a rollback has its own time) */
+	cs_manifest_name(old, sizeof(old), sid, ck->id, NULL);
+	if (!whole(r, old) || cs_obj_get(r, old, &buf, &blen, why,
+					  sizeof(why)))
+		return 0;
+	rc = cs_manifest_parse(buf, blen, &h, NULL, NULL, why, sizeof(why));
+	free(buf);
+	if (rc || h.has_guid || h.ckpt != ck->id || h.time_ns != ck->time_ns)
+		return 0;
+	snprintf(name, len, "%s", old);
+	return 1;
+}
+
+bool cs_push_manifest_whole(struct cs_repo *r, const char *name)
+{
+	return whole(r, name);
+}
+
 /* ---- the parent's manifest ---- */
 
 static int prev_one(const struct cs_file *f, void *arg)
@@ -61,6 +107,7 @@ static int cmp_pfile(const void *a, const void *b)
 int cs_push_prev_load(struct push *p, const unsigned char sid[16])
 {
 	struct cs_mhead h;
+	struct bt_ckpt pk;
 	char name[128], why[CS_WHY_LEN];
 	void *buf;
 	size_t len;
@@ -68,8 +115,9 @@ int cs_push_prev_load(struct push *p, const unsigned char sid[16])
 
 	if (!p->parent)
 		return 0;
-	cs_manifest_name(name, sizeof(name), sid, p->parent);
-	if (!cs_obj_exists(p->r, name))
+	if ((rc = bt_ckpt_get(p->txn, p->parent, &pk)))
+		return rc == -ENOENT ? 0 : rc;
+	if (cs_push_manifest_of(p->r, sid, &pk, name, sizeof(name)) != 1)
 		return 0;
 	if ((rc = cs_obj_get(p->r, name, &buf, &len, why, sizeof(why)))) {
 		cs_warn(p->r, "%s: %s; reading every file", name, why);

@@ -53,6 +53,16 @@ struct reader {
 
 /* ---- push_data.c ---- */
 
+/*
+ * The manifest of checkpoint ck of store sid in r: 1 and its name (the
+ * name with the GUID, or a whole manifest of version 1 under the number
+ * alone whose time is ck's), or 0 and the name to write it under.
+ */
+int cs_push_manifest_of(struct cs_repo *r, const unsigned char sid[16],
+			const struct bt_ckpt *ck, char *name, size_t len);
+/* Whether manifest `name` exists with every fragment good. */
+bool cs_push_manifest_whole(struct cs_repo *r, const char *name);
+
 /* The parent checkpoint's manifest into p->prev, if the repository holds
    it whole and of the same chunking (else nothing: every file is read). */
 int cs_push_prev_load(struct push *p, const unsigned char sid[16]);

@@ -382,6 +382,9 @@ static int commit_txn(bt_txn *txn, void *arg)
 	snprintf(ck.tag, sizeof(ck.tag), "%s", r->b.tag);
 	if ((rc = bt_ckpt_put(txn, &ck)))
 		return rc == -EEXIST ? -EPROTO : rc;
+	/* a checkpoint of its own later makes it a store of its own */
+	if ((rc = store_mark_replica(txn)))
+		return rc;
 	if ((rc = bt_kv_get_u64(txn, "next_ino", &next)) && rc != -ENOENT)
 		return rc;
 	if ((rc = bt_kv_put_u64(txn, "epoch", r->C + 1)) ||

@@ -22,6 +22,16 @@
  * new id; a crash in between leaves origin == id, which the next open
  * finishes the same way.
  *
+ * REPLICAS.  A replica holds its primary's id (the receiver checks every
+ * stream against it), and a replica mounted to look at it keeps it; but
+ * one that takes a checkpoint of its own (a failover) has left its
+ * primary's line, and would number its next checkpoints after the newest
+ * it holds, which its primary may have used already.  So the receiver
+ * marks the store (store_mark_replica, in each stream's commit) and the
+ * daemon's first checkpoint on a marked store gives it a new id first
+ * (store_own_identity), remembering the primary's as its origin; any new
+ * identity clears the mark.
+ *
  * OLD CHECKPOINTS.  Records of format 1 have no GUID: a read-write open
  * gives each a random one, marked BT_CKPT_GUID_LOCAL (it names the
  * checkpoint in this store only: a replica made before GUIDs gives its
@@ -114,27 +124,38 @@ int store_fmt_id(const unsigned char *b, size_t n, unsigned char id[16])
 	return rc;
 }
 
+ssize_t store_read_small(const struct vstore *st, const char *name,
+			 void *buf, size_t cap)
+{
+	struct vfs_trust own;
+	char why[160];
+	ssize_t n;
+	int fd;
+
+	/* (store_openat's rule, here below store.c, which calls up to
+	   store_check_identity) */
+	vfs_trust_own(&own);
+	fd = vfs_open_file(st->store_fd, name, O_RDONLY, 0, &own, why,
+			   sizeof(why));
+	if (fd < 0 && why[0])
+		vfs_log(LOG_ERR, "%s/%s/%s: refused, %s", st->backing,
+			VFS_STORE_DIR, name, why);
+	if (fd < 0)
+		return fd;
+	n = read(fd, buf, cap);
+	if (n < 0)
+		n = -errno;
+	close(fd);
+	return n;
+}
+
 int store_id(const struct vstore *st, unsigned char id[16])
 {
 	unsigned char b[FMT_LEN + 1];
-	ssize_t n;
-	struct vfs_trust own;
-	char why[160];
-	int fd;
+	ssize_t n = store_read_small(st, "format", b, sizeof(b));
 
-	vfs_trust_own(&own);
-	fd = vfs_open_file(st->store_fd, "format", O_RDONLY, 0, &own, why,
-			   sizeof(why));
-	if (fd < 0 && why[0])
-		vfs_log(LOG_ERR, "%s/%s/format: refused, %s", st->backing,
-			VFS_STORE_DIR, why);
-
-	if (fd < 0)
-		return fd;
-	n = read(fd, b, sizeof(b));
-	close(fd);
 	if (n < 0)
-		return -errno;
+		return (int)n;
 	return store_fmt_id(b, (size_t)n, id);
 }
 
@@ -144,6 +165,7 @@ int store_id(const struct vstore *st, unsigned char id[16])
 #define KV_HOME_BTIME	"home.btime_ns"
 #define KV_ORIGIN_HI	"origin.hi"
 #define KV_ORIGIN_LO	"origin.lo"
+#define KV_REPLICA	"replica"	/* 1: a receiver wrote the last checkpoint */
 
 int store_new_guid(unsigned char g[BT_GUID_LEN])
 {
@@ -188,9 +210,41 @@ static int home_txn(bt_txn *txn, void *arg)
 	if (!h->set_origin)
 		return 0;
 	if ((rc = bt_kv_put_u64(txn, KV_ORIGIN_HI, be64_get(h->origin))) ||
-	    (rc = bt_kv_put_u64(txn, KV_ORIGIN_LO, be64_get(h->origin + 8))))
+	    (rc = bt_kv_put_u64(txn, KV_ORIGIN_LO, be64_get(h->origin + 8))) ||
+	    (rc = bt_kv_put_u64(txn, KV_REPLICA, 0)))
 		return rc;
 	return 0;
+}
+
+int store_mark_replica(bt_txn *txn)
+{
+	return bt_kv_put_u64(txn, KV_REPLICA, 1);
+}
+
+int store_own_identity(struct vstore *st)
+{
+	unsigned char id[16];
+	uint64_t v = 0;
+	char was[33], now[33];
+	bt_txn *txn;
+	int rc;
+
+	if ((rc = bt_txn_begin(st->env, BT_TXN_RDONLY, &txn)))
+		return rc;
+	rc = bt_kv_get_u64(txn, KV_REPLICA, &v);
+	bt_txn_abort(txn);
+	if (rc == -ENOENT || (!rc && !v))
+		return 0;
+	if (rc || (rc = store_id(st, id)))
+		return rc;
+	vfs_hex(id, 16, was);
+	if ((rc = store_new_identity(st, id)) || (rc = store_id(st, id)))
+		return rc;
+	vfs_hex(id, 16, now);
+	vfs_log(LOG_NOTICE, "%s: a replica takes a checkpoint of its own (a "
+		"failover): it is a store of its own now, id %s (a replica of "
+		"%s)", st->backing, now, was);
+	return 1;
 }
 
 int store_origin(const struct vstore *st, unsigned char id[16])
@@ -291,29 +345,52 @@ static int assign_guids(struct vstore *st)
 	return rc;
 }
 
+/* The home the index records (*have false: none yet) and the real one. */
+static int homes(const struct vstore *st, bool *have, uint64_t *hino,
+		 uint64_t *hbt, uint64_t *ino, uint64_t *btime)
+{
+	bt_txn *txn;
+	int rc;
+
+	*have = false;
+	if ((rc = home_of(st->store_fd, ino, btime)) ||
+	    (rc = bt_txn_begin(st->env, BT_TXN_RDONLY, &txn)))
+		return rc;
+	rc = bt_kv_get_u64(txn, KV_HOME_INO, hino);
+	if (!rc)
+		rc = bt_kv_get_u64(txn, KV_HOME_BTIME, hbt);
+	bt_txn_abort(txn);
+	if (rc && rc != -ENOENT)
+		return rc;
+	*have = rc == 0;
+	return 0;
+}
+
+int store_moved(const struct vstore *st)
+{
+	uint64_t ino = 0, btime = 0, hino = 0, hbt = 0;
+	bool have;
+	int rc = homes(st, &have, &hino, &hbt, &ino, &btime);
+
+	if (rc)
+		return rc;
+	/* no home yet: the first read-write open records it */
+	return have && (hino != ino || hbt != btime);
+}
+
 int store_check_identity(struct vstore *st)
 {
 	uint64_t ino = 0, btime = 0, hino = 0, hbt = 0;
 	unsigned char id[16], origin[16];
 	struct home h = { 0 };
 	bool have = false, moved;
-	bt_txn *txn;
 	int rc;
 
 	if ((rc = assign_guids(st)))
 		return rc;
-	if ((rc = home_of(st->store_fd, &ino, &btime)) ||
+	if ((rc = homes(st, &have, &hino, &hbt, &ino, &btime)) ||
 	    (rc = store_id(st, id)))
 		return rc;
-	if ((rc = bt_txn_begin(st->env, BT_TXN_RDONLY, &txn)))
-		return rc;
-	rc = bt_kv_get_u64(txn, KV_HOME_INO, &hino);
-	if (!rc)
-		rc = bt_kv_get_u64(txn, KV_HOME_BTIME, &hbt);
-	bt_txn_abort(txn);
-	if (rc && rc != -ENOENT)
-		return rc;
-	have = rc == 0;
 	moved = have && (hino != ino || hbt != btime);
 	rc = store_origin(st, origin);
 	if (rc < 0)

@@ -157,6 +157,10 @@ int store_check_index(int store_fd, int *index_fd, char *name, size_t nlen,
    .versionfs itself). */
 int store_openat(const struct vstore *st, int dir_fd, const char *what,
 		 const char *name, int flags, mode_t mode);
+/* Up to cap bytes of a small file of .versionfs (store_openat's rule;
+   identity.c): the count read, or -errno. */
+ssize_t store_read_small(const struct vstore *st, const char *name,
+			 void *buf, size_t cap);
 
 /* ---- identity (identity.c) ---------------------------------------------- */
 
@@ -168,6 +172,12 @@ int store_origin(const struct vstore *st, unsigned char id[16]);
 /* Give the store a new random id, remembering `origin` (a store rebuilt
    from a sink, or found copied): durable when it returns 0. */
 int store_new_identity(struct vstore *st, const unsigned char origin[16]);
+/* Mark the store a replica, in the receiver's commit transaction. */
+int store_mark_replica(bt_txn *txn);
+/* Before a checkpoint of the store's own: a store marked a replica takes
+   a new identity (logged), its primary's id as origin.  1 if it did, 0 if
+   not a replica, or -errno. */
+int store_own_identity(struct vstore *st);
 /* At a read-write open (store_open does it): GUIDs for checkpoints of
    format 1, and a new identity if the store lives elsewhere than it did
    (copied, or moved to another file system).  0 or -errno. */
@@ -252,6 +262,21 @@ int store_id(const struct vstore *st, unsigned char id[16]);
 /* Replace the format file (through format.tmp, synced) by one with the
    given store id: a replica takes the id of the store it copies. */
 int store_fmt_write_id(int store_fd, const unsigned char id[16]);
+/* 1 if the store lives elsewhere than its index says (a copy not yet
+   opened read-write, which still holds the original's id), 0 if not. */
+int store_moved(const struct vstore *st);
+
+/* ---- secrets of a store's identity (keyfile.c) --------------------------- */
+
+#define STORE_SECRET_MAX	64
+/*
+ * The store's secret `name` (a file of .versionfs) of len bytes into out,
+ * made at the first call: random, written and synced, and bound to this
+ * store's id (a copy never uses the original's).  -EXDEV: the store is a
+ * copy without an identity of its own yet (logged).
+ */
+int store_secret(struct vstore *st, const char *name, unsigned char *out,
+		 size_t len);
 
 /* ---- content files (content.c) ------------------------------------------- */
 

@@ -207,12 +207,13 @@ static int do_list(int argc, char **argv)
 		cs_repo_close(r);
 		return rc;
 	}
-	printf("%-32s %10s %20s  %s\n", "STORE", "CHECKPOINT", "TIME", "TAG");
+	printf("%-32s %10s %20s  %-32s  %s\n", "STORE", "CHECKPOINT", "TIME",
+	       "GUID", "TAG");
 	for (size_t i = 0; i < n; i++) {
 		struct cs_mhead h;
 		void *buf;
 		size_t len;
-		char hex[CS_HEX_LEN], tbuf[32];
+		char hex[CS_HEX_LEN], tbuf[32], g[33] = "-";
 		unsigned char sid[CS_ID_LEN] = { 0 };
 		time_t t;
 
@@ -231,8 +232,10 @@ static int do_list(int argc, char **argv)
 		t = (time_t)(h.time_ns / 1000000000u);
 		strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S",
 			 localtime(&t));
-		printf("%-32.32s %10" PRIu64 " %20s  %s\n", hex, h.ckpt, tbuf,
-		       h.tag);
+		if (h.has_guid)
+			vfs_hex(h.guid, 16, g);
+		printf("%-32.32s %10" PRIu64 " %20s  %-32s  %s\n", hex, h.ckpt,
+		       tbuf, g, h.tag);
 	}
 	warnings(r);
 	cs_names_free(names, n);

@@ -460,6 +460,8 @@ int main(int argc, char **argv)
 			oper("checking the index: %s", rc == -EIO ||
 			     rc == BT_ECORRUPT ? bt_last_error() :
 			     strerror(-rc));
+		else if ((rc = fsck_jobs(&f)))
+			oper("checking the job records: %s", strerror(-rc));
 	}
 	if (rc < 0)
 		status |= EX_OPER;

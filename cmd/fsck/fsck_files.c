@@ -290,8 +290,8 @@ static int in_use(struct fsck *f, bt_txn *txn, int kind, uint64_t ino,
  * opened or followed, and with --repair removed (a directory only if it
  * is empty).  1 if so, 0 if the file is sound, or -errno.
  */
-static int untrusted(struct fsck *f, int dfd, const char *name,
-		     const char *where)
+int fsck_untrusted(struct fsck *f, int dfd, const char *name,
+		   const char *where)
 {
 	struct vfs_trust own;
 	char why[160];
@@ -327,7 +327,7 @@ static int scan_one(struct fsck *f, bt_txn *txn, int dfd, unsigned xx,
 
 	f->n.files++;
 	snprintf(where, sizeof(where), ".versionfs/obj/%02x/%s", xx, name);
-	if ((rc = untrusted(f, dfd, name, where)) != 0)
+	if ((rc = fsck_untrusted(f, dfd, name, where)) != 0)
 		return rc < 0 ? rc : 0;
 	kind = store_parse_name(name, &ino, &ver);
 	if (kind == STORE_TMP) {

@@ -1,7 +1,8 @@
 /*
  * fsck_int.h — private to versionfs-fsck(8): fsck.c (the command, opening
  * and locking the store, the format file), fsck_index.c (the walks of the
- * index) and fsck_files.c (metadata files and the scan of obj/).
+ * index), fsck_files.c (metadata files and the scan of obj/) and
+ * fsck_jobs.c (the job records).
  *
  * The checking code never prints: each problem goes to f->report, each
  * progress note to f->note, and functions return 0 or a negative errno for
@@ -110,6 +111,11 @@ int fsck_check_index(struct fsck *f);
 int fsck_meta(struct fsck *f, bt_txn *txn, const struct bt_inode *r);
 /* Every file of obj/: orphans, leftovers, unknown names. */
 int fsck_scan_files(struct fsck *f, bt_txn *txn);
+/* A file beneath dfd that is not a regular file of ours with one link
+   (planted): reported, never opened, removed with --repair (a directory
+   only if empty).  1 if so, 0 if sound, or -errno. */
+int fsck_untrusted(struct fsck *f, int dfd, const char *name,
+		   const char *where);
 /* Does the base file at aux path p (not NUL-terminated) exist? */
 bool fsck_base_exists(struct fsck *f, const void *p, size_t len);
 /* A store file beneath dir_fd, opened as the store library does (ours,
@@ -117,5 +123,9 @@ bool fsck_base_exists(struct fsck *f, const void *p, size_t len);
    set on a refusal. */
 int fsck_open_file(int dir_fd, const char *name, int flags, mode_t mode,
 		   char *why, size_t len);
+
+/* fsck_jobs.c: the job records in .versionfs/jobs/ (versionfs-job(8)):
+   0 or -errno (operational). */
+int fsck_jobs(struct fsck *f);
 
 #endif /* VFS_FSCK_INT_H */

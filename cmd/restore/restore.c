@@ -1,7 +1,10 @@
 /*
  * versionfs-restore — a checkpoint out of the chunk store, on any node
  * (versionfs-restore(8)).  Finds the manifest (the only store in the
- * chunk store, or --store ID; the newest checkpoint, or --checkpoint C)
+ * chunk store, or --store ID; the newest checkpoint, or --checkpoint C,
+ * or --guid G; of several manifests under one number — a failover
+ * replica, which keeps its primary's id, numbered a new checkpoint the
+ * same as one its primary pushed — the newest)
  * and rebuilds it with libvfschunk.  --plain writes a plain tree; without
  * it the target is a backing directory that versionfs mounts at checkpoint
  * C, with every ancestor of C the chunk store holds (following the
@@ -21,6 +24,7 @@
 
 #include "chunkstore/chunkstore.h"
 #include "chunkvfs/chunkvfs.h"
+#include "util/util.h"
 
 static void warnings(struct cs_repo *r)
 {
@@ -59,7 +63,7 @@ static int no_entry(const struct cs_file *f, void *arg)
 static int chain(struct cs_repo *r, char *pick, char **names, size_t n,
 		 size_t *nout, char ***out, char *why, size_t whylen)
 {
-	char **v = NULL, name[80];
+	char **v = NULL, name[128];
 	size_t k = 0;
 	int rc = 0;
 
@@ -79,8 +83,16 @@ static int chain(struct cs_repo *r, char *pick, char **names, size_t n,
 		free(buf);
 		if (rc || !h.parent || h.parent >= h.ckpt)
 			break;
-		cs_manifest_name(name, sizeof(name), h.store_id, h.parent);
+		/* the parent by GUID; one pushed before GUIDs by number */
 		hit = NULL;
+		if (h.has_guid) {
+			cs_manifest_name(name, sizeof(name), h.store_id,
+					 h.parent, h.parent_guid);
+			for (size_t i = 0; i < n && !hit; i++)
+				if (!strcmp(names[i], name))
+					hit = &names[i];
+		}
+		cs_manifest_name(name, sizeof(name), h.store_id, h.parent, NULL);
 		for (size_t i = 0; i < n && !hit; i++)
 			if (!strcmp(names[i], name))
 				hit = &names[i];
@@ -101,10 +113,33 @@ static int chain(struct cs_repo *r, char *pick, char **names, size_t n,
 	return 0;
 }
 
+/* Whether manifest a's checkpoint was taken after b's (an unreadable one
+   is older). */
+static bool newer(struct cs_repo *r, const char *a, const char *b)
+{
+	uint64_t t[2] = { 0, 0 };
+	const char *nm[2] = { a, b };
+	char why[CS_WHY_LEN];
+
+	for (int i = 0; i < 2; i++) {
+		struct cs_mhead h;
+		void *buf;
+		size_t len;
+
+		if (cs_obj_get(r, nm[i], &buf, &len, why, sizeof(why)))
+			continue;
+		if (!cs_manifest_parse(buf, len, &h, no_entry, NULL, why,
+				       sizeof(why)))
+			t[i] = h.time_ns;
+		free(buf);
+	}
+	return t[0] > t[1];
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: versionfs-restore SPEC [--store ID] "
-		"[--checkpoint C] [--plain] DIR\n");
+		"[--checkpoint C | --guid G] [--plain] DIR\n");
 }
 
 int main(int argc, char **argv)
@@ -112,11 +147,12 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, 's' },
 		{ "checkpoint", required_argument, NULL, 'c' },
+		{ "guid", required_argument, NULL, 'g' },
 		{ "plain", no_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	const char *store = NULL, *spec, *dir;
+	const char *store = NULL, *guid = NULL, *spec, *dir;
 	char why[CS_WHY_LEN] = "", **names = NULL, *end, *pick = NULL;
 	struct cs_restore_opts ro = { 0 };
 	struct cs_repo *r = NULL;
@@ -124,7 +160,7 @@ int main(int argc, char **argv)
 	bool plain = false;
 	char **ch = NULL;
 	size_t n = 0, nch = 0;
-	int o, rc, ret = 1;
+	int o, rc, ret = 1, ties = 0;
 
 	/* Packs and fragments are buffers of a few MiB allocated per object:
 	   above glibc's mmap threshold each one is a fresh mapping whose
@@ -132,8 +168,18 @@ int main(int argc, char **argv)
 	   MiB/s for replicas=2 on a VM); keep them on the heap. */
 	mallopt(M_MMAP_THRESHOLD, 64 << 20);
 	mallopt(M_TRIM_THRESHOLD, 256 << 20);
-	while ((o = getopt_long(argc, argv, "s:c:ph", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "s:c:g:ph", opts, NULL)) != -1) {
 		switch (o) {
+		case 'g':
+			guid = optarg;
+			if (strlen(guid) < 4 || strlen(guid) > 32 ||
+			    strspn(guid, "0123456789abcdef") != strlen(guid)) {
+				fprintf(stderr, "versionfs-restore: bad GUID "
+					"'%s' (4 to 32 lowercase hex digits)\n",
+					optarg);
+				return 2;
+			}
+			break;
 		case 's': store = optarg; break;
 		case 'c':
 			errno = 0;
@@ -150,7 +196,7 @@ int main(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind != argc - 2) {
+	if (optind != argc - 2 || (c && guid)) {
 		usage(stderr);
 		return 2;
 	}
@@ -170,29 +216,59 @@ int main(int argc, char **argv)
 			strerror(-rc));
 		goto out;
 	}
-	/* manifest/<store 32 hex>-<checkpoint 16 hex> */
+	/* manifest/<store 32 hex>-<checkpoint 16 hex>[-<GUID 32 hex>] */
 	for (size_t i = 0; i < n; i++) {
-		const char *s = names[i] + 9, *dash = strchr(s, '-');
+		unsigned char sid[16], g[16];
+		char ghex[33];
+		bool has_g;
 		uint64_t ck;
 
-		if (!dash || dash - s != 32)
+		if (cs_manifest_name_parse(names[i], sid, &ck, g, &has_g))
 			continue;
-		if (store && strncmp(s, store, strlen(store)))
+		if (store && strncmp(names[i] + 9, store, strlen(store)))
 			continue;
-		if (!store && pick && strncmp(pick + 9, s, 32)) {
+		if (!store && pick && strncmp(pick + 9, names[i] + 9, 32)) {
 			fprintf(stderr, "versionfs-restore: the chunk store "
 				"holds several stores; name one with --store\n");
 			goto out;
 		}
-		ck = strtoull(dash + 1, NULL, 16);
-		if ((c && ck == c) || (!c && ck > best)) {
-			pick = names[i];
-			best = ck;
+		if (guid) {
+			vfs_hex(g, 16, ghex);
+			if (!has_g || strncmp(ghex, guid, strlen(guid)))
+				continue;
+			if (pick) {
+				fprintf(stderr, "versionfs-restore: several "
+					"checkpoints' GUIDs begin with %s\n",
+					guid);
+				goto out;
+			}
+		} else if (c ? ck != c : ck < best) {
+			continue;
+		} else if (pick && ck == best) {
+			/* one number, several checkpoints (a failover
+			   replica numbered one the same as its primary's):
+			   the newest */
+			ties++;
+			if (newer(r, names[i], pick))
+				pick = names[i];
+			continue;
 		}
-		if (!pick)
-			pick = names[i];
+		pick = names[i];
+		best = ck;
+		ties = 0;
 	}
+	if (ties)
+		fprintf(stderr, "versionfs-restore: checkpoint %" PRIu64 " is "
+			"in the chunk store %d times (other checkpoints under "
+			"one number): the newest; --guid chooses\n", best,
+			ties + 1);
 	if (!pick || (c && best != c)) {
+		if (guid && !pick) {
+			warnings(r);
+			fprintf(stderr, "versionfs-restore: %s: no checkpoint of "
+				"GUID %s\n", spec, guid);
+			goto out;
+		}
 		warnings(r);
 		fprintf(stderr, "versionfs-restore: %s: no %s%s%s%s\n", spec,
 			c ? "such checkpoint" : "checkpoint",

@@ -111,20 +111,31 @@ static int to_peer(const char *backing, const char *peer, const char *sfile,
 	unsigned char *secret = NULL;
 	size_t slen = 0;
 	char err[512] = "";
+	uint32_t offer;
 	int fd, rc;
 
 	if ((rc = rep_secret_load(sfile, REP_SECRET_ANY_OWNER, &secret, &slen, err, sizeof(err))))
 		goto out;
 	if ((rc = store_open(backing, STORE_RDONLY, &st)))
 		goto out;
-	if ((fd = rep_dial(peer, 10000, err, sizeof(err))) < 0) {
-		rc = fd;
-		goto out;
+	/* the newest protocol first; an older peer refuses it (peer.h,
+	   OLDER PEERS): dial again offering one version less */
+	for (offer = REP_PEER_VERSION;; offer--) {
+		if ((fd = rep_dial(peer, 10000, err, sizeof(err))) < 0) {
+			rc = fd;
+			goto out;
+		}
+		if ((rc = rep_conn_open(fd, false, secret, slen, 10000, &c,
+					err, sizeof(err))))
+			goto out;
+		rc = rep_peer_sync(st, c, offer, &o, &s, err, sizeof(err));
+		if (rc != -EPROTONOSUPPORT || offer == REP_PEER_VERSION_MIN)
+			break;
+		rep_conn_close(c);
+		c = NULL;
+		err[0] = 0;
 	}
-	if ((rc = rep_conn_open(fd, false, secret, slen, 10000, &c, err,
-				sizeof(err))))
-		goto out;
-	if ((rc = rep_peer_sync(st, c, &o, &s, err, sizeof(err))))
+	if (rc)
 		goto out;
 	rep_wire_send(c, &bye, NULL);
 	if (verbose)

@@ -33,12 +33,12 @@
  * rollback below it: the peer's whole list decides the discard), on a
  * new connection, and when the owner asks (o->hello: the keep-alive).
  *
- * VERSIONS.  rep_peer_sync offers version 1, so a one-shot caller
- * (versionfs-send --peer) works with any peer.  rep_client offers what
- * its owner says, REP_PEER_VERSION at first; a version-1 peer answers
- * that HELLO with its one refusal of an unknown version, "expected HELLO
- * version 1", which is turned into -EPROTONOSUPPORT so that the owner
- * dials again offering 1 (peer.h, VERSIONS).
+ * VERSIONS.  rep_peer_sync and rep_client offer what their caller says,
+ * REP_PEER_VERSION at first; an older peer answers that HELLO with its
+ * refusal of an unknown version, which begins "expected HELLO" (peer.h,
+ * OLDER PEERS) and is turned into -EPROTONOSUPPORT, so that the caller
+ * dials again offering one version less.  From version 3 on every HELLO
+ * carries the store's proof of its key (owner.c).
  *
  * The stream goes out in DATA messages of up to 1 MiB, encrypted and sent
  * by a thread of their own while the next pages are read (outbound.c),
@@ -224,9 +224,10 @@ out:
    older connection of the store to let go of it (server.c, TAKEOVER_S). */
 #define HELD_MS		90000
 
-/* What a version-1 peer answers a HELLO of a later version (server.c of
-   version 1, kept verbatim there): the sign to fall back. */
-#define V1_REFUSAL	"expected HELLO version 1"
+/* How every older peer's refusal of a HELLO of a later version begins
+   (version 1: "expected HELLO version 1", version 2: "expected HELLO of a
+   version from 1 to 2", server.c): the sign to fall back. */
+#define OLD_REFUSAL	"expected HELLO"
 
 /*
  * HELLO, offering `offer`, and the peer's HELD into *w (pointing into
@@ -234,8 +235,8 @@ out:
  * version of HELD), else the version that round agreed (HELD must say it
  * again).
  */
-static int hello(struct rep_conn *c, const unsigned char id[16],
-		 uint32_t offer, uint32_t *agreed,
+static int hello(struct vstore *st, struct rep_conn *c,
+		 const unsigned char id[16], uint32_t offer, uint32_t *agreed,
 		 const struct rep_peer_opts *o, struct rep_wire *w,
 		 void **buf, size_t *cap, char *err, size_t errlen)
 {
@@ -247,6 +248,10 @@ static int hello(struct rep_conn *c, const unsigned char id[16],
 	int rc;
 
 	memcpy(h.store_id, id, 16);
+	if (offer >= REP_PEER_VERSION_OWNER &&
+	    (rc = rep_owner_prove(st, c, id, h.owner_pub, h.owner_sig, err,
+				  errlen)))
+		return rc;
 	if ((rc = rep_wire_send(c, &h, NULL))) {
 		rep_errf(err, errlen, "sending to the peer: %s", strerror(-rc));
 		return rc;
@@ -266,8 +271,8 @@ static int hello(struct rep_conn *c, const unsigned char id[16],
 		/* (version 1 sent the errno negated) */
 		if (offer > 1 && !*agreed && (w->err == EPROTO ||
 					      w->err == -EPROTO) &&
-		    w->len >= strlen(V1_REFUSAL) &&
-		    !memcmp(w->reason, V1_REFUSAL, strlen(V1_REFUSAL)))
+		    w->len >= strlen(OLD_REFUSAL) &&
+		    !memcmp(w->reason, OLD_REFUSAL, strlen(OLD_REFUSAL)))
 			return -EPROTONOSUPPORT;
 		return w->err > 0 ? -w->err : -EPROTO;
 	}
@@ -320,7 +325,7 @@ static int round_on(struct vstore *st, struct rep_conn *c, uint32_t offer,
 		common = last_held = known;
 		goto ship;
 	}
-	if ((rc = hello(c, id, offer, agreed, o, &w, buf, cap, err, errlen)))
+	if ((rc = hello(st, c, id, offer, agreed, o, &w, buf, cap, err, errlen)))
 		goto out;
 	/* the newest checkpoint of the peer that is on our line */
 	for (uint32_t k = w.n; k-- > 0 && !common;) {
@@ -391,7 +396,7 @@ out:
 	return rc;
 }
 
-int rep_peer_sync(struct vstore *st, struct rep_conn *c,
+int rep_peer_sync(struct vstore *st, struct rep_conn *c, uint32_t offer,
 		  const struct rep_peer_opts *o, struct rep_peer_stats *s,
 		  char *err, size_t errlen)
 {
@@ -400,7 +405,9 @@ int rep_peer_sync(struct vstore *st, struct rep_conn *c,
 	size_t cap = 0;
 	int rc;
 
-	rc = round_on(st, c, 1, &agreed, 0, &buf, &cap, o, s, err, errlen);
+	if (offer < REP_PEER_VERSION_MIN || offer > REP_PEER_VERSION)
+		return -EINVAL;
+	rc = round_on(st, c, offer, &agreed, 0, &buf, &cap, o, s, err, errlen);
 	free(buf);
 	return rc;
 }

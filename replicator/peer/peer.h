@@ -5,7 +5,7 @@
  * run by the daemon's replication thread and by `versionfs-send --peer`;
  * the peer's side (rep_peer_serve) by versionfs-replicad(8).
  *
- * PROTOCOL (version 2; version 1 is still spoken).  Every message is one
+ * PROTOCOL (version 3; versions 1 and 2 are still spoken).  Every message is one
  * transport message (already authenticated and encrypted, transport.h):
  * a little-endian u32 type, a u32 that must be 0, then the type's fields.
  * Every length is checked against the message length before use
@@ -14,6 +14,7 @@
  *
  *   primary                                 peer
  *   HELLO  version, store id      ->              } a round
+ *          (version 3: owner key, signature; see OWNERS)
  *                                 <-  HELD  version, first, n, n ids
  *                                           (the last REP_HELD_MAX held)
  *   DISCARD to                    ->        (only if the peer holds
@@ -75,6 +76,26 @@
  * before anything of it is applied.  The stream bytes may be zstd frames
  * (rep_sink_zstd, replicator.h); the peer detects the zstd magic.
  *
+ * OWNERS (version 3).  The shared secret admits every primary a peer
+ * serves; it does not say which store a primary may act on.  So HELLO of
+ * version 3 also carries the store's public key (Ed25519, 32 bytes) and
+ * its signature (64 bytes) over "vfs-peer owner 3", the transport
+ * session's binding (transport.h) and the store id: proof that this very
+ * session speaks for the holder of the store's key.  The peer binds a
+ * replica to the first key proved for it (root/.owners/<id in hex>) and
+ * refuses any other key, and any HELLO without proof (versions 1 and 2),
+ * for a replica that has one (REFUSE EACCES).  A replica no key is bound
+ * to (made by a version-2 primary) is still served to versions 1 and 2,
+ * and bound by the first version-3 HELLO.  A copied store has an id and
+ * a key of its own (store_secret), so it gets a replica of its own.
+ * owner.c has the details.
+ *
+ * OLDER PEERS.  A peer refuses a HELLO of a version it does not speak
+ * with a REFUSE EPROTO whose reason begins "expected HELLO" (version 1:
+ * "expected HELLO version 1", version 2: "expected HELLO of a version
+ * from 1 to 2"); the primary takes that as -EPROTONOSUPPORT and dials
+ * again offering one version less.
+ *
  * ERRORS.  0 or a negative errno; err buffers get a one-line reason.
  */
 #ifndef VFS_REP_PEER_H
@@ -87,7 +108,8 @@
 #include "replicator/replicator.h"
 #include "replicator/transport/transport.h"
 
-#define REP_PEER_VERSION	2	/* the highest version spoken */
+#define REP_PEER_VERSION	3	/* the highest version spoken */
+#define REP_PEER_VERSION_OWNER	3	/* the first whose HELLO proves a key */
 #define REP_PEER_VERSION_MIN	1	/* the lowest */
 #define REP_KEEPALIVE_S		30	/* a kept connection's round, at least */
 #define REP_PEER_IDLE_S		120	/* the peer ends a silent connection */
@@ -114,6 +136,9 @@ struct rep_wire {
 	uint32_t type;
 	uint32_t version;		/* HELLO, HELD */
 	unsigned char store_id[16];	/* HELLO */
+	bool owned;			/* HELLO of version >= 3: */
+	unsigned char owner_pub[32];	/*   the store's public key */
+	unsigned char owner_sig[64];	/*   its signature (owner.c) */
 	uint64_t first;			/* HELD */
 	uint32_t n;			/* HELD: ids */
 	const unsigned char *ids;	/* HELD: n little-endian u64 */
@@ -159,7 +184,7 @@ enum rep_phase {
  * Whether a message of `type` from the primary may come now, in phase
  * *ph of a connection of protocol `version` (0 before HELD agreed one):
  * 0 and *ph moved on, or -EPROTO and *ph unchanged.  HELLO comes first
- * and, in version 2 only, again between streams; STREAM, DISCARD and
+ * and, from version 2 on, again between streams; STREAM, DISCARD and
  * BYE between streams; DATA, DONE and ABORT in a stream; nothing after
  * BYE; HELD, ACK and REFUSE never (they are the peer's).
  */
@@ -196,7 +221,9 @@ struct rep_peer_stats {
 };
 
 /*
- * One round (see PROTOCOL) on connection c offering version 1: bring the
+ * One round (see PROTOCOL) on connection c offering version `offer` (a
+ * one-shot caller offers REP_PEER_VERSION, and dials again offering one
+ * less on -EPROTONOSUPPORT: OLDER PEERS): bring the
  * peer up to date with store st: HELLO, a
  * DISCARD if the peer holds checkpoints st no longer has on its line,
  * then a stream of every checkpoint of st's current line after the
@@ -204,7 +231,7 @@ struct rep_peer_stats {
  * deleted checkpoint the cleaner has not merged yet (*stats->pending says
  * how many remain).  Returns 0 when the peer is up to date (or stop()).
  */
-int rep_peer_sync(struct vstore *st, struct rep_conn *c,
+int rep_peer_sync(struct vstore *st, struct rep_conn *c, uint32_t offer,
 		  const struct rep_peer_opts *o, struct rep_peer_stats *stats,
 		  char *err, size_t errlen);
 
@@ -216,7 +243,7 @@ int rep_peer_sync(struct vstore *st, struct rep_conn *c,
  * rep_client_new takes an authenticated connection c (rep_conn_open as
  * the client) and its socket fd (owned by c; used here only to poll it
  * while idle): *out owns c from then on, also on failure.  `offer` is the
- * version its HELLO offers: REP_PEER_VERSION, or 1 for a peer that
+ * version its HELLO offers: REP_PEER_VERSION, or less for a peer that
  * refused it.
  */
 struct rep_client;
@@ -225,9 +252,9 @@ int rep_client_new(struct rep_conn *c, int fd, uint32_t offer,
 /*
  * One round on cl, as rep_peer_sync, but starting with the first STREAM
  * when the last round left the peer's state known (SHORT ROUNDS) and
- * o->hello is not set.  -EPROTONOSUPPORT: the peer speaks
- * version 1 only and refused the HELLO (it closed the connection: close
- * cl, open a new connection offering 1).  After an error cl takes no
+ * o->hello is not set.  -EPROTONOSUPPORT: the peer speaks an older
+ * version only and refused the HELLO (it closed the connection: close
+ * cl, open a new connection offering one version less).  After an error cl takes no
  * more rounds.
  */
 int rep_client_round(struct rep_client *cl, struct vstore *st,
@@ -244,6 +271,30 @@ unsigned rep_client_rounds(const struct rep_client *cl);
 int rep_client_fd(const struct rep_client *cl);
 /* Say BYE if the connection is sound, close it, free cl (NULL fine). */
 void rep_client_close(struct rep_client *cl);
+
+/* ---- owners (owner.c; see OWNERS) -------------------------------------- */
+
+#define REP_OWNER_PUB	32
+#define REP_OWNER_SIG	64
+#define REP_OWNERS_DIR	".owners"	/* in the peer's root */
+/* The primary's proof for store st (id) on session c: its public key and
+   signature; the key is made at the first call (store_secret). */
+int rep_owner_prove(struct vstore *st, struct rep_conn *c,
+		    const unsigned char id[16],
+		    unsigned char pub[REP_OWNER_PUB],
+		    unsigned char sig[REP_OWNER_SIG], char *err, size_t errlen);
+/* The peer's check of a proof: 0, or -EACCES. */
+int rep_owner_verify(struct rep_conn *c, const unsigned char id[16],
+		     const unsigned char pub[REP_OWNER_PUB],
+		     const unsigned char sig[REP_OWNER_SIG]);
+/*
+ * May the primary proving key pub (NULL: an older protocol, no proof) act
+ * on the replica of store `hex` under root?  Binds the replica to pub if
+ * no key is bound yet.  0, or -EACCES (another key is bound; or none was
+ * proved and one is bound) or another -errno, with why[len] set.
+ */
+int rep_owner_admit(const char *root, const char *hex,
+		    const unsigned char *pub, char *why, size_t len);
 
 /* ---- the peer's side (server.c) --------------------------------------- */
 

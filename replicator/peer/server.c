@@ -131,6 +131,7 @@ struct sess {
 	unsigned char id[16];		/* the store of the first HELLO */
 	char hex[33];
 	char dir[4096];			/* root/hex: its replica */
+	unsigned char pub[REP_OWNER_PUB];	/* the key its HELLO proved */
 	uint32_t offer;			/* the first HELLO's version */
 	uint32_t version;		/* agreed: min(offer, ours) */
 	unsigned rounds;
@@ -311,6 +312,33 @@ static int serve_discard(struct sess *x, const struct rep_wire *w)
 	return rep_wire_send(x->c, &a, NULL) == 0;
 }
 
+/*
+ * The owner check of a connection's first HELLO (peer.h, OWNERS): a
+ * version-3 HELLO's signature must hold for this session, and its key
+ * must be the replica's (or become it); an older HELLO is served only
+ * for a replica no key is bound to.  0, or refused (-errno).
+ */
+static int admit(struct sess *x, const struct rep_wire *w, const char *root)
+{
+	char why[512] = "";
+	int rc;
+
+	if (w->owned) {
+		if (rep_owner_verify(x->c, x->id, w->owner_pub,
+				     w->owner_sig)) {
+			refuse(x->c, x->who, x->hex, EACCES, "the store's key "
+			       "does not sign this session");
+			return -EACCES;
+		}
+		memcpy(x->pub, w->owner_pub, REP_OWNER_PUB);
+	}
+	rc = rep_owner_admit(root, x->hex, w->owned ? w->owner_pub : NULL,
+			     why, sizeof(why));
+	if (rc)
+		refuse(x->c, x->who, x->hex, -rc, why);
+	return rc;
+}
+
 int rep_peer_serve(struct rep_conn *c, int sock, const char *root,
 		   const char *who)
 {
@@ -329,8 +357,9 @@ int rep_peer_serve(struct rep_conn *c, int sock, const char *root,
 			strerror(-rc));
 		goto out;
 	}
-	/* (not the words of version 1's refusal, which a primary takes as
-	   "speak version 1": client.c, V1_REFUSAL) */
+	/* (a refusal beginning "expected HELLO" makes a primary dial again
+	   offering less: client.c, OLD_REFUSAL; never for any other
+	   reason) */
 	if ((rc = rep_wire_decode(buf, len, &w, err, sizeof(err))) ||
 	    rep_wire_next(0, &ph, w.type) ||
 	    w.version < REP_PEER_VERSION_MIN) {
@@ -353,6 +382,8 @@ int rep_peer_serve(struct rep_conn *c, int sock, const char *root,
 		goto out;
 	}
 	acquired = true;
+	if ((rc = admit(&x, &w, root)))
+		goto out;
 	if ((rc = send_held(&x)))
 		goto out;
 	for (;;) {
@@ -381,10 +412,18 @@ int rep_peer_serve(struct rep_conn *c, int sock, const char *root,
 			break;
 		if (w.type == RW_HELLO) {
 			if (memcmp(w.store_id, x.id, 16) ||
-			    w.version != x.offer) {
+			    w.version != x.offer ||
+			    (w.owned && memcmp(w.owner_pub, x.pub,
+					       REP_OWNER_PUB))) {
 				refuse(c, who, x.hex, EPROTO, "a HELLO of "
-				       "another store or version than the "
-				       "connection's first");
+				       "another store, version or key than "
+				       "the connection's first");
+				break;
+			}
+			if (w.owned && rep_owner_verify(c, x.id, w.owner_pub,
+							w.owner_sig)) {
+				refuse(c, who, x.hex, EACCES, "the store's "
+				       "key does not sign this session");
 				break;
 			}
 			if (send_held(&x))

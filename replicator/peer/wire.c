@@ -21,6 +21,7 @@
 
 #define HEAD		8
 #define FX_HELLO	(HEAD + 4 + 4 + 16)	/* version, 0, store id */
+#define FX_HELLO3	(FX_HELLO + REP_OWNER_PUB + REP_OWNER_SIG) /* + owner */
 #define FX_HELD		(HEAD + 4 + 4 + 8)	/* version, n, first */
 #define FX_U64		(HEAD + 8)		/* DISCARD, ACK */
 #define FX_STREAM	(HEAD + 16)
@@ -41,7 +42,10 @@ ssize_t rep_wire_encode(const struct rep_wire *w, const uint64_t *held,
 	size_t len;
 
 	switch (w->type) {
-	case RW_HELLO: len = FX_HELLO; break;
+	case RW_HELLO:
+		len = w->version >= REP_PEER_VERSION_OWNER ? FX_HELLO3 :
+		      FX_HELLO;
+		break;
 	case RW_HELD:
 		if (w->n > REP_HELD_MAX)
 			return -EMSGSIZE;
@@ -68,6 +72,11 @@ ssize_t rep_wire_encode(const struct rep_wire *w, const uint64_t *held,
 	case RW_HELLO:
 		le32_put(b + HEAD, w->version);
 		memcpy(b + HEAD + 8, w->store_id, 16);
+		if (len == FX_HELLO3) {
+			memcpy(b + FX_HELLO, w->owner_pub, REP_OWNER_PUB);
+			memcpy(b + FX_HELLO + REP_OWNER_PUB, w->owner_sig,
+			       REP_OWNER_SIG);
+		}
 		break;
 	case RW_HELD:
 		le32_put(b + HEAD, w->version);
@@ -109,7 +118,13 @@ int rep_wire_decode(const void *p, size_t len, struct rep_wire *w,
 	if (le32_get(b + 4))
 		return bad(err, errlen, "reserved word not zero");
 	switch (w->type) {
-	case RW_HELLO: want = FX_HELLO; break;
+	case RW_HELLO:
+		if (len < FX_HELLO)
+			return bad(err, errlen, "HELLO of %zu bytes", len);
+		/* version 3 on: the owner's key and signature follow */
+		want = le32_get(b + HEAD) >= REP_PEER_VERSION_OWNER ?
+		       FX_HELLO3 : FX_HELLO;
+		break;
 	case RW_HELD:
 		if (len < FX_HELD)
 			return bad(err, errlen, "HELD of %zu bytes", len);
@@ -147,6 +162,12 @@ int rep_wire_decode(const void *p, size_t len, struct rep_wire *w,
 		if (le32_get(b + HEAD + 4))
 			return bad(err, errlen, "HELLO flags not zero");
 		memcpy(w->store_id, b + HEAD + 8, 16);
+		if (len == FX_HELLO3) {
+			w->owned = true;
+			memcpy(w->owner_pub, b + FX_HELLO, REP_OWNER_PUB);
+			memcpy(w->owner_sig, b + FX_HELLO + REP_OWNER_PUB,
+			       REP_OWNER_SIG);
+		}
 		break;
 	case RW_HELD:
 		w->version = le32_get(b + HEAD);

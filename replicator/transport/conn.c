@@ -28,6 +28,7 @@
 #include <openssl/hmac.h>
 #include <openssl/kdf.h>
 #include <openssl/rand.h>
+#include <openssl/sha.h>
 
 #include "replicator/transport/transport_int.h"
 
@@ -58,6 +59,7 @@ struct rep_conn {
 	unsigned char *rbuf;		/* frame being received */
 	size_t rcap;
 	uint64_t sent, received;
+	unsigned char binding[REP_BINDING_LEN];	/* rep_conn_binding */
 	/* an error ended the session in that direction; one flag each, as
 	   one thread may send while another receives */
 	bool tx_broken, rx_broken;
@@ -210,6 +212,19 @@ void rep_conn_close(struct rep_conn *c)
 }
 
 /* The handshake of transport.h, steps 1-3. */
+/* The session's binding: SHA-256("vfs-rt binding" | Nc | Ns).  Public
+   (both nonces crossed the wire in the clear), unique to the session. */
+static void binding_of(const uint8_t *nc, const uint8_t *ns,
+		       unsigned char out[REP_BINDING_LEN])
+{
+	unsigned char in[14 + 2 * RT_NONCE];
+
+	memcpy(in, "vfs-rt binding", 14);
+	memcpy(in + 14, nc, RT_NONCE);
+	memcpy(in + 14 + RT_NONCE, ns, RT_NONCE);
+	SHA256(in, sizeof(in), out);
+}
+
 static int handshake(struct rep_conn *c, bool server, const unsigned char *secret,
 		     size_t slen, int64_t deadline, char *err, size_t errlen)
 {
@@ -266,6 +281,7 @@ static int handshake(struct rep_conn *c, bool server, const unsigned char *secre
 	}
 	memcpy(salt, nc, RT_NONCE);
 	memcpy(salt + RT_NONCE, ns, RT_NONCE);
+	binding_of(nc, ns, c->binding);
 	if (hkdf(secret, slen, salt, sizeof(salt), "vfs-rt c2s",
 		 server ? c->rx_key : c->tx_key) ||
 	    hkdf(secret, slen, salt, sizeof(salt), "vfs-rt s2c",
@@ -275,6 +291,12 @@ static int handshake(struct rep_conn *c, bool server, const unsigned char *secre
 	OPENSSL_cleanse(want, sizeof(want));
 	OPENSSL_cleanse(mine, sizeof(mine));
 	return 0;
+}
+
+void rep_conn_binding(const struct rep_conn *c,
+		      unsigned char out[REP_BINDING_LEN])
+{
+	memcpy(out, c->binding, REP_BINDING_LEN);
 }
 
 int rep_conn_open(int fd, bool server, const unsigned char *secret,

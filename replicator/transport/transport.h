@@ -99,6 +99,17 @@ int rep_conn_recv(struct rep_conn *c, void **buf, size_t *cap, size_t *len,
 void rep_conn_bytes(const struct rep_conn *c, uint64_t *sent,
 		    uint64_t *received);
 /* Close the socket and wipe the keys (NULL is fine). */
+/*
+ * The session's binding: REP_BINDING_LEN bytes both ends compute alike
+ * and no other session has (a hash of both handshake nonces).  Not a
+ * secret: a layer above signs it to prove something about this very
+ * session (libvfspeer's owner keys), so that the proof cannot be replayed
+ * on another.
+ */
+#define REP_BINDING_LEN	32
+void rep_conn_binding(const struct rep_conn *c,
+		      unsigned char out[REP_BINDING_LEN]);
+
 void rep_conn_close(struct rep_conn *c);
 
 #endif /* VFS_REP_TRANSPORT_H */

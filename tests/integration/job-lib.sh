@@ -157,7 +157,7 @@ node_umount() {
 		done
 		kill -0 "$pid" 2>/dev/null && fail "daemon $pid of $1 did not exit"
 	fi
-	node_fsck "$1"
+	[ "${NODE_NO_FSCK:-}" = 1 ] || node_fsck "$1"
 }
 
 node_kill9() {

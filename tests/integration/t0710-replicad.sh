@@ -25,7 +25,8 @@
 # The kept connection (named cases): many checkpoints over one connection,
 # wait=peer's reply after the acknowledgement, the link cut while it
 # idles (and the receiver restarted behind the cut: a dead connection),
-# the receiver restarted while the primary idles.
+# the receiver restarted while the primary idles; owners: a store naming
+# another's id refused, a copy given a replica of its own.
 # Nothing acknowledged is lost, no partial checkpoint is visible, both
 # stores are fsck-clean; the replica mounts and rolls back.
 # timeout: 600
@@ -383,8 +384,9 @@ REPD_DEBUG=1 start_repd "$P" "$PORT"
 vfs_mount "$B" "$M" -o "replicate=$ADDR:$PORT,secret=$T/secret,wait=peer"
 mkdir "$M/d0" "$M/d1" "$M/d2"
 
-# connections of version 2 the receiver on PORT accepted (its log)
-conns() { grep -c ": connected (protocol version 2)" "$T/repd.$PORT.log"; }
+# connections of version 2 or later (kept between rounds) the receiver on
+# PORT accepted (its log)
+conns() { grep -cE ": connected \(protocol version [2-9]\)" "$T/repd.$PORT.log"; }
 # established TCP connections to it, as the peer's kernel sees them
 established() {
 	"${QX[@]}" ss -Htn state established "( sport = :$PORT )" | wc -l
@@ -497,6 +499,60 @@ repd_restart_idle() {
 	compare
 }
 
+# Owners (libvfspeer OWNERS): a replica belongs to the key of the store
+# that made it.  Another store naming the same id (its format file
+# copied), knowing the shared secret, is refused before it can discard or
+# overwrite anything; a copy not yet mounted is refused a key; once
+# mounted it is a store of its own with a replica of its own.
+owners() {
+	local dir=$peer/owners port=$((PORT + 11)) b1=$prim/ob1 m1=$prim/om1
+	local b2=$prim/ob2 m2=$prim/om2 b3=$prim/ob3 m3=$prim/om3 id out
+	mkdir -p "$dir"
+	start_repd "$dir" "$port"
+	vfs_mount "$b1" "$m1"
+	echo one >"$m1/f"
+	ctl checkpoint "$m1" >/dev/null || fail "checkpoint 1"
+	echo two >>"$m1/f"
+	ctl checkpoint "$m1" >/dev/null || fail "checkpoint 2"
+	vfs_umount "$m1"
+	oship() { "${PX[@]}" "$SEND" -v "$1" --peer "$ADDR:$port" \
+		--secret-file "$T/secret"; }
+	oship "$b1" 2>"$T/o1" || fail "the owner's send: $(cat "$T/o1")"
+	id=$(ls "$dir")
+	[ "$(stat -c %s "$dir/.owners/$id")" = 32 ] ||
+		fail "no key bound to replica $id"
+	# a store of one checkpoint under the owner's id: if it were served
+	# the peer would discard checkpoint 2
+	vfs_mount "$b2" "$m2"
+	echo evil >"$m2/f"
+	ctl checkpoint "$m2" >/dev/null || fail "checkpoint on the forger"
+	vfs_umount "$m2"
+	cp "$b1/.versionfs/format" "$b2/.versionfs/format"
+	out=$(oship "$b2" 2>&1) && fail "another key was served: $out"
+	echo "$out" | grep -q "another primary's key" ||
+		fail "refusal without the reason: $out"
+	grep -q "refused .* $id: this replica belongs to another primary's key" \
+		"$T/repd.$port.log" || fail "the peer did not log the refusal"
+	out=$(oship "$b1" 2>&1) || fail "the owner after the forger: $out"
+	echo "$out" | grep -q "discarded 0, peer at 2" ||
+		fail "the replica changed: $out"
+	# a copy: no key until it is a store of its own, then its own replica
+	cp -a "$b1" "$b3"
+	out=$(oship "$b3" 2>&1) && fail "an unmounted copy was served: $out"
+	echo "$out" | grep -q "mount it once" || fail "copy refused why? $out"
+	vfs_mount "$b3" "$m3"
+	vfs_umount "$m3"
+	oship "$b3" 2>"$T/o3" || fail "the mounted copy's send: $(cat "$T/o3")"
+	[ "$(ls "$dir" | wc -l)" = 2 ] || fail "the copy has no replica of its own"
+	out=$(oship "$b1" 2>&1) || fail "the owner after the copy: $out"
+	echo "$out" | grep -q "discarded 0, peer at 2" ||
+		fail "the replica changed: $out"
+	kill "$(cat "$T/repd.$port.pid")"
+	for b in "$b1" "$b2" "$b3"; do
+		"$FSCK" "$b" >"$T/fsck" 2>&1 || { cat "$T/fsck"; fail "fsck $b"; }
+	done
+}
+
 test_case "many checkpoints over one connection" one_connection
 test_case "wait=peer: the reply after the peer's acknowledgement" wait_peer_path
 if [ "$NETNS" = 1 ]; then
@@ -505,6 +561,7 @@ else
 	note "NOTE: no network namespaces: the link cut case not run"
 fi
 test_case "versionfs-replicad restarted while the primary idles" repd_restart_idle
+test_case "a replica belongs to its store's key; a copy gets its own" owners
 vfs_umount "$M"
 cases_done
 

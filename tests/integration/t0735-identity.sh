@@ -14,7 +14,14 @@
 #   - a store rebuilt by versionfs-restore gets a new id, and a checkpoint
 #     taken on it and pushed to the same chunk store is stored as what it is
 #     (it was taken for the source's checkpoint of the same number: "already
-#     in the chunk store", and restoring it gave the source's files).
+#     in the chunk store", and restoring it gave the source's files);
+#   - a replica mounted for a failover keeps its primary's id until its
+#     first checkpoint of its own, then takes its own (origin: the
+#     primary);
+#   - one store id and one number for two checkpoints: both kept in the
+#     chunk store (manifests named by GUID), the number restores the
+#     newest, --guid either, and a restore into a backing directory keeps
+#     the checkpoints' GUIDs.
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -24,6 +31,7 @@ SEND="$VFS_BUILD/versionfs-send"
 RECV="$VFS_BUILD/versionfs-recv"
 CHUNK="$VFS_BUILD/versionfs-chunk"
 RESTORE="$VFS_BUILD/versionfs-restore"
+FSCK="$VFS_BUILD/versionfs-fsck"
 root=$(make_fs xfs 384M)
 [ -d "$root" ] || fail "no file system"
 
@@ -159,8 +167,99 @@ restored() {
 		fail "the source's checkpoint 2 changed"
 }
 
+# A replica mounted for a failover keeps its primary's id until it takes
+# a checkpoint of its own, then it is a store of its own (origin: the
+# primary), so its checkpoint 3 is not the primary's 3 anywhere.  And one
+# store id with one number for two checkpoints (a store whose format file
+# was put back by hand, or a replica made before this version) is two
+# manifests in the chunk store, named by GUID: the number restores the
+# newest, --guid either; a restore into a backing directory keeps GUIDs.
+renumbered() {
+	local b=$root/n1 m=$root/nm1 r=$root/nrep rm=$root/nrepm
+	local spec="dir:$root/bene2" g_old g_new pid rid
+	mkdir -p "$root/bene2"
+	"$CHUNK" init "$spec" >/dev/null || fail "chunk init"
+	vfs_mount "$b" "$m"
+	for v in one two three; do
+		echo "$v" >"$m/f"
+		ctl checkpoint "$m" >/dev/null || fail "checkpoint $v"
+	done
+	g_old=$(ctl --json list "$m" | jget guid | sed -n 3p)
+	pid=$(ctl --json status "$m" | jget store_id)
+	vfs_umount "$m"
+	for c in 1 2 3; do
+		"$CHUNK" push "$b" --to "$spec" --checkpoint $c >/dev/null ||
+			fail "push $c"
+	done
+	"$SEND" "$b" 1 | "$RECV" "$r" || fail "replicate 1"
+	"$SEND" "$b" 2 --from 1 | "$RECV" "$r" || fail "replicate 2"
+	# looked at: still the primary's replica
+	vfs_mount "$r" "$rm"
+	[ "$(ctl --json status "$rm" | jget store_id)" = "$pid" ] ||
+		fail "a replica mounted to look at it changed its id"
+	vfs_umount "$rm"
+	"$SEND" "$b" 3 --from 2 | "$RECV" "$r" || fail "replicate 3"
+	"$SEND" "$b" 3 | "$RECV" "$root/nrep2" || fail "replicate 3 fully"
+	# the primary is lost: a failover on a second replica
+	vfs_mount "$root/nrep2" "$rm"
+	echo four >"$rm/f"
+	[ "$(ctl checkpoint "$rm")" = 4 ] || fail "the replica's next is not 4"
+	rid=$(ctl --json status "$rm" | jget store_id)
+	[ -n "$rid" ] && [ "$rid" != "$pid" ] ||
+		fail "a replica's own checkpoint kept the primary's id"
+	[ "$(ctl --json status "$rm" | jget origin_id)" = "$pid" ] ||
+		fail "the failover store does not name its primary as origin"
+	g_new=$(ctl --json list "$rm" | jget guid | tail -1)
+	vfs_umount "$rm"
+	# the same id again, by hand: checkpoint 4 of "the primary" is pushed
+	# next to nothing; then the primary's own line gets a 4 as well
+	cp "$b/.versionfs/format" "$root/nrep2/.versionfs/format"
+	"$CHUNK" push "$root/nrep2" --to "$spec" --checkpoint 4 >/dev/null ||
+		fail "push of the replica's 4"
+	vfs_mount "$b" "$m"
+	echo five >"$m/f"
+	[ "$(ctl checkpoint "$m")" = 4 ] || fail "the primary's next is not 4"
+	g_old=$(ctl --json list "$m" | jget guid | tail -1)
+	vfs_umount "$m"
+	"$CHUNK" push "$b" --to "$spec" --checkpoint 4 >"$T/out" 2>&1 ||
+		fail "push of the primary's 4: $(cat "$T/out")"
+	! grep -q already "$T/out" || fail "taken for the other 4: $(cat "$T/out")"
+	"$CHUNK" push "$b" --to "$spec" --checkpoint 4 2>&1 | grep -q already ||
+		fail "the primary's 4 pushed twice"
+	[ "$("$CHUNK" list "$spec" | awk '$2 == 4' | wc -l)" = 2 ] ||
+		fail "the chunk store does not list both checkpoints 4"
+	"$CHUNK" list "$spec" | grep -q "$g_new" || fail "list without GUIDs"
+	rm -rf "$T/p"
+	"$RESTORE" "$spec" --checkpoint 4 --plain "$T/p" >/dev/null 2>"$T/err" ||
+		fail "restore 4: $(cat "$T/err")"
+	[ "$(cat "$T/p/f")" = five ] || fail "restore 4 gave '$(cat "$T/p/f")'"
+	grep -q "in the chunk store 2 times" "$T/err" || fail "no word of the two 4s"
+	rm -rf "$T/p"
+	"$RESTORE" "$spec" --guid "${g_new:0:12}" --plain "$T/p" >/dev/null ||
+		fail "restore by GUID"
+	[ "$(cat "$T/p/f")" = four ] || fail "--guid gave '$(cat "$T/p/f")'"
+	"$RESTORE" "$spec" --guid "${g_new:0:8}" --checkpoint 2 "$T/q" \
+		>/dev/null 2>&1; [ $? = 2 ] || fail "--guid with --checkpoint"
+	"$RESTORE" "$spec" --guid 0000ffff "$T/q" >/dev/null 2>"$T/err" &&
+		fail "an unknown GUID restored"
+	grep -q "no checkpoint of GUID" "$T/err" || fail "$(cat "$T/err")"
+	# into a backing directory: 1, 2, 3 and the primary's 4, GUIDs kept
+	"$RESTORE" "$spec" --guid "$g_old" "$root/nr" >/dev/null 2>&1 ||
+		fail "restore to a backing directory"
+	vfs_mount "$root/nr" "$root/nrm"
+	[ "$(ctl --json list "$root/nrm" | jget guid | tail -1)" = "$g_old" ] ||
+		fail "the restored checkpoint 4 has another GUID"
+	[ "$(cat "$root/nrm/.checkpoints/1/f")" = one ] || fail "restored 1"
+	[ "$(cat "$root/nrm/f")" = five ] || fail "restored 4"
+	vfs_umount "$root/nrm"
+	for d in "$root/nr" "$r" "$b"; do
+		"$FSCK" "$d" >"$T/fsck" 2>&1 || { cat "$T/fsck"; fail "fsck $d"; }
+	done
+}
+
 test_case "GUIDs for every checkpoint, chained, stable" guids
 test_case "a copied store is a store of its own" copied
 test_case "streams carry GUIDs; another checkpoint under the base's number refused" streams
 test_case "a restored store's checkpoints pushed as what they are" restored
+test_case "a failover replica becomes a store of its own; one id, one number, two checkpoints kept by GUID" renumbered
 cases_done

@@ -99,7 +99,7 @@ note "a manifest a crash left incomplete is written again"
 mf=$(cd "$b1/rs/manifest" && ls | head -1)
 [ -n "$mf" ] || fail "no manifest on $b1"
 rm -f "$b1/rs/manifest/$mf" "$b2/rs/manifest/$mf"
-ck=$((16#${mf##*-}))
+ck=$((16#$(echo "$mf" | cut -d- -f2)))	# STORE-CKPT-GUID
 if "$CHUNK" push "$B" --to "dir:$b1/rs,$b2/rs,$b3/rs?rs=2+1" --checkpoint "$ck" \
 	2>"$T/err" | grep -q already; then
 	fail "a manifest with one fragment of three counts as pushed"

@@ -89,7 +89,7 @@ nth() { ls "$1" | sed -n "$2p"; }	# nth DIR N: the Nth name
 P1=$(nth "$b1/s/pack" 1) P2=$(nth "$b1/s/pack" 2) P3=$(nth "$b1/s/pack" 3)
 I1=$(nth "$b1/s/index" 1) I2=$(nth "$b1/s/index" 2) I3=$(nth "$b1/s/index" 3)
 [ -n "$P3" ] && [ -n "$I3" ] || fail "fewer than three packs or index objects"
-mname() { ls "$b1/s/manifest" | grep -- "-$(printf %016x "$1")\$"; }
+mname() { ls "$b1/s/manifest" | grep -- "-$(printf %016x "$1")\(-[0-9a-f]\{32\}\)\?\$"; }
 M1=$(mname "$c1") M2=$(mname "$c2") M3=$(mname "$c3")
 [ -n "$M1" ] && [ -n "$M2" ] && [ -n "$M3" ] || fail "manifests not found"
 

@@ -229,8 +229,23 @@ case_untrusted() {
 	JOB status >"$T/st" 2>&1
 	grep -q '^1 .* 4/4 .* 4/4 ' "$T/st" || fail "the record was not put back: $(cat "$T/st")"
 	[ "$(states)" = "2 2 2 2 " ] || fail "states $(states)"
+	# versionfs-fsck sees the planted link, a damaged record and a
+	# temporary a crash left; --repair removes them, keeps the rest
+	NODE_NO_FSCK=1 node_umount n0
+	node_exec n0 sh -c "printf x >'$d/.job-4242.9.tmp' && printf junk >'$d/job-4242.8'" ||
+		fail "cannot plant in n0's records"
+	out=$(node_exec n0 "$VFS_BUILD/versionfs-fsck" "$JDIR" 2>&1) &&
+		fail "fsck found nothing in jobs/: $out"
+	for c in file-untrusted job-tmp job-bad; do
+		echo "$out" | grep -q "$c" || fail "fsck did not report $c: $out"
+	done
+	node_exec n0 "$VFS_BUILD/versionfs-fsck" --repair "$JDIR" >/dev/null 2>&1
+	node_fsck n0
+	node_exec n0 test -f "$d/job-4242.1" || fail "fsck --repair removed a sound record"
+	node_exec n0 test -e "$d/job-4242.77" && fail "the planted link is still there"
+	node_mount n0
 }
-test_case "records are untrusted: a damaged record and a planted link left out" case_untrusted
+test_case "records are untrusted: a damaged record and a planted link left out, fsck reports and repairs them" case_untrusted
 
 case_fsck() {
 	local n

@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include <xxhash.h>
+#include <openssl/sha.h>
 
 #include "chunkstore/chunkstore.h"
 #include "chunkvfs/chunkvfs.h"
@@ -1258,6 +1259,9 @@ static int mcheck_one(const struct cs_file *f, void *arg)
 static void build(struct cs_mbuild *mb, const char *p2)
 {
 	struct cs_mhead h = { .ckpt = 7, .parent = 6, .chunking = CS_FSCH };
+
+	memset(h.guid, 0xab, 16);
+	memset(h.parent_guid, 0xcd, 16);
 	struct cs_ref refs[2] = { { { 1 }, 0, 65536 },
 				  { { 2 }, 65536, 70000 - 65536 } };
 	struct cs_file f = { .path = "", .mode = S_IFDIR | 0755, .vino = 1 };
@@ -1291,6 +1295,9 @@ START_TEST(manifest_roundtrip)
 	ck_assert_uint_eq(h.ckpt, 7);
 	ck_assert_uint_eq(h.parent, 6);
 	ck_assert_str_eq(h.tag, "step1");
+	ck_assert(h.has_guid);
+	ck_assert_uint_eq(h.guid[15], 0xab);
+	ck_assert_uint_eq(h.parent_guid[0], 0xcd);
 	/* every truncation is refused */
 	for (size_t l = 0; l < mb.len; l++)
 		ck_assert_int_eq(cs_manifest_parse(mb.buf, l, &h, NULL, NULL,
@@ -1311,6 +1318,71 @@ START_TEST(manifest_roundtrip)
 					   sizeof(why)), CS_ECORRUPT);
 	ck_assert_ptr_nonnull(strstr(why, "bad path"));
 	cs_manifest_free(&mb);
+}
+END_TEST
+
+/* A manifest of version 1 (pushed before GUIDs: a BEGIN of 184 bytes)
+   made from one of version 2: still read, without GUIDs. */
+START_TEST(manifest_version1)
+{
+	struct cs_mbuild mb;
+	struct cs_mhead h;
+	struct mcheck c = { 0 };
+	char why[CS_WHY_LEN];
+	unsigned char *v1;
+	size_t files, n;
+
+	build(&mb, "a/l");
+	files = mb.len - (8 + 216) - (8 + 40);
+	ck_assert_ptr_nonnull(v1 = malloc(mb.len));
+	memcpy(v1, mb.buf, 8 + 184);
+	v1[4] = 184;			/* the BEGIN record's length */
+	v1[8 + 8] = 1;			/* its version */
+	memcpy(v1 + 8 + 184, mb.buf + 8 + 216, files);
+	n = 8 + 184 + files;
+	memcpy(v1 + n, mb.buf + mb.len - 48, 16);	/* END head, count */
+	SHA256(v1, n, v1 + n + 16);
+	n += 48;
+	ck_assert_int_eq(cs_manifest_parse(v1, n, &h, mcheck_one, &c, why,
+					   sizeof(why)), 0);
+	ck_assert_int_eq(c.n, 3);
+	ck_assert_uint_eq(h.ckpt, 7);
+	ck_assert(!h.has_guid);
+	/* a version-2 BEGIN that says version 1, and the other way round */
+	v1[8 + 8] = 2;
+	ck_assert_int_eq(cs_manifest_parse(v1, n, &h, NULL, NULL, why,
+					   sizeof(why)), CS_ECORRUPT);
+	free(v1);
+	cs_manifest_free(&mb);
+}
+END_TEST
+
+START_TEST(manifest_names)
+{
+	unsigned char sid[16], g[16], s2[16], g2[16];
+	char name[128];
+	uint64_t ck;
+	bool has;
+
+	memset(sid, 0x12, 16);
+	memset(g, 0xfe, 16);
+	cs_manifest_name(name, sizeof(name), sid, 0x1234, g);
+	ck_assert_str_eq(name, "manifest/12121212121212121212121212121212-"
+			 "0000000000001234-fefefefefefefefefefefefefefefefe");
+	ck_assert_int_eq(cs_manifest_name_parse(name, s2, &ck, g2, &has), 0);
+	ck_assert(has && ck == 0x1234 && !memcmp(s2, sid, 16) &&
+		  !memcmp(g2, g, 16));
+	cs_manifest_name(name, sizeof(name), sid, 3, NULL);
+	ck_assert_int_eq(cs_manifest_name_parse(name, s2, &ck, g2, &has), 0);
+	ck_assert(!has && ck == 3);
+	ck_assert_int_eq(cs_manifest_name_parse("manifest/12-3", s2, &ck, g2,
+						&has), -EINVAL);
+	ck_assert_int_eq(cs_manifest_name_parse(
+		"manifest/1212121212121212121212121212121X-0000000000000003",
+		s2, &ck, g2, &has), -EINVAL);
+	ck_assert_int_eq(cs_manifest_name_parse(
+		"pack/12121212121212121212121212121212-0000000000000003",
+		s2, &ck, g2, &has), -EINVAL);
 }
 END_TEST
 
@@ -1378,6 +1450,8 @@ START_TEST(push_fsch)
 	struct cs_repo *r;
 	unsigned char sid[16];
 	char mname[128];
+	struct bt_ckpt ck2;
+	bt_txn *txn;
 	FILE *f;
 	int fd;
 
@@ -1426,7 +1500,11 @@ START_TEST(push_fsch)
 	/* checkpoint 2 restored: page 20 new, the rest from epoch 1 */
 	for (uint64_t i = 0; i < NPG; i++)
 		page_fill(want + i * VFS_PAGE, i, i == 20 ? 2 : 1);
-	cs_manifest_name(mname, sizeof(mname), sid, 2);
+	ck_assert_int_eq(bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn), 0);
+	ck_assert_int_eq(bt_ckpt_get(txn, 2, &ck2), 0);
+	bt_txn_abort(txn);
+	cs_manifest_name(mname, sizeof(mname), sid, 2, ck2.guid);
+	ck_assert_msg(cs_obj_exists(r, mname), "no %s", mname);
 	snprintf(path, sizeof(path), "%s/restored", tdir);
 	ck_assert_msg(cs_restore_plain(r, mname, path, NULL, why,
 				       sizeof(why)) == 0, "%s", why);
@@ -1493,7 +1571,7 @@ static void put_manifest(struct cs_repo *r, uint64_t ck,
 			      .nrefs = (size_t)(b - a), .nlink = 1 };
 	ck_assert_int_eq(cs_manifest_add(&mb, &f), 0);
 	ck_assert_int_eq(cs_manifest_end(&mb), 0);
-	cs_manifest_name(name, sizeof(name), h.store_id, ck);
+	cs_manifest_name(name, sizeof(name), h.store_id, ck, NULL);
 	ck_assert_int_eq(cs_obj_put(r, name, mb.buf, mb.len, why, sizeof(why)),
 			 0);
 	cs_manifest_free(&mb);
@@ -1533,7 +1611,7 @@ START_TEST(gc_mark_sweep)
 	/* a manifest a crash cut short: one fragment of three */
 	put_manifest(r, 3, id, 80, 120);
 	memset(sid, 0x5a, 16);
-	cs_manifest_name(name, sizeof(name), sid, 3);
+	cs_manifest_name(name, sizeof(name), sid, 3, NULL);
 	snprintf(cmd, sizeof(cmd), "k=; for f in %s/b*/%s; do [ -e \"$f\" ] "
 		 "|| continue; [ -n \"$k\" ] && rm \"$f\"; k=1; done; true",
 		 tdir, name);
@@ -1562,7 +1640,7 @@ START_TEST(gc_mark_sweep)
 				      sizeof(why)), 0);
 	ck_assert_int_eq(cs_obj_exists(r, name), 0);
 	/* prune checkpoint 1: its packs go, checkpoint 2's stay */
-	cs_manifest_name(name, sizeof(name), sid, 1);
+	cs_manifest_name(name, sizeof(name), sid, 1, NULL);
 	ck_assert_int_eq(cs_obj_delete(r, name, why, sizeof(why)), 0);
 	ck_assert_int_eq(cs_gc(r, &go, &res, why, sizeof(why)), 0);
 	ck_assert_uint_eq(res.swept_packs, p1);
@@ -1696,6 +1774,8 @@ static Suite *chunk_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("manifest");
 	tcase_add_test(tc, manifest_roundtrip);
+	tcase_add_test(tc, manifest_version1);
+	tcase_add_test(tc, manifest_names);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("push");
 	tcase_set_timeout(tc, 60);

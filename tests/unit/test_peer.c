@@ -11,9 +11,13 @@
  * (rep_wire_next) in every phase, version and type; and over a socketpair
  * with the real peer (rep_peer_serve) or a scripted one: several rounds on
  * one connection of version 2, version 1 one round only, the fallback
- * from a version-1 peer's refusal, HELD versions a primary must refuse,
+ * from an older peer's refusal, HELD versions a primary must refuse,
  * and every message out of order refused by the peer, which then ends
- * the connection.
+ * the connection.  Owners (owner.c): the first version-3 primary binds a
+ * replica to its key; another key under the same store id, an older
+ * protocol, and a proof replayed from another session are refused; a
+ * replica made by version 2 is served to it until a key binds it; a
+ * copied store not yet opened read-write is refused a key.
  */
 #include <check.h>
 #include <errno.h>
@@ -21,7 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zstd.h>
@@ -576,7 +582,7 @@ START_TEST(test_rounds_v2)
 	struct rep_client *cl;
 	struct rep_conn *c;
 	struct srv sv;
-	char err[256];
+	char err[256], owners[600];
 	int fd;
 
 	start_peer(&sv, &c, &fd);
@@ -587,7 +593,7 @@ START_TEST(test_rounds_v2)
 		ck_assert_uint_eq(s.shipped, 0);
 		ck_assert(rep_client_reusable(cl));
 	}
-	ck_assert_uint_eq(rep_client_version(cl), 2);
+	ck_assert_uint_eq(rep_client_version(cl), REP_PEER_VERSION);
 	ck_assert_uint_eq(rep_client_rounds(cl), 3);
 	rep_client_close(cl);		/* BYE: the peer returns */
 	end_peer(&sv);
@@ -604,7 +610,11 @@ START_TEST(test_rounds_v2)
 	ck_assert(!rep_client_reusable(cl));
 	rep_client_close(cl);
 
-	/* offering version 1: one round only, and HELD says 1 */
+	/* offering version 1 (to a replica no key is bound to, as one a
+	   version-2 primary made: test_owners): one round only, and HELD
+	   says 1 */
+	snprintf(owners, sizeof(owners), "%s/%s", root, REP_OWNERS_DIR);
+	bt_test_rmtree(owners);
 	start_peer(&sv, &c, &fd);
 	ck_assert_int_eq(rep_client_new(c, fd, 1, &cl), 0);
 	ck_assert_int_eq(rep_client_round(cl, st, &o, &s, err, sizeof(err)),
@@ -615,7 +625,8 @@ START_TEST(test_rounds_v2)
 			 -EPIPE);
 	rep_client_close(cl);
 	end_peer(&sv);
-	ck_assert_int_eq(rep_client_new(NULL, -1, 3, &cl), -EINVAL);
+	ck_assert_int_eq(rep_client_new(NULL, -1, REP_PEER_VERSION + 1, &cl),
+			 -EINVAL);
 	drop_store(st);
 }
 END_TEST
@@ -685,6 +696,14 @@ START_TEST(test_fallback)
 	ck_assert_int_eq(fake_round(st, 2, &r, &got, err, sizeof(err)),
 			 -EPROTONOSUPPORT);
 	r.err = EPROTO;
+	/* version 2's refusal of version 3 */
+	r.reason = "expected HELLO of a version from 1 to 2: bad length";
+	r.len = strlen(r.reason);
+	ck_assert_int_eq(fake_round(st, 3, &r, &got, err, sizeof(err)),
+			 -EPROTONOSUPPORT);
+	ck_assert_uint_eq(got, 3);
+	r.reason = v1;
+	r.len = sizeof(v1) - 1;
 	/* the same words to a HELLO of version 1 are a plain refusal */
 	ck_assert_int_eq(fake_round(st, 1, &r, NULL, err, sizeof(err)),
 			 -EPROTO);
@@ -727,6 +746,8 @@ struct step {
 	uint32_t want_version;		/* of HELD */
 };
 
+static struct vstore *play_st;	/* its key signs HELLOs of version 3 on */
+
 static void play(const struct step *script, int n)
 {
 	struct rep_conn *c;
@@ -734,11 +755,24 @@ static void play(const struct step *script, int n)
 	struct srv sv;
 	void *mb = NULL;
 	size_t cap = 0;
+	char owners[600], err[256];
 	int fd;
 
+	/* every script starts with no replica bound to a key */
+	snprintf(owners, sizeof(owners), "%s/%s", root, REP_OWNERS_DIR);
+	bt_test_rmtree(owners);
 	start_peer(&sv, &c, &fd);
 	for (int i = 0; i < n; i++) {
-		ck_assert_int_eq(rep_wire_send(c, &script[i].w, NULL), 0);
+		struct rep_wire m = script[i].w;
+
+		if (m.type == RW_HELLO && m.version >= REP_PEER_VERSION_OWNER) {
+			ck_assert_int_eq(rep_owner_prove(play_st, c,
+							 m.store_id,
+							 m.owner_pub,
+							 m.owner_sig, err,
+							 sizeof(err)), 0);
+		}
+		ck_assert_int_eq(rep_wire_send(c, &m, NULL), 0);
 		if (!script[i].want)
 			continue;
 		ck_assert_int_eq(recv_msg(c, &mb, &cap, &w), 0);
@@ -763,6 +797,7 @@ START_TEST(test_peer_order)
 	struct rep_wire h1 = { .type = RW_HELLO, .version = 1 };
 	struct rep_wire h2 = { .type = RW_HELLO, .version = 2 };
 	struct rep_wire h3 = { .type = RW_HELLO, .version = 3 };
+	struct rep_wire h4 = { .type = RW_HELLO, .version = 4 };
 	struct rep_wire h0 = { .type = RW_HELLO, .version = 0 };
 	struct rep_wire other = h2, bye = { .type = RW_BYE };
 	struct rep_wire data = { .type = RW_DATA, .data = "x", .len = 1 };
@@ -776,14 +811,21 @@ START_TEST(test_peer_order)
 	memset(h1.store_id, 7, 16);
 	memset(h2.store_id, 7, 16);
 	memset(h3.store_id, 7, 16);
+	memset(h4.store_id, 7, 16);
 	memset(other.store_id, 8, 16);
+	play_st = st;
 	{	/* version 2: rounds, then BYE ends it */
 		struct step s[] = { { h2, RW_HELD, 2 }, { h2, RW_HELD, 2 },
 				    { h2, RW_HELD, 2 }, { bye, 0, 0 } };
 		play(s, 4);
 	}
+	{	/* version 3: rounds, each HELLO signed */
+		struct step s[] = { { h3, RW_HELD, 3 }, { h3, RW_HELD, 3 },
+				    { bye, 0, 0 } };
+		play(s, 3);
+	}
 	{	/* a later version is answered with ours */
-		struct step s[] = { { h3, RW_HELD, 2 }, { h3, RW_HELD, 2 },
+		struct step s[] = { { h4, RW_HELD, 3 }, { h4, RW_HELD, 3 },
 				    { bye, 0, 0 } };
 		play(s, 3);
 	}
@@ -796,7 +838,7 @@ START_TEST(test_peer_order)
 		play(s, 2);
 	}
 	{
-		struct step s[] = { { h3, RW_HELD, 2 }, { h2, RW_REFUSE, 0 } };
+		struct step s[] = { { h3, RW_HELD, 3 }, { h2, RW_REFUSE, 0 } };
 		play(s, 2);
 	}
 	{	/* nothing but HELLO first, and not of version 0 */
@@ -826,6 +868,124 @@ START_TEST(test_peer_order)
 }
 END_TEST
 
+/* One round of a kept client offering `offer` for st against the real
+   peer: its result, err filled. */
+static int real_round(struct vstore *st, uint32_t offer, char *err,
+		      size_t errlen)
+{
+	struct rep_peer_opts o = { .timeout_ms = 5000 };
+	struct rep_peer_stats s;
+	struct rep_client *cl;
+	struct rep_conn *c;
+	struct srv sv;
+	int fd, rc;
+
+	err[0] = 0;
+	start_peer(&sv, &c, &fd);
+	ck_assert_int_eq(rep_client_new(c, fd, offer, &cl), 0);
+	rc = rep_client_round(cl, st, &o, &s, err, errlen);
+	rep_client_close(cl);
+	end_peer(&sv);
+	return rc;
+}
+
+/* root/.owners/<hex of st's id>: its size, -1 if absent. */
+static long owner_file(struct vstore *st)
+{
+	unsigned char id[16];
+	char path[512], hex[33];
+	struct stat sb;
+
+	ck_assert_int_eq(store_id(st, id), 0);
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", id[i]);
+	snprintf(path, sizeof(path), "%s/%s/%s", root, REP_OWNERS_DIR, hex);
+	return stat(path, &sb) ? -1 : (long)sb.st_size;
+}
+
+START_TEST(test_owners)
+{
+	static char other[] = "/tmp/test_peer_other.XXXXXX";
+	struct vstore *st = empty_store(), *st2, *st3;
+	unsigned char id[16], pub[REP_OWNER_PUB], sig[REP_OWNER_SIG];
+	struct rep_conn *c, *c2;
+	struct srv sv;
+	struct rep_wire h = { .type = RW_HELLO, .version = 3 }, w;
+	char err[512], path[600], cmd[1300];
+	void *mb = NULL;
+	size_t cap = 0;
+	int fd, sfd, dfd;
+
+	/* a version-2 primary makes a replica: nothing bound, served */
+	ck_assert_int_eq(real_round(st, 2, err, sizeof(err)), 0);
+	ck_assert_int_eq(owner_file(st), -1);
+	/* the first version-3 round binds it; later ones pass */
+	ck_assert_int_eq(real_round(st, 3, err, sizeof(err)), 0);
+	ck_assert_int_eq(owner_file(st), REP_OWNER_PUB);
+	ck_assert_int_eq(real_round(st, 3, err, sizeof(err)), 0);
+	/* now an older protocol may not act on it */
+	ck_assert_int_eq(real_round(st, 2, err, sizeof(err)), -EACCES);
+	ck_assert_msg(strstr(err, "older protocol"), "%s", err);
+	ck_assert_int_eq(real_round(st, 1, err, sizeof(err)), -EACCES);
+
+	/* another store under the same id (knowing the shared secret) */
+	ck_assert_ptr_nonnull(mkdtemp(other));
+	ck_assert_int_eq(store_open(other, STORE_CREATE, &st2), 0);
+	store_close(st2);
+	ck_assert_int_eq(store_id(st, id), 0);
+	snprintf(path, sizeof(path), "%s/.versionfs", other);
+	ck_assert_int_ge(dfd = open(path, O_DIRECTORY | O_RDONLY), 0);
+	ck_assert_int_eq(store_fmt_write_id(dfd, id), 0);
+	close(dfd);
+	ck_assert_int_eq(store_open(other, 0, &st2), 0);
+	ck_assert_int_eq(real_round(st2, 3, err, sizeof(err)), -EACCES);
+	ck_assert_msg(strstr(err, "another primary's key"), "%s", err);
+	ck_assert_int_eq(real_round(st2, 2, err, sizeof(err)), -EACCES);
+	/* the owner still is served */
+	ck_assert_int_eq(real_round(st, 3, err, sizeof(err)), 0);
+
+	/* a proof replayed from another session */
+	pair(&c2, &fd, &c, &sfd);
+	ck_assert_int_eq(rep_owner_prove(st, c2, id, pub, sig, err,
+					 sizeof(err)), 0);
+	ck_assert_int_eq(rep_owner_verify(c, id, pub, sig), 0);
+	rep_conn_close(c);
+	rep_conn_close(c2);
+	close(sfd);
+	start_peer(&sv, &c, &fd);
+	memcpy(h.store_id, id, 16);
+	memcpy(h.owner_pub, pub, REP_OWNER_PUB);
+	memcpy(h.owner_sig, sig, REP_OWNER_SIG);
+	ck_assert_int_eq(rep_owner_verify(c, id, pub, sig), -EACCES);
+	ck_assert_int_eq(rep_wire_send(c, &h, NULL), 0);
+	ck_assert_int_eq(recv_msg(c, &mb, &cap, &w), 0);
+	ck_assert_uint_eq(w.type, RW_REFUSE);
+	ck_assert_int_eq(w.err, EACCES);
+	rep_conn_close(c);
+	end_peer(&sv);
+	free(mb);
+
+	/* a copy not yet opened read-write carries the original's id and
+	   key: refused a proof until it has an identity of its own */
+	store_close(st2);
+	bt_test_rmtree(other);
+	snprintf(cmd, sizeof(cmd), "cp -a %s %s", backing, other);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(store_open(other, STORE_RDONLY, &st3), 0);
+	ck_assert_int_eq(real_round(st3, 3, err, sizeof(err)), -EXDEV);
+	store_close(st3);
+	/* opened read-write it is a store of its own, with a replica of
+	   its own beside the original's */
+	ck_assert_int_eq(store_open(other, 0, &st3), 0);
+	ck_assert_int_eq(real_round(st3, 3, err, sizeof(err)), 0);
+	ck_assert_int_eq(owner_file(st3), REP_OWNER_PUB);
+	ck_assert_int_eq(real_round(st, 3, err, sizeof(err)), 0);
+	store_close(st3);
+	bt_test_rmtree(other);
+	drop_store(st);
+}
+END_TEST
+
 static Suite *peer_suite(void)
 {
 	Suite *s = suite_create("peer");
@@ -845,6 +1005,7 @@ static Suite *peer_suite(void)
 	tcase_add_test(tc, test_rounds_v2);
 	tcase_add_test(tc, test_fallback);
 	tcase_add_test(tc, test_peer_order);
+	tcase_add_test(tc, test_owners);
 	suite_add_tcase(s, tc);
 	return s;
 }

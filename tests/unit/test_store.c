@@ -971,6 +971,49 @@ END_TEST
 
 /* ---- removed files ---- */
 
+static int mark_txn(bt_txn *txn, void *arg)
+{
+	(void)arg;
+	return store_mark_replica(txn);
+}
+
+/* A replica's first checkpoint of its own makes it a store of its own
+   (its primary's id as origin), once; a looked-at replica keeps its id;
+   a store never marked keeps its id. */
+START_TEST(test_replica_identity)
+{
+	char *dir = mk_backing();
+	struct vstore *st;
+	unsigned char id[16], id2[16], origin[16];
+
+	ck_assert_int_eq(store_open(dir, STORE_CREATE, &st), 0);
+	ck_assert_int_eq(store_id(st, id), 0);
+	ck_assert_int_eq(store_own_identity(st), 0);	/* not a replica */
+	ck_assert_int_eq(store_id(st, id2), 0);
+	ck_assert_mem_eq(id, id2, 16);
+	ck_assert_int_eq(bt_txn_run(store_env(st), mark_txn, NULL), 0);
+	store_close(st);
+	ck_assert_int_eq(store_open(dir, 0, &st), 0);	/* looked at */
+	ck_assert_int_eq(store_id(st, id2), 0);
+	ck_assert_mem_eq(id, id2, 16);
+	ck_assert_int_eq(store_own_identity(st), 1);	/* its own checkpoint */
+	ck_assert_int_eq(store_id(st, id2), 0);
+	ck_assert(memcmp(id, id2, 16));
+	ck_assert_int_eq(store_origin(st, origin), 1);
+	ck_assert_mem_eq(origin, id, 16);
+	ck_assert_int_eq(store_own_identity(st), 0);	/* once */
+	store_close(st);
+	/* a new identity for any reason clears the mark */
+	ck_assert_int_eq(store_open(dir, 0, &st), 0);
+	ck_assert_int_eq(bt_txn_run(store_env(st), mark_txn, NULL), 0);
+	ck_assert_int_eq(store_new_identity(st, id), 0);
+	ck_assert_int_eq(store_own_identity(st), 0);
+	store_close(st);
+	rm_tree(dir);
+	free(dir);
+}
+END_TEST
+
 START_TEST(test_rec_dead)
 {
 	struct bt_inode r = { .ino = 5, .ver = 3, .flags = BT_INO_ATTR,
@@ -1120,6 +1163,7 @@ static Suite *store_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("library");
 	tcase_add_test(tc, test_open_lock);
+	tcase_add_test(tc, test_replica_identity);
 	tcase_add_test(tc, test_changes);
 	tcase_add_test(tc, test_clean_offline);
 	tcase_add_test(tc, test_rec_dead);

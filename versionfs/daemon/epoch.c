@@ -180,6 +180,13 @@ static int take_checkpoint(const char *tag, uint64_t *id, bool *existed,
 	/* A full disk (the reserve released) does not refuse it: saving
 	   is what the reserve is for, and the newest checkpoint may be what
 	   a user must delete to free space; refused only if the save fails. */
+	/* a replica mounted for a failover: its first checkpoint of its own
+	   makes it a store of its own (store/identity.c, REPLICAS) */
+	if ((rc = store_own_identity(vfs->st)) < 0) {
+		snprintf(err, errlen, "a new identity for this replica: %s",
+			 strerror(-rc));
+		return rc;
+	}
 	t[0] = vfs_now();
 	kf_flush_open_files();
 	t[1] = vfs_now();

@@ -32,11 +32,11 @@
  * fails on a kept connection with a transport error (it died silently
  * while idle: a cut link, a peer that lost its state) is tried once more
  * at once on a new one; any other failure closes it and retries with a
- * backoff of 1 to 16 s, logging each new error once.  A version-1 peer
- * refuses the first HELLO: the thread then dials again offering version
- * 1, and uses a connection per round (as before version 2) for
- * RP_V1_S before it offers version 2 again (the peer may have been
- * upgraded).
+ * backoff of 1 to 16 s, logging each new error once.  An older peer
+ * refuses the first HELLO (libvfspeer's OLDER PEERS): the thread then
+ * dials again offering one version less (version 1: a connection per
+ * round; below 3: no proof of the store's key) for RP_V1_S before it
+ * offers the newest again (the peer may have been upgraded).
  *
  * Sending beside the running daemon reads the store with read
  * transactions of this thread (LMDB readers never block the writer) and
@@ -87,7 +87,7 @@
 #define RP_BACKOFF_MAX	16
 #define RP_TICK_S	60	/* without a connection: a round this often */
 #define RP_IDLE_S	300	/* a kept connection without work: BYE */
-#define RP_V1_S		600	/* a version-1 peer: version 2 offered again */
+#define RP_V1_S		600	/* an older peer: the newest offered again */
 #define RP_WAIT_S	600	/* wait=peer's bound */
 
 static struct {
@@ -190,7 +190,7 @@ struct rp_cfg {
 struct rp_link {
 	struct rep_client *cl;		/* NULL: none */
 	uint32_t offer;			/* the version HELLO offers */
-	int64_t v1_at;			/* when a peer refused version 2 */
+	int64_t v1_at;			/* when a peer refused a version */
 	int64_t last_round, last_work;	/* monotonic ms */
 };
 
@@ -282,11 +282,13 @@ again:
 	link_close(l);
 	if (should_stop(NULL))
 		return rc;
-	if (rc == -EPROTONOSUPPORT && l->offer > 1) {
+	if (rc == -EPROTONOSUPPORT && l->offer > REP_PEER_VERSION_MIN) {
+		l->offer--;
 		vfs_log(LOG_NOTICE, "replication to %s: the peer speaks "
-			"protocol version 1 only: a connection per round",
-			g->peer);
-		l->offer = 1;
+			"protocol version %u at most%s", g->peer, l->offer,
+			l->offer < 2 ? ": a connection per round" :
+			l->offer < REP_PEER_VERSION_OWNER ? ": its replica "
+			"is not bound to this store's key" : "");
 		l->v1_at = mono_ms();
 		goto again;
 	}
