@@ -217,4 +217,13 @@ int bt_get(bt_txn *txn, enum bt_db db, MDB_val *k, MDB_val *v,
 int bt_del_pair(bt_txn *txn, enum bt_db db, uint64_t a, uint64_t b,
 		const char *what);
 
+/* ---- test hooks (testpoint.c: every one of libvfsbtree's) ---- */
+
+/* VFS_TEST_BOOT_ID: a boot id into out[40] instead of the kernel's
+   (tests fake a reboot); false if unset. */
+bool bt_test_boot_id(char out[40]);
+/* VFS_TEST_DURABLE_STALL=MS: hold a durable point between its pin and
+   its record, for a test to crash inside it. */
+void bt_test_stall(void);
+
 #endif /* VFS_BT_INT_H */

@@ -71,18 +71,15 @@ struct dur_slot {
 	unsigned char *page;		/* psize bytes */
 };
 
-/* The kernel's boot id; VFS_TEST_BOOT_ID overrides it (tests fake a reboot). */
+/* The kernel's boot id (a test may fake a reboot: testpoint.c). */
 static void boot_id(char out[40])
 {
-	const char *fake = getenv("VFS_TEST_BOOT_ID");
 	ssize_t n = 0;
 	int fd;
 
 	memset(out, 0, 40);
-	if (fake) {
-		snprintf(out, 40, "%s", fake);
+	if (bt_test_boot_id(out))
 		return;
-	}
 	fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		n = read(fd, out, 39);
@@ -328,16 +325,6 @@ out:
 	return rc;
 }
 
-/* Tests hold a point between pin and record (VFS_TEST_DURABLE_STALL, ms)
-   to crash inside it. */
-static void test_stall(void)
-{
-	const char *ms = getenv("VFS_TEST_DURABLE_STALL");
-
-	if (ms)
-		usleep((useconds_t)atoi(ms) * 1000);
-}
-
 /* Copy the meta page of transaction txnid (the newest) into page. */
 static int meta_capture(bt_env *env, uint64_t txnid, unsigned char *page)
 {
@@ -538,7 +525,7 @@ int bt_durable_point_with(bt_env *env, bool clean, int (*sync)(void *),
 	if (!rc)
 		rc = meta_capture(env, T, env->dur_page);
 	mdb_txn_abort(w);		/* commits go on from here */
-	test_stall();
+	bt_test_stall();	/* testpoint.c */
 	if (!rc)
 		rc = durable_record(env, T, env->dur_page, clean, sync, arg);
 	if (!rc) {
