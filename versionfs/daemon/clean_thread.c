@@ -211,17 +211,12 @@ static const struct cl_hooks hooks = {
 	.nospace = h_nospace,
 };
 
-/*
- * VFS_TEST_MANUAL_CLEAN (tests only): the cleaner runs only when asked
- * (versionfs-clean), not after a delete, a checkpoint or a mount, so that
- * a test can leave deleted checkpoints to an offline clean without racing
- * the daemon (t0420's consolidation-crash round).
- */
+/* A test may leave cleaning to versionfs-clean (testpoint.c). */
 static bool manual_clean;
 
 int dc_init(struct vfs *v)
 {
-	manual_clean = getenv("VFS_TEST_MANUAL_CLEAN") != NULL;
+	manual_clean = vt_manual_clean();
 	v->sink_caught_up = dc_after_checkpoint;
 	return cl_new(v->st, &hooks, &v->cleaner);
 }

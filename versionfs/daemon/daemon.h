@@ -641,4 +641,12 @@ void fo_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 /* ---- fuseops.c ---- */
 extern const struct fuse_lowlevel_ops vfs_ops;
 
+/* ---- test hooks (testpoint.c: every one of the daemon's) ---- */
+
+/* VFS_TEST_MANUAL_CLEAN: the cleaner runs only when asked. */
+bool vt_manual_clean(void);
+/* VFS_TEST_CKPT_SYNC_FAIL: the first checkpoint's sync fails (EIO);
+   true once (the control thread only). */
+bool vt_ckpt_sync_fails(void);
+
 #endif /* VFS_DAEMON_H */

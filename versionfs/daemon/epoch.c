@@ -134,13 +134,9 @@ static int ck_sync_store(void *arg)
  */
 static int ck_make_durable(uint64_t E, char *err, size_t errlen)
 {
-	static int test_fail = -1;	/* VFS_TEST_CKPT_SYNC_FAIL: tests */
 	int rc;
 
-	if (test_fail < 0)
-		test_fail = getenv("VFS_TEST_CKPT_SYNC_FAIL") != NULL;
-	if (test_fail) {	/* the control thread only */
-		test_fail = 0;
+	if (vt_ckpt_sync_fails()) {	/* a test's (testpoint.c) */
 		snprintf(err, errlen, "syncing the store: %s (test)",
 			 strerror(EIO));
 		return -EIO;
