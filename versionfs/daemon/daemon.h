@@ -313,7 +313,13 @@ static inline fuse_ino_t vn_nodeid(const struct vnode *vn)
 }
 /* Find or create vnode (view, vino) loaded at its view; +ref. */
 int vn_get(uint64_t view, uint64_t vino, struct vnode **out);
-void vn_ref(struct vnode *vn);
+/* +1 reference (inline: dirty.c, below node.c, takes them too). */
+static inline void vn_ref(struct vnode *vn)
+{
+	pthread_mutex_lock(&vfs->table_lock);
+	vn->refs++;
+	pthread_mutex_unlock(&vfs->table_lock);
+}
 void vn_put(struct vnode *vn);
 void vn_lookup_inc(struct vnode *vn);		/* +1 nlookup (entry reply) */
 /* Remember the name the kernel knows vn by; alias: a new dentry (lookup,
@@ -334,12 +340,30 @@ int vn_load(struct vnode *vn, bt_txn *txn);
    (logged if rebuilt is NULL). */
 int vn_check_meta(struct vnode *vn, size_t *rebuilt);
 void vn_stat(const struct vnode *vn, struct stat *st);
-/* ---- persist.c ---- */
+/* ---- dirty.c ---- */
 /* Put vn on the dirty list its pending work calls for (lock held). */
 void vn_mark_dirty(struct vnode *vn);
 /* Take any vnode off the dirty lists (its list reference passes to the
    caller); NULL when both are empty. */
 struct vnode *vn_dirty_pop(void);
+/* Take vn off the dirty lists (lock held; the caller holds a reference). */
+void vn_unmark_dirty(struct vnode *vn);
+/* After some pending work was done: move vn or take it off (lock held). */
+void vn_dirty_update(struct vnode *vn);
+/* Up to max vnodes (all if 0) of the lists DL_INDEX and/or DL_FILES, only
+   those without open handles if closed_only; referenced, in a new array
+   of *n (NULL: no memory). */
+#define DL_INDEX	1
+#define DL_FILES	2
+struct vnode **vn_dirty_snapshot(size_t max, bool closed_only,
+				 unsigned lists, size_t *n);
+/* A version of E still to be made; index work pending (as opposed to
+   the metadata file only). */
+bool vn_needs_version(const struct vnode *vn);
+bool vn_index_pending(const struct vnode *vn);
+/* Unlinked, closed and forgotten by the kernel: nothing reaches it. */
+bool vn_unreachable(struct vnode *vn);
+/* ---- persist.c ---- */
 /* Persist vn's pending state: files first, then LMDB in txn. */
 int vn_persist_files(struct vnode *vn);
 int vn_persist_index(struct vnode *vn, bt_txn *txn);
@@ -347,10 +371,6 @@ void vn_persist_done(struct vnode *vn);
 /* Forget vn's unsaved changes of the open epoch: the next vn_refresh
    reloads it from the index.  It stays on a dirty list if it is on one. */
 void vn_drop_unsaved(struct vnode *vn);
-/* Take vn off the dirty lists (lock held; the caller holds a reference). */
-void vn_unmark_dirty(struct vnode *vn);
-/* Unlinked, closed and forgotten by the kernel: nothing reaches it. */
-bool vn_unreachable(struct vnode *vn);
 /* Persist one vnode in its own transaction (lock held). */
 int vn_persist(struct vnode *vn, bool durable);
 /* Persist every dirty vnode in one transaction (epoch_lock exclusive). */

@@ -204,13 +204,6 @@ struct vnode *vn_from_ino(fuse_ino_t ino)
 	return vn;
 }
 
-void vn_ref(struct vnode *vn)
-{
-	pthread_mutex_lock(&vfs->table_lock);
-	vn->refs++;
-	pthread_mutex_unlock(&vfs->table_lock);
-}
-
 /* Free vn if nothing holds it any more (table_lock held); true if freed. */
 static bool vn_maybe_free(struct vnode *vn)
 {
