@@ -165,7 +165,7 @@ BENCH_BIN   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 MANPAGES    := $(wildcard man/*.[1-8])
 
-.PHONY: all check check-unit check-integration check-man asan check-asan \
+.PHONY: all check check-unit check-integration check-man check-layers asan check-asan \
         bench bench-quick demo install uninstall clean distclean help \
         tests-build fuzz fuzz-build fuzz-bins check-fuzz
 
@@ -403,6 +403,7 @@ tests-build: all $(MPI_TESTS) $(UNIT_BIN) $(TEST_HELPERS) $(BUILD)/bench/passthr
 check: tests-build
 	@status=0; \
 	$(MAKE) --no-print-directory check-man || status=1; \
+	$(MAKE) --no-print-directory check-layers || status=1; \
 	$(MAKE) --no-print-directory check-unit || status=1; \
 	$(MAKE) --no-print-directory check-integration || status=1; \
 	$(MAKE) --no-print-directory check-fuzz || status=1; \
@@ -417,6 +418,11 @@ check-integration: tests-build
 
 check-man:
 	@tests/check-man $(MANPAGES)
+
+# the layout's rules (README's tour): includes point down the layers, no
+# import circle between the files of a module (read from the objects)
+check-layers: all
+	@tests/check-layers $(BUILD)
 
 # make fuzz: FUZZ_TIME seconds a target (make check: FUZZ_CHECK_TIME, about
 # a minute in all), only when clang is installed (scripts/install-deps).
