@@ -47,6 +47,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -131,6 +132,25 @@ int vfs_errf(char *buf, size_t len, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
 /* ---- small helpers: buffers, time, byte order --------------------------- */
+
+/* b bytes for people, in powers of 1024: "812", "1.5K", "3.0G" (short), or
+   "812 B", "1.5 KiB", "3.0 GiB" (!short). */
+static inline void vfs_fmt_bytes(uint64_t b, bool short_form, char *buf,
+				 size_t len)
+{
+	const char *u = "BKMGTPE";
+	double v = (double)b;
+
+	while (v >= 1024 && u[1]) {
+		v /= 1024;
+		u++;
+	}
+	if (*u == 'B')
+		snprintf(buf, len, "%llu%s", (unsigned long long)b,
+			 short_form ? "" : " B");
+	else
+		snprintf(buf, len, short_form ? "%.1f%c" : "%.1f %ciB", v, *u);
+}
 
 /*
  * Make room for `need` elements of `elem` bytes in the array *v of

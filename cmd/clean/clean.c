@@ -53,17 +53,7 @@ static void usage(FILE *f)
 
 static void human(uint64_t b, char *buf, size_t len)
 {
-	const char *u = "BKMGTPE";
-	double v = (double)b;
-
-	while (v >= 1024 && u[1]) {
-		v /= 1024;
-		u++;
-	}
-	if (*u == 'B')
-		snprintf(buf, len, "%" PRIu64 " B", b);
-	else
-		snprintf(buf, len, "%.1f %ciB", v, *u);
+	vfs_fmt_bytes(b, false, buf, len);
 }
 
 static void progress(const char *path, uint64_t merged, uint64_t deleted,

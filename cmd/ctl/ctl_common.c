@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/util.h"
 #include "versionfs/lib/client.h"
 #include "cmd/ctl/ctl_int.h"
 
@@ -90,17 +91,7 @@ void fmt_time(uint64_t ns, char *buf, size_t len)
 
 void fmt_bytes(uint64_t b, char *buf, size_t len)
 {
-	const char *u = "BKMGTPE";
-	double v = (double)b;
-
-	while (v >= 1024 && u[1]) {
-		v /= 1024;
-		u++;
-	}
-	if (*u == 'B')
-		snprintf(buf, len, "%llu", (unsigned long long)b);
-	else
-		snprintf(buf, len, "%.1f%c", v, *u);
+	vfs_fmt_bytes(b, true, buf, len);
 }
 
 int open_client(const char *mount, vfs_client **c)
