@@ -309,6 +309,10 @@ int vm_from_rec(struct vmeta *m, const struct bt_inode *rec);
 int vm_write_fd(int fd, uint64_t ino, uint64_t ver, const struct vmeta *m);
 int vm_read_fd(int fd, uint64_t ino, uint64_t ver, struct vmeta *m,
 	       char *why, size_t whylen);
+/* The first attribute in which a metadata file's copy (file) differs
+   from the index's (idx), as words ("link count"), or NULL if they agree
+   on all that a file must carry (not atime, not the flags). */
+const char *vm_differs(const struct vmeta *file, const struct vmeta *idx);
 
 /* ---- xattrs (xattr.c) ----------------------------------------------------- */
 
