@@ -277,6 +277,12 @@ out:
 	return rc;
 }
 
+int cl_trim_content(struct cleaner *cl, uint64_t ino, uint64_t ver,
+		    struct cl_stats *st)
+{
+	return rc_reclaim(cl, ino, ver, st);
+}
+
 /* ---- the trash ---- */
 
 struct trash_item {

@@ -310,8 +310,9 @@ void vn_flush_closed(void);
 void vn_flush_kick(void);
 /* The version before `ver` in the index (for xattrs), 0 if none. */
 uint64_t vn_prev_ver(struct vnode *vn, uint64_t ver);
-/* After an unclean stop: check/rebuild the open epoch's metadata files. */
-int vn_recover_meta(void);
+/* After an unclean stop: make the open epoch's metadata and content
+   files agree with the index (rebuilt, rewritten, trimmed). */
+int vn_recover_epoch(void);
 /* After an unclean stop: delete the open epoch's unreferenced files. */
 int vn_recover_orphans(void);
 /* Ask for (or, done, clear) those recoveries at the next mount although
@@ -370,6 +371,9 @@ int data_write(struct vnode *vn, struct fuse_bufvec *in, off_t off,
 int data_truncate(struct vnode *vn, uint64_t size);
 int data_fallocate(struct vnode *vn, int mode, off_t off, off_t len);
 int data_lseek(struct vnode *vn, off_t off, int whence, off_t *res);
+/* After an unclean stop: content.E of vn loses what the crash lost (the
+   bytes past the recovered EOF, the pages map E does not hold). */
+int data_recover(struct vnode *vn);
 
 /* ---- dir.c ---- */
 int dir_ensure_listed(struct vnode *dir);

@@ -22,7 +22,8 @@
  * Invariant relied on everywhere: in every version, the bytes of the last
  * page beyond EOF read as zero and no page lies wholly beyond EOF.
  * Truncating down zeroes (or copies and zeroes) the tail of the new last
- * page and cuts everything after it.
+ * page and cuts everything after it; after a crash, which can leave bytes
+ * of lost writes there, the mount zeroes it again (data_recover).
  *
  * Reads reply with a fuse_bufvec of fd-backed buffers, one per run, so the
  * kernel can splice from the content files; holes point at a shared
@@ -304,6 +305,58 @@ static int one_holder(uint64_t page, uint64_t count, uint64_t holder,
 	(void)count;
 	((struct holder_ctx *)arg)->holder = holder;
 	return 0;
+}
+
+/* ---- crash recovery ---- */
+
+/*
+ * After an unclean stop, before anything is served: content.E of vn (a
+ * regular file of the open epoch E whose map E the index holds) may hold
+ * bytes of writes the crash lost, written in place into pages map E
+ * holds or into pages it never got.  What a crash loses is lost as a
+ * whole: the size the index came back with takes those bytes with it.
+ * The bytes past EOF of the last page are zeroed where E holds that page
+ * (the invariant every read and every later extension of the file relies
+ * on: a write past EOF, a truncate up or a checkpoint would otherwise
+ * show them again), and the pages map E does not hold are freed by the
+ * cleaner's trim.  Pages wholly past EOF never are in map E (the size
+ * and the map commit together), so nothing else can come back.
+ */
+int data_recover(struct vnode *vn)
+{
+	struct holder_ctx h = { BT_HOLE };
+	uint64_t E = vfs->epoch, size = vn->m.size, p = size / VFS_PAGE;
+	struct cl_stats st = { 0 };
+	struct stat sb;
+	int fd, rc = 0;
+
+	if (!S_ISREG(vn->type) || vn->view || vn->data_ver != E)
+		return 0;
+	if (size % VFS_PAGE &&
+	    (rc = resolve(vn, p, 1, true, one_holder, &h)) == 0 &&
+	    h.holder == E) {
+		fd = store_open_content(vfs->st, vn->vino, E, O_RDWR);
+		if (fd == -ENOENT)
+			return 0;	/* a power loss took it: zeros */
+		if (fd < 0)
+			return fd;
+		if (fstat(fd, &sb) < 0)
+			rc = -errno;
+		else if ((uint64_t)sb.st_size > size)
+			rc = store_zero_bytes(fd, size,
+					     (uint64_t)sb.st_size <
+					     (p + 1) * VFS_PAGE ?
+					     (uint64_t)sb.st_size :
+					     (p + 1) * VFS_PAGE);
+		close(fd);
+	}
+	/* only space: a failure (logged) does not stop the mount */
+	if (!rc)
+		(void)cl_trim_content(vfs->cleaner, vn->vino, E, &st);
+	vfs->clean_total.files_trimmed += st.files_trimmed;
+	vfs->clean_total.files_deleted += st.files_deleted;
+	vfs->clean_total.bytes_freed += st.bytes_freed;
+	return rc;
 }
 
 /*

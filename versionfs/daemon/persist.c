@@ -16,7 +16,7 @@
  * every durable point; the metadata file is read only for xattrs.  So the
  * two steps need not run together: an index entry whose meta.E is missing
  * (a crash before it was written) is rebuilt from the index on first use
- * (vn_check_meta) and, after an unclean stop, at mount (vn_recover_meta).
+ * (vn_check_meta) and, after an unclean stop, at mount (vn_recover_epoch).
  *
  * Two dirty lists, both O(1) to join and leave, hold a reference each:
  *
@@ -204,7 +204,7 @@ static struct vnode **dirty_snapshot(size_t max, bool closed_only,
  * of the newest file before it over.  A file created here that cannot be
  * written whole (no space for its xattrs or its block) is removed, never
  * left half-written: the record in the index is the authority, and a
- * missing file is rebuilt from it (vn_recover_meta) where a half-written
+ * missing file is rebuilt from it (vn_recover_epoch) where a half-written
  * one would be damage.  A rewrite in place needs no new block.
  */
 static int write_meta_file(struct vnode *vn, uint64_t E)
@@ -759,16 +759,60 @@ static int recover_cb(const struct bt_log *l, void *arg)
 }
 
 /*
- * After an unclean stop: every inode changed in the open epoch gets its
- * meta.E checked, and rebuilt from the index if it never reached the disk,
- * before a checkpoint can make that version permanent.  O(changes in E).
+ * Make meta.E of vn (just loaded from the index, lock held) say what the
+ * index says.  A crash leaves it behind the record whenever a change
+ * reached the index after the file was written: an fsync writes meta.E,
+ * then an unlink, a link or a chmod commits the record and leaves the
+ * file pending (only a checkpoint or the unmount writes it), and the kill
+ * loses that debt.  Missing or damaged, it is rebuilt (vn_check_meta);
+ * stale, rewritten in place (its xattrs stay).  An inode nothing can
+ * reach (no link) needs no file; one it has must follow the record all
+ * the same, as fsck checks every file there is.  *fixed counts the files
+ * written.
  */
-int vn_recover_meta(void)
+static int recover_meta_file(struct vnode *vn, size_t *fixed)
+{
+	struct vmeta file = { 0 };
+	uint64_t E = vfs->epoch;
+	char why[96];
+	int fd, rc;
+
+	if (vn->m.nlink && (rc = vn_check_meta(vn, fixed)))
+		return rc;
+	fd = store_open_meta(vfs->st, vn->vino, E, O_RDONLY);
+	if (fd < 0)
+		return fd == -ENOENT ? 0 : fd;	/* none: no link, none due */
+	rc = vm_read_fd(fd, vn->vino, E, &file, why, sizeof(why));
+	close(fd);
+	if (rc == 0 && !vm_differs(&file, &vn->m))
+		goto out;
+	if (rc && rc != BT_ECORRUPT)
+		goto out;
+	/* written as a persist would (in place; a full disk leaves it
+	   pending, for the next checkpoint or unmount) */
+	vn->mfile_dirty = true;
+	if ((rc = vn_persist_files(vn)))
+		vn_mark_dirty(vn);
+	else
+		(*fixed)++;
+out:
+	vm_clear(&file);
+	return rc;
+}
+
+/*
+ * After an unclean stop: every inode changed in the open epoch is made to
+ * agree with its index record before a checkpoint can make that version
+ * permanent: meta.E rebuilt if it never reached the disk, rewritten if
+ * the crash left it stale (recover_meta_file), and content.E rid of what
+ * the crash lost (data_recover).  O(changes in E).
+ */
+int vn_recover_epoch(void)
 {
 	struct ino_list a = { 0 };
-	size_t checked = 0, rebuilt = 0;
+	size_t checked = 0, fixed = 0;
 	bt_txn *txn;
-	int rc;
+	int rc, drc;
 
 	if ((rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn)))
 		return rc;
@@ -780,24 +824,32 @@ int vn_recover_meta(void)
 		if (vn_get(0, a.v[i], &vn))
 			continue;	/* gone, or damaged (logged) */
 		pthread_mutex_lock(&vn->lock);
-		if (vn->mfile_ver == vfs->epoch && vn->m.nlink) {
-			vn_check_meta(vn, &rebuilt);
+		if (vn->mfile_ver == vfs->epoch) {
+			recover_meta_file(vn, &fixed);	/* logged */
 			checked++;
-		} else if (!vn->m.nlink) {
+		}
+		if (!vn->m.nlink) {
 			/* removed, and no one can have it open any more:
-			   the flusher frees its data (reap.c) */
+			   the flusher frees its data, content.E whole
+			   (reap.c) */
 			vn_dead_note(vn, true);
+		} else if ((drc = data_recover(vn))) {
+			/* a file of lost bytes must not be served: fatal */
+			vfs_log(LOG_ERR, "inode %llu: recovering its content "
+				"file: %s", (unsigned long long)vn->vino,
+				strerror(-drc));
+			rc = drc;
 		}
 		pthread_mutex_unlock(&vn->lock);
 		vn_put(vn);
 	}
 	free(a.v);
-	if (!rc && rebuilt)
-		vfs_log(LOG_WARNING, "after an unclean stop: rebuilt %zu of the "
-			"metadata files of the %zu inodes changed since "
-			"checkpoint %llu from the index (their xattrs come from "
-			"the version before)", rebuilt, checked,
-			(unsigned long long)vfs->parent);
+	if (!rc && fixed)
+		vfs_log(LOG_WARNING, "after an unclean stop: rebuilt or "
+			"rewrote %zu of the metadata files of the %zu inodes "
+			"changed since checkpoint %llu from the index (a "
+			"rebuilt file has the xattrs of the version before)",
+			fixed, checked, (unsigned long long)vfs->parent);
 	return rc;
 }
 
