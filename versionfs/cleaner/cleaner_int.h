@@ -93,4 +93,8 @@ int rc_reclaim(struct cleaner *cl, uint64_t ino, uint64_t holder,
 	       struct cl_stats *st);
 int rc_trash_run(struct cleaner *cl, struct cl_stats *st);
 
+/* testpoint.c: the tests' hooks (its comment lists the points) */
+void cl_crash_point(const char *where);
+bool cl_no_punch(void);
+
 #endif /* VFS_CLEANER_INT_H */

@@ -300,6 +300,7 @@ int co_recover(struct cleaner *cl, struct cl_stats *st)
 	}
 	free(maps.v);
 	if (!rc) {
+		cl_crash_point("co-recovered");
 		v = 0;
 		rc = bt_txn_run(cl->env, co_intent_clear, &v);
 		vfs_log(LOG_NOTICE, "cleaner: inode %llu: trimmed %zu content "
@@ -347,6 +348,8 @@ int co_inode(struct cleaner *cl, uint64_t ino, uint64_t max,
 	w.txn = NULL;
 	if (a.n && (rc = bt_txn_run(cl->env, co_intent, &ino)))
 		goto out;
+	if (a.n)
+		cl_crash_point("co-intent");
 	if ((rc = bt_txn_begin(cl->env, BT_TXN_RDONLY, &w.txn)))
 		goto out;
 	for (size_t i = 0; i < a.n && !rc; i++) {
@@ -359,16 +362,18 @@ int co_inode(struct cleaner *cl, uint64_t ino, uint64_t max,
 	}
 	bt_txn_abort(w.txn);
 	w.txn = NULL;
-	if (!rc && a.n && getenv("VFS_TEST_CO_CRASH"))
-		_exit(137);	/* tests: die between the copy and the txn */
+	if (!rc && a.n)
+		cl_crash_point("co-copied");
 	if (rc || !a.n)
 		goto out;
 	/* no persist of this inode may copy a map meanwhile */
 	held = cl_hold(cl, &one, 1);
 	rc = bt_txn_run(cl->env, co_txn, &a);
 	cl_release(cl, held, 0, 0);
-	if (!rc)
+	if (!rc) {
+		cl_crash_point("co-rewritten");
 		st->files_consolidated += a.n;
+	}
 	goto out;
 out_txn:
 	bt_txn_abort(w.txn);

@@ -436,6 +436,7 @@ static int merge_batch(struct mbatch *b)
 	if (b->cnt == 0) {
 		if ((rc = bt_txn_run(cl->env, fin_txn, b)))
 			return rc;
+		cl_crash_point("merge-finished");
 		b->st->ckpts_merged++;
 		return 1;
 	}
@@ -451,10 +452,14 @@ static int merge_batch(struct mbatch *b)
 	}
 	if (cp && (rc = store_sync_all(cl->st)))
 		return rc;
+	if (cp)
+		cl_crash_point("merge-meta-written");
 	held = cl_hold(cl, b->inos, b->ninos);
 	rc = bt_txn_run(cl->env, mb_txn, b);
 	/* committed: the daemon's copies of version c now mean n */
 	cl_release(cl, held, rc ? 0 : b->c, rc ? 0 : b->n);
+	if (!rc)
+		cl_crash_point("merge-batch");
 	return rc;
 }
 
@@ -528,6 +533,8 @@ int cl_merge_all(struct cleaner *cl, struct cl_stats *st, size_t *left,
 	/* what was merged is durable before the trash frees anything */
 	if (any && (src = bt_env_sync(cl->env)) && rc >= 0)
 		rc = src;
+	if (any)
+		cl_crash_point("merge-synced");
 	if (rc < 0)
 		vfs_log(LOG_ERR, "cleaner: merging: %s", rc == BT_ECORRUPT ||
 			rc == -EIO ? bt_last_error() : strerror(-rc));

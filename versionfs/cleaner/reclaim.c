@@ -188,15 +188,9 @@ static int copy_live(struct cleaner *cl, int fd, const char *name,
 		rc = -errno;
 	if (!rc && fsync(out) < 0)
 		rc = -errno;
+	if (!rc)
+		cl_crash_point("reclaim-copied");
 	return cl_tmp_done(cl, out, tmp, name, rc);
-}
-
-/* Punching refused, as on file systems without it: tests set
-   VFS_TEST_NO_PUNCH (current kernels punch even ext4 files without
-   extents) to exercise the copy. */
-static bool no_punch(void)
-{
-	return getenv("VFS_TEST_NO_PUNCH") != NULL;
 }
 
 /* Free what nobody references in content.holder of ino. */
@@ -223,6 +217,7 @@ int rc_reclaim(struct cleaner *cl, uint64_t ino, uint64_t holder, struct cl_stat
 			rc = -errno;
 			goto out;
 		}
+		cl_crash_point("reclaim-deleted");
 		st->files_deleted++;
 		st->bytes_freed += before;
 		goto out;
@@ -245,11 +240,13 @@ int rc_reclaim(struct cleaner *cl, uint64_t ino, uint64_t holder, struct cl_stat
 
 		if (a >= b || a >= size)
 			continue;
-		if (!no_punch() &&
+		if (!cl_no_punch() &&
 		    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			      (off_t)a, (off_t)(b - a)) == 0)
+			      (off_t)a, (off_t)(b - a)) == 0) {
+			cl_crash_point("reclaim-punched");
 			continue;
-		if (!no_punch() && errno != EOPNOTSUPP) {
+		}
+		if (!cl_no_punch() && errno != EOPNOTSUPP) {
 			rc = -errno;
 			break;
 		}
@@ -441,8 +438,10 @@ int rc_trash_run(struct cleaner *cl, struct cl_stats *st)
 			break;
 		for (size_t i = 0; i < b->n; i++)
 			trash_item_run(cl, &b->v[i], st);
+		cl_crash_point("trash-worked");
 		if ((rc = bt_txn_run(cl->env, trash_done, b)))
 			break;
+		cl_crash_point("trash-batch");
 		if (cl_stopping(cl))
 			break;
 	}
