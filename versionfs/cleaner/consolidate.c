@@ -24,9 +24,10 @@
  * another target (a merge may have renamed map t meanwhile): the slots
  * would stay allocated for good.  So the inode is recorded in the index
  * (VFS_KV_CO_INO, committed before the copy, cleared by the rewrite
- * transaction); a pass that finds it set first trims every content file
- * the inode's maps reference to what they hold (rc_reclaim), which frees
- * exactly those slots.
+ * transaction); the next pass, before it merges anything (a merge could
+ * rename map t away and leave content.t to no map), trims every content
+ * file the inode's maps reference to what they hold (rc_reclaim), which
+ * frees exactly those slots.
  *
  * Never into the open epoch (its map may change under the running job),
  * and only whole content files: content.h is deleted, never punched, so a

@@ -76,7 +76,8 @@ struct mbatch {
 	uint64_t *inos;			/* sorted, for the merging set */
 	size_t ninos;
 	struct ino_set *touched;	/* inodes keeping old content files */
-	bool renamed_map[MERGE_BATCH], renamed_meta[MERGE_BATCH];
+	bool renamed_map[MERGE_BATCH];
+	bool meta_n[MERGE_BATCH];	/* meta.n is record (I, n)'s now */
 	struct cl_stats *st;
 };
 
@@ -278,6 +279,7 @@ static int merge_inode(bt_txn *txn, struct mbatch *b, size_t i)
 	rc = bt_inode_get(txn, ino, n, &rn);
 	if (rc && rc != -ENOENT)
 		return rc;
+	b->meta_n[i] = !rc && (rn.flags & BT_INO_META);
 	if (rc == -ENOENT) {
 		/* n and later used record c: it becomes record n */
 		if (r.data_ver == c) {
@@ -290,7 +292,7 @@ static int merge_inode(bt_txn *txn, struct mbatch *b, size_t i)
 		if ((rc = bt_inode_put(txn, &r)) ||
 		    (rc = bt_log_add_inode(txn, n, ino)))
 			return rc;
-		b->renamed_meta[i] = b->v[i].copy_meta;
+		b->meta_n[i] = r.flags & BT_INO_META;
 	} else if (r.data_ver == c && rn.data_ver == c) {
 		/* n changed only attributes: c's map becomes n's */
 		if ((rc = rename_map(txn, ino, c, n)))
@@ -379,10 +381,13 @@ static int merge_dirent(bt_txn *txn, struct mbatch *b, const struct bt_log *l)
 static int mb_txn(bt_txn *txn, void *arg)
 {
 	struct mbatch *b = arg;
-	int rc = 0;
+	int rc;
 
 	memset(b->renamed_map, 0, sizeof(b->renamed_map));
-	memset(b->renamed_meta, 0, sizeof(b->renamed_meta));
+	memset(b->meta_n, 0, sizeof(b->meta_n));
+	/* c is half-merged until fin_txn: nothing merges into it meanwhile
+	   (next_merge) */
+	rc = bt_kv_put_u64(txn, VFS_KV_MERGING, b->c);
 	for (size_t i = 0; i < b->cnt && !rc; i++) {
 		const struct bt_log *l = &b->v[i].l;
 
@@ -399,7 +404,31 @@ static int mb_txn(bt_txn *txn, void *arg)
 		}
 		if (!rc)
 			rc = bt_log_del(txn, l);
+		/* meta.n is a record's: never in the trash (mi_txn) */
+		if (!rc && b->meta_n[i])
+			rc = cl_trash_clear(txn, l->ino, b->n, VFS_TRASH_META);
 	}
+	return rc;
+}
+
+/*
+ * Before the new metadata files of a batch are written: each goes to the
+ * trash, so that one whose batch never commits (a crash, then a rollback
+ * that discards c and n before the merge is resumed) is deleted, not left
+ * an orphan nothing names; the batch's transaction takes it off as the
+ * record that uses it appears.  A resumed batch writes the same files
+ * again (no other merge runs into n before c is done) and commits first:
+ * the trash is emptied only after the merges of a pass.
+ */
+static int mi_txn(bt_txn *txn, void *arg)
+{
+	struct mbatch *b = arg;
+	int rc = 0;
+
+	for (size_t i = 0; i < b->cnt && !rc; i++)
+		if (b->v[i].copy_meta)
+			rc = bt_trash_add(txn, b->v[i].l.ino, b->n,
+					  VFS_TRASH_META);
 	return rc;
 }
 
@@ -420,7 +449,8 @@ static int fin_txn(bt_txn *txn, void *arg)
 	n.bytes += c.bytes;
 	if ((rc = bt_log_count_inodes(txn, b->n, &n.files)) ||
 	    (rc = bt_ckpt_put(txn, &n)) ||
-	    (rc = bt_log_drop(txn, b->c)))
+	    (rc = bt_log_drop(txn, b->c)) ||
+	    (rc = bt_kv_put_u64(txn, VFS_KV_MERGING, 0)))
 		return rc;
 	return bt_ckpt_del(txn, b->c);
 }
@@ -441,7 +471,15 @@ static int merge_batch(struct mbatch *b)
 		return 1;
 	}
 	qsort(b->inos, b->ninos, sizeof(*b->inos), cmp_u64);
-	/* new metadata files first, on disk before the index names them */
+	/* new metadata files first, on disk before the index names them,
+	   and in the trash before they exist */
+	for (size_t i = 0; i < b->cnt && !cp; i++)
+		cp = b->v[i].copy_meta;
+	if (cp && (rc = bt_txn_run(cl->env, mi_txn, b)))
+		return rc;
+	if (cp)
+		cl_crash_point("merge-meta-intent");
+	cp = 0;
 	for (size_t i = 0; i < b->cnt; i++) {
 		if (!b->v[i].copy_meta)
 			continue;
@@ -464,18 +502,30 @@ static int merge_batch(struct mbatch *b)
 }
 
 /*
- * The first deleted checkpoint c that can be merged now, and the
- * checkpoint n after it (below the open epoch); *left counts the deleted
- * checkpoints that must wait (the newest).  0 when there is none.
+ * The deleted checkpoint c to merge now, and the checkpoint n after it
+ * (below the open epoch); *left counts the deleted checkpoints that must
+ * wait.  0 when there is none.
+ *
+ * A merge that has begun (VFS_KV_MERGING, set by its batches, cleared by
+ * fin_txn) is finished before any other: merging an older deleted
+ * checkpoint into a half-merged c would take "no record of I at c" to
+ * mean "the versions after c use the older record", while that record
+ * was only moved on to n.  The older record would become c's and be
+ * merged into n, where n has a record of its own: the older record's
+ * content file would then go to the trash as unused while n's map, which
+ * c's record gave it, still names content.c's pages (the acknowledged
+ * checkpoint lost in issue 27: a merge of 462 cut short by a kill, then
+ * 457..461 deleted, and 463, 464 and the live tree gave EIO).  If c can
+ * not go on (the replicator's hold), the checkpoint before it waits too.
  */
 static int next_merge(struct cleaner *cl, uint64_t *c, uint64_t *n,
 		      size_t *left)
 {
+	uint64_t epoch = cl_epoch(cl), keep = 0, cur = 0;
 	struct ck_list l;
 	bt_txn *txn;
+	size_t pick = SIZE_MAX;
 	int rc;
-
-	uint64_t epoch = cl_epoch(cl), keep = 0;
 
 	*c = *n = 0;
 	*left = 0;
@@ -486,19 +536,21 @@ static int next_merge(struct cleaner *cl, uint64_t *c, uint64_t *n,
 	   starts from it (versionfs/daemon/sink_repl.c) */
 	if (!rc && bt_kv_get_u64(txn, VFS_KV_REP_ACKED, &keep))
 		keep = 0;
+	if (!rc && bt_kv_get_u64(txn, VFS_KV_MERGING, &cur))
+		cur = 0;
 	bt_txn_abort(txn);
 	for (size_t i = 0; !rc && i < l.n; i++) {
 		if (l.v[i].state != BT_CKPT_DELETED)
 			continue;
-		if (l.v[i].id != keep && i + 1 < l.n &&
-		    l.v[i + 1].id < epoch) {
-			if (!*c) {
-				*c = l.v[i].id;
-				*n = l.v[i + 1].id;
-			}
-		} else {
+		if (l.v[i].id == keep || i + 1 == l.n ||
+		    l.v[i + 1].id >= epoch || l.v[i + 1].id == cur)
 			++*left;
-		}
+		else if (l.v[i].id == cur || pick == SIZE_MAX)
+			pick = i;	/* the merge begun, else the oldest */
+	}
+	if (pick != SIZE_MAX) {
+		*c = l.v[pick].id;
+		*n = l.v[pick + 1].id;
 	}
 	free(l.v);
 	return rc;

@@ -322,25 +322,31 @@ static int trash_collect(uint64_t ino, uint64_t ver, uint32_t what, void *arg)
 	return 0;
 }
 
+int cl_trash_clear(bt_txn *txn, uint64_t ino, uint64_t ver, uint32_t bits)
+{
+	uint32_t now;
+	int rc;
+
+	rc = bt_trash_get(txn, ino, ver, &now);
+	if (rc == -ENOENT || (rc == 0 && !(now & bits)))
+		return 0;
+	if (!rc)
+		rc = bt_trash_del(txn, ino, ver);
+	if (!rc && (now & ~bits))
+		rc = bt_trash_add(txn, ino, ver, now & ~bits);
+	return rc;
+}
+
 /* Remove the entries done; bits added meanwhile stay. */
 static int trash_done(bt_txn *txn, void *arg)
 {
 	struct trash_batch *b = arg;
-	uint32_t now;
 	int rc;
 
-	for (size_t i = 0; i < b->n; i++) {
-		rc = bt_trash_get(txn, b->v[i].ino, b->v[i].ver, &now);
-		if (rc == -ENOENT)
-			continue;
-		if (!rc)
-			rc = bt_trash_del(txn, b->v[i].ino, b->v[i].ver);
-		if (!rc && (now & ~b->v[i].what))
-			rc = bt_trash_add(txn, b->v[i].ino, b->v[i].ver,
-					  now & ~b->v[i].what);
-		if (rc)
+	for (size_t i = 0; i < b->n; i++)
+		if ((rc = cl_trash_clear(txn, b->v[i].ino, b->v[i].ver,
+					 b->v[i].what)))
 			return rc;
-	}
 	return 0;
 }
 

@@ -15,8 +15,11 @@
  * recovery) finishes without losing a byte of a checkpoint, without a
  * file nothing frees and without a finding of fsck:
  *
- *   merge-meta-written  a merge batch's new metadata files written and
- *                       synced, the batch not committed (merge.c)
+ *   co-recovered        an interrupted consolidation's inode trimmed, its
+ *                       record not yet cleared (consolidate.c)
+ *   merge-meta-intent   a merge batch's new metadata files listed in the
+ *                       trash, not yet written (merge.c)
+ *   merge-meta-written  ... written and synced, the batch not committed
  *   merge-batch         a batch committed (c's log partly merged)
  *   merge-finished      c's log empty and its record gone
  *   merge-synced        the merges made durable, nothing freed yet
@@ -24,8 +27,6 @@
  *   co-copied           its pages copied into content.t and synced, the
  *                       maps not yet rewritten
  *   co-rewritten        the maps rewritten, content.h in the trash
- *   co-recovered        an interrupted consolidation's inode trimmed, its
- *                       record not yet cleared
  *   reclaim-punched     a content file partly punched (reclaim.c)
  *   reclaim-copied      where punching is refused: the live pages copied
  *                       into NAME.tmp and synced, not yet renamed
