@@ -203,17 +203,19 @@ one_case() {
 			assert_eq $? 137 "versionfs-clean at $p"
 		fi
 		recover "$b" "$m"
+		rm -rf "${b%/b}"
 		return
 		;;
 	esac
 	$mode "$b" "$m" "$p"
 	recover "$b" "$m"
+	rm -rf "${b%/b}"
 }
 
 passages=1
 [ "${VFS_LONG:-0}" = 1 ] && passages="1 2 3"
 for fs in ${VFS_FS:-xfs ext4}; do
-	root=$(make_fs "$fs" 1G)
+	root=$(make_fs "$fs" 2G)
 	store=$root/store/b
 	mkdir -p "$root/store"
 	build "$store" "$root/store/m"
