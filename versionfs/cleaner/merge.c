@@ -11,9 +11,10 @@
  *     (when the record had its own) and its metadata file is rewritten as
  *     meta.n (the file names its version, and is checked against it);
  *   - if I has a record at n, record (I, c) is dropped with meta.c; if n
- *     used c's map, that map becomes n's, else it is dropped and
- *     content.c goes to the trash with RECLAIM: the reclaimer (reclaim.c)
- *     frees the pages no remaining map references;
+ *     used c's map, that map becomes n's, else it is dropped and every
+ *     content file it named (content.c and older ones) goes to the trash
+ *     with RECLAIM: the reclaimer (reclaim.c) frees the pages no
+ *     remaining map references;
  *   - either way content.c, which maps from n on may still reference
  *     (holder c), is recorded in n's log as a CONTENT entry, so that a
  *     rollback to before n, or a later merge of n, knows it;
@@ -233,6 +234,36 @@ static int rename_map(bt_txn *txn, uint64_t ino, uint64_t c, uint64_t n)
 	return rc;
 }
 
+/*
+ * Drop map c of ino; every content file it named goes to the trash to be
+ * reclaimed, in this transaction: content.c, and the older ones too, for
+ * map c may have been the last map to use one of them (a version merged
+ * into c, whose CONTENT entry in c's log a later batch of this merge
+ * handles).  Between those batches, and after a crash or an unmount
+ * there, such a file would be used by nothing and listed nowhere: an
+ * orphan to fsck.  Reclaiming a file that other maps still use frees
+ * only what none of them does.
+ */
+static int drop_map(bt_txn *txn, uint64_t ino, uint64_t c)
+{
+	uint64_t *h = NULL;
+	size_t nh = 0;
+	int rc;
+
+	rc = store_map_holders(txn, ino, c, &h, &nh);
+	if (!rc)
+		rc = bt_ext_drop(txn, ino, c);
+	if (rc == -ENOENT)
+		rc = 0;
+	if (!rc)
+		rc = bt_trash_add(txn, ino, c, VFS_TRASH_RECLAIM);
+	for (size_t i = 0; !rc && i < nh; i++)
+		if (h[i] != c)
+			rc = bt_trash_add(txn, ino, h[i], VFS_TRASH_RECLAIM);
+	free(h);
+	return rc;
+}
+
 /* Record (ino, n) is dead: its own map holds no page (see the top). */
 static int merge_dead(bt_txn *txn, struct mbatch *b, uint64_t ino)
 {
@@ -298,13 +329,9 @@ static int merge_inode(bt_txn *txn, struct mbatch *b, size_t i)
 		if ((rc = rename_map(txn, ino, c, n)))
 			return rc;
 		b->renamed_map[i] = true;
-	} else if (r.data_ver == c) {
+	} else if (r.data_ver == c && (rc = drop_map(txn, ino, c))) {
 		/* n has its own map: c's goes, with the pages only it used */
-		rc = bt_ext_drop(txn, ino, c);
-		if (rc && rc != -ENOENT)
-			return rc;
-		if ((rc = bt_trash_add(txn, ino, c, VFS_TRASH_RECLAIM)))
-			return rc;
+		return rc;
 	}
 	if ((rc = bt_inode_del(txn, ino, c)))
 		return rc;
