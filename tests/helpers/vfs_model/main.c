@@ -144,7 +144,7 @@ static void usage(void)
 "                 [--seed N] [--ops N] [--check-every N] [--verbose]\n"
 "                 [--crash [--rounds N] [--kill-max-ms MS] [--moments]\n"
 "                  [--fsck-rounds] [--power CMD]] [--no-KIND]...\n"
-"                 [--torture [--rounds N] [--seconds S]]\n"
+"                 [--torture [--rounds N] [--seconds S] [--seq NAME]]\n"
 "                 [--seed-base [--no-base-xattr]] [--no-otrunc]\n"
 "                 [--no-link] [--no-aligned-punch] [--mount-retry]\n"
 "       vfs_model --compare DIR_A DIR_B [--skip-store]\n"
@@ -258,6 +258,8 @@ int main(int argc, char **argv)
 			cfg.kill_max_ms = (unsigned)num(v, a);
 		} else if (!strcmp(a, "--seconds")) {
 			cfg.seconds = (unsigned)num(v, a);
+		} else if (!strcmp(a, "--seq")) {
+			cfg.only_seq = v;
 		} else if (!strcmp(a, "--power")) {
 			cfg.power_cmd = v;
 			cfg.crash = true;

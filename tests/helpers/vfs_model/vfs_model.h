@@ -17,7 +17,10 @@
  *   clean.c    delete, prune, policies and the cleaner
  *   torture.c  the kill -9 torture (--torture): rounds of chosen
  *              sequences, each ended by a kill, each recovery checked
- *              and fsck'ed (torture_seq.c: the sequences)
+ *              and fsck'ed
+ *   torture_seq.c  the torture's sequences that set a trap before the
+ *              kill (a lost write past EOF, fsync then a change, deletes
+ *              then the cleaner)
  *   power.c    crash mode's power cuts, aimed cleaner passes and fsck
  *   compare.c  comparing two trees (names, metadata, sparse contents,
  *              xattrs, hard links)
@@ -70,6 +73,7 @@ struct model_cfg {
 	bool crash, verbose;
 	bool torture;			/* --torture (implies crash) */
 	unsigned seconds;		/* --seconds: no round starts after */
+	const char *only_seq;		/* --seq: this torture sequence only */
 	bool no_otrunc;			/* --no-otrunc: open(O_TRUNC) bug */
 	bool seed_base, no_base_xattr;
 	bool no_link;			/* --no-link: stale size after
@@ -300,8 +304,9 @@ void mc_step(enum kind k);
 void mc_after_checkpoint(uint64_t id);
 /* Print what the cleaner did over the run. */
 void mc_report(void);
-/* Delete ids[0..n) (n <= 4, never the parent), as the model knows it. */
-void mc_delete(const uint64_t *ids, size_t n);
+/* Delete ids[0..n) (n <= 4, never the parent), as the model knows it;
+   then (check) the listings must say so. */
+void mc_delete(const uint64_t *ids, size_t n, bool check);
 /* policy --max-content-files n, as the model knows it. */
 void mc_max_files(uint64_t n);
 
@@ -312,6 +317,16 @@ void mt_run(void);
 void mt_after_kill(void);
 void mt_report(void);
 uint64_t mt_rounds(void);
+/* A checkpoint as an operation of its own (logged); -1: the daemon died. */
+int mt_checkpoint(void);
+
+/* ---- torture_seq.c: the sequences that set a trap before the kill ---- */
+
+void mt_seq_grow(void);
+void mt_seq_fsync_ns(void);
+void mt_seq_clean(void);
+void mt_grow_check(void);
+void mt_seq_report(void);
 
 /* ---- power.c: power cuts, the cleaner and fsck in crash mode ---- */
 
