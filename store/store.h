@@ -254,6 +254,10 @@ int store_fmt_write_id(int store_fd, const unsigned char id[16]);
 const void *store_zeros(void);
 /* Write zeros over bytes [a, b) of fd (where a hole cannot be punched). */
 int store_zero_bytes(int fd, uint64_t a, uint64_t b);
+/* Make bytes [a, b) of fd read as zeros: a hole punched (no new block; a
+   partial block is zeroed in place), or zeros written where punching
+   fails (file systems without it). */
+int store_zero_range(int fd, uint64_t a, uint64_t b);
 /*
  * Read page `page` of version `holder` of inode `ino` into buf (VFS_PAGE
  * bytes): holder 0 reads the base file at base_path (NULL: zeros), a

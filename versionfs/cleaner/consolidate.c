@@ -158,12 +158,8 @@ static int co_copy(struct cleaner *cl, uint64_t ino, uint64_t h, uint64_t t,
 				   content.t should be free, but nothing
 				   proves it never held bytes: zero it, by
 				   writing where punching is refused) */
-				if (fallocate(dst, FALLOC_FL_PUNCH_HOLE |
-					      FALLOC_FL_KEEP_SIZE, o, b - o))
-					rc = errno == EOPNOTSUPP ?
-					     store_zero_bytes(dst, (uint64_t)o,
-							     (uint64_t)b) :
-					     -errno;
+				rc = store_zero_range(dst, (uint64_t)o,
+						      (uint64_t)b);
 				break;
 			}
 		}

@@ -322,6 +322,16 @@ static int one_holder(uint64_t page, uint64_t count, uint64_t holder,
  * cleaner's trim.  Pages wholly past EOF never are in map E (the size
  * and the map commit together), so nothing else can come back.
  */
+static int zero_tail(int fd, uint64_t a, uint64_t b)
+{
+	int rc = store_zero_range(fd, a, b);
+
+	/* a full disk: the reserve is for what the store itself needs */
+	if ((rc == -ENOSPC || rc == -EDQUOT) && rsv_release(NULL) == 0)
+		rc = store_zero_range(fd, a, b);
+	return rc;
+}
+
 int data_recover(struct vnode *vn)
 {
 	struct holder_ctx h = { BT_HOLE };
@@ -343,16 +353,16 @@ int data_recover(struct vnode *vn)
 		if (fstat(fd, &sb) < 0)
 			rc = -errno;
 		else if ((uint64_t)sb.st_size > size)
-			rc = store_zero_bytes(fd, size,
-					     (uint64_t)sb.st_size <
-					     (p + 1) * VFS_PAGE ?
-					     (uint64_t)sb.st_size :
-					     (p + 1) * VFS_PAGE);
+			rc = zero_tail(fd, size, (uint64_t)sb.st_size <
+				       (p + 1) * VFS_PAGE ?
+				       (uint64_t)sb.st_size :
+				       (p + 1) * VFS_PAGE);
 		close(fd);
 	}
 	/* only space: a failure (logged) does not stop the mount */
 	if (!rc)
 		(void)cl_trim_content(vfs->cleaner, vn->vino, E, &st);
+	/* no thread runs yet: clean_total needs no lock */
 	vfs->clean_total.files_trimmed += st.files_trimmed;
 	vfs->clean_total.files_deleted += st.files_deleted;
 	vfs->clean_total.bytes_freed += st.bytes_freed;
@@ -532,10 +542,7 @@ static int zero_range(struct vnode *vn, uint64_t a, uint64_t b)
 	if (pa < pb) {
 		struct stat st;
 
-		if (fallocate(wfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			      (off_t)(pa * VFS_PAGE),
-			      (off_t)((pb - pa) * VFS_PAGE)) &&
-		    (rc = store_zero_bytes(wfd, pa * VFS_PAGE, pb * VFS_PAGE)))
+		if ((rc = store_zero_range(wfd, pa * VFS_PAGE, pb * VFS_PAGE)))
 			return rc;
 		/* every page E holds lies within content.E */
 		if (fstat(wfd, &st) < 0)

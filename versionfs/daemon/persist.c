@@ -824,10 +824,14 @@ int vn_recover_epoch(void)
 		if (vn_get(0, a.v[i], &vn))
 			continue;	/* gone, or damaged (logged) */
 		pthread_mutex_lock(&vn->lock);
-		if (vn->mfile_ver == vfs->epoch) {
-			recover_meta_file(vn, &fixed);	/* logged */
-			checked++;
-		}
+		/* not fatal: the index is the authority, and a file that
+		   cannot be written now stays pending */
+		if (vn->mfile_ver == vfs->epoch &&
+		    (drc = recover_meta_file(vn, &fixed)))
+			vfs_log(LOG_ERR, "inode %llu: its metadata file of "
+				"epoch %llu: %s", (unsigned long long)vn->vino,
+				(unsigned long long)vfs->epoch, strerror(-drc));
+		checked += vn->mfile_ver == vfs->epoch;
 		if (!vn->m.nlink) {
 			/* removed, and no one can have it open any more:
 			   the flusher frees its data, content.E whole
