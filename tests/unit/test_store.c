@@ -7,13 +7,13 @@
  * store_fmt_write wrote, then damaged; opening, creating and locking a
  * store; the reader of what a checkpoint changed (changes.c) and of pages
  * (store_read_page) on a store built through the index API; the
- * comparison of a metadata file with its index record (vm_differs); and a
- * cleaning pass on it with no daemon; dead versions (store_rec_dead), the
- * content files a map uses (store_map_holders), and a cleaning pass freeing
- * the data that the record of a removal kept (issue 27), in the shape older
- * daemons wrote it and in the shape they write now.  The walks of
- * versionfs-fsck mount and damage real stores in
- * tests/integration/t0410-fsck.sh.
+ * comparison of a metadata file with its index record (vm_differs);
+ * zeroing a range of a file (store_zero_range); and a cleaning pass on it
+ * with no daemon; dead versions (store_rec_dead), the content files a map
+ * uses (store_map_holders), and a cleaning pass freeing the data that the
+ * record of a removal kept (issue 27), in the shape older daemons wrote it
+ * and in the shape they write now.  The walks of versionfs-fsck mount and
+ * damage real stores in tests/integration/t0410-fsck.sh.
  */
 #include <check.h>
 #include <errno.h>
@@ -193,6 +193,32 @@ START_TEST(test_meta_differs)
 			ck_assert_ptr_null(vm_differs(&a, &b));
 		a.target = NULL;
 	}
+}
+END_TEST
+
+/* store_zero_range: the range reads as zeros, the rest and the size stay
+   (the recovery zeroes the tail of a content file's last page with it). */
+START_TEST(test_zero_range)
+{
+	char path[] = "/tmp/vfs-zero-XXXXXX";
+	unsigned char buf[3 * 4096];
+	struct stat st;
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	memset(buf, 0xa5, sizeof(buf));
+	ck_assert_int_eq(pwrite(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	ck_assert_int_eq(store_zero_range(fd, 9823, 12288), 0);
+	ck_assert_int_eq(store_zero_range(fd, 100, 100), 0);	/* empty */
+	ck_assert_int_eq(store_zero_range(fd, 1000, 5000), 0);
+	ck_assert_int_eq(pread(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	for (size_t i = 0; i < sizeof(buf); i++)
+		ck_assert_uint_eq(buf[i], (i >= 9823 || (i >= 1000 && i < 5000))
+				  ? 0 : 0xa5);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	ck_assert_int_eq(st.st_size, (off_t)sizeof(buf));
+	close(fd);
 }
 END_TEST
 
@@ -1162,6 +1188,7 @@ static Suite *store_suite(void)
 	tc = tcase_create("store");
 	tcase_add_test(tc, test_parse_names);
 	tcase_add_test(tc, test_meta_differs);
+	tcase_add_test(tc, test_zero_range);
 	tcase_add_test(tc, test_format);
 	tcase_add_test(tc, test_format_other);
 	suite_add_tcase(s, tc);
