@@ -24,6 +24,10 @@
 #                (fsck: "its link count differs from the index").
 #   empty meta   the same with meta.E cut to 0 bytes while unmounted (what
 #                a power cut can leave), for a linked and an unlinked file.
+#   truncation   20000 bytes fsync'ed, then a truncate to 9823 reaches the
+#                daemon, kill: the old file or the new one; the old size
+#                over zeros (content.E cut before the index knew) is
+#                neither.
 #
 # On ext4 and XFS.
 # timeout: 600
@@ -112,6 +116,32 @@ lost_pages() {
 	vfs_umount "$m"
 }
 
+# cut_truncate ROOT: 20000 bytes fsync'ed, a truncate to 9823 that reaches
+# the daemon, kill -9: the old file or the new one, never the old size
+# over bytes read as zeros (what a kill left before the truncation
+# reached the index first)
+cut_truncate() {
+	local root=$1 b m whole head
+	b=$root/trunc/b m=$root/trunc/m
+	vfs_mount "$b" "$m"
+	ctl checkpoint "$m" >/dev/null || fail "checkpoint"
+	head -c 20000 /dev/urandom >"$m/f"
+	sync "$m/f"
+	whole=$(md5sum <"$m/f")
+	head=$(head -c 9823 "$m/f" | md5sum)
+	exec 3<"$m/f"				# keeps the flusher off it
+	truncate -s 9823 "$m/f"
+	kill_daemon "$m"
+	exec 3<&-
+	vfs_mount "$b" "$m"
+	case $(stat -c %s "$m/f") in
+	20000) assert_eq "$(md5sum <"$m/f")" "$whole" "the old file" ;;
+	9823) assert_eq "$(md5sum <"$m/f")" "$head" "the truncated file" ;;
+	*) fail "size $(stat -c %s "$m/f") after the kill" ;;
+	esac
+	vfs_umount "$m"
+}
+
 # fsync_ab B M: mount, `echo a > f; ckpt; echo b >> f; fsync f`
 fsync_ab() {
 	vfs_mount "$1" "$2"
@@ -170,6 +200,8 @@ for fs in ext4 xfs; do
 		lost_pages "$root"
 	test_case "$fs: ... and where punching is refused, by a copy" \
 		lost_pages "$root" copy
+	test_case "$fs: a truncation lost or kept whole, never its zeros alone" \
+		cut_truncate "$root"
 	for op in rm ln chmod truncate mv; do
 		test_case "$fs: fsync, $op, kill -9: fsck clean after recovery" \
 			stale_meta "$root" "$op"

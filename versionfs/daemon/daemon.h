@@ -298,6 +298,10 @@ void vn_unmark_dirty(struct vnode *vn);
 bool vn_unreachable(struct vnode *vn);
 /* Persist one vnode in its own transaction (lock held). */
 int vn_persist(struct vnode *vn, bool durable);
+/* The same for the index only, now; its metadata file stays pending
+   (lock held): a change that must reach the index before the content
+   file changes in place. */
+int vn_persist_index_now(struct vnode *vn);
 /* Persist every dirty vnode in one transaction (epoch_lock exclusive). */
 int vn_persist_all(void);
 /* Persist every dirty vnode in batches, operations going on. */

@@ -442,6 +442,22 @@ static int vn_sync_files(struct vnode *vn)
 	return rc;
 }
 
+int vn_persist_index_now(struct vnode *vn)
+{
+	struct persist_one a = { vn };
+	int rc;
+
+	if (vn->view || vn->special || vn->gone || !vn_index_pending(vn))
+		return 0;
+	if ((rc = bt_txn_run(vfs->env, persist_one_txn, &a))) {
+		vfs_log(LOG_ERR, "persisting inode %llu: %s",
+			(unsigned long long)vn->vino, bt_last_error());
+		return rc == BT_ECORRUPT ? -EIO : rc;
+	}
+	vn_persist_done(vn);	/* the metadata file stays pending */
+	return 0;
+}
+
 int vn_persist(struct vnode *vn, bool durable)
 {
 	struct persist_one a = { vn };
