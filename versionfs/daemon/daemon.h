@@ -314,10 +314,11 @@ void vn_flush_closed(void);
 void vn_flush_kick(void);
 /* The version before `ver` in the index (for xattrs), 0 if none. */
 uint64_t vn_prev_ver(struct vnode *vn, uint64_t ver);
-/* After an unclean stop: make the open epoch's metadata and content
-   files agree with the index (rebuilt, rewritten, trimmed). */
+/* After an unclean stop (recover.c): make the open epoch's metadata and
+   content files agree with the index (rebuilt, rewritten, trimmed). */
 int vn_recover_epoch(void);
-/* After an unclean stop: delete the open epoch's unreferenced files. */
+/* After an unclean stop (recover.c): delete the open epoch's
+   unreferenced files. */
 int vn_recover_orphans(void);
 /* Ask for (or, done, clear) those recoveries at the next mount although
    the stop is clean: metadata files the unmount could not write. */
