@@ -23,7 +23,8 @@
 #                kill lost it; recovery must rewrite it from the index
 #                (fsck: "its link count differs from the index").
 #   empty meta   the same with meta.E cut to 0 bytes while unmounted (what
-#                a power cut can leave), for a linked and an unlinked file.
+#                a power cut can leave), for a linked and an unlinked file
+#                (held open until the kill, or the reaper frees it first).
 #   truncation   20000 bytes fsync'ed, then a truncate to 9823 reaches the
 #                daemon, kill: the old file or the new one; the old size
 #                over zeros (content.E cut before the index knew) is
@@ -176,9 +177,15 @@ empty_meta() {
 	fsync_ab "$b" "$m"
 	ino=$(stat -c %i "$m/f")
 	E=$(epoch_of "$m")
-	[ "$linked" = unlinked ] && rm "$m/f"
+	# unlinked: held open, or the reaper frees the dead file's data and
+	# meta.E within a second (reap.c) and there is nothing to recover
+	if [ "$linked" = unlinked ]; then
+		exec 9<"$m/f"
+		rm "$m/f"
+	fi
 	sleep 1.5
 	kill_daemon "$m"
+	[ "$linked" = unlinked ] && exec 9<&-
 	mf=$(meta_file "$b" "$ino" "$E")
 	[ -f "$mf" ] || fail "no $mf"
 	: >"$mf"
