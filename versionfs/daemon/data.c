@@ -322,7 +322,9 @@ static int one_holder(uint64_t page, uint64_t count, uint64_t holder,
  * on: a write past EOF, a truncate up or a checkpoint would otherwise
  * show them again), and the pages map E does not hold are freed by the
  * cleaner's trim.  Pages wholly past EOF never are in map E (the size
- * and the map commit together), so nothing else can come back.
+ * and the map commit together), so nothing else can come back.  Pages
+ * a power cut took from content.E become holes of map E first
+ * (cover_map).
  */
 static int zero_tail(int fd, uint64_t a, uint64_t b)
 {
@@ -332,6 +334,86 @@ static int zero_tail(int fd, uint64_t a, uint64_t b)
 	if ((rc == -ENOSPC || rc == -EDQUOT) && rsv_release(NULL) == 0)
 		rc = store_zero_range(fd, a, b);
 	return rc;
+}
+
+struct cover_ctx {
+	struct vnode *vn;
+	uint64_t E, first;		/* pages of E from first on: lost */
+	uint64_t v[2 * 64];		/* the runs to punch: page, count */
+	size_t n;
+	bool more;
+};
+
+static int lost_cb(const struct bt_extent *x, void *arg)
+{
+	struct cover_ctx *c = arg;
+	uint64_t a = x->page > c->first ? x->page : c->first;
+
+	if (x->holder != c->E || x->page + x->count <= c->first)
+		return 0;
+	if (c->n == 64) {
+		c->more = true;
+		return 1;
+	}
+	c->v[2 * c->n] = a;
+	c->v[2 * c->n + 1] = x->page + x->count - a;
+	c->n++;
+	return 0;
+}
+
+static int lost_txn(bt_txn *txn, void *arg)
+{
+	struct cover_ctx *c = arg;
+	int rc;
+
+	c->n = 0;
+	c->more = false;
+	rc = bt_ext_foreach(txn, c->vn->vino, c->E, c->first, lost_cb, c);
+	if (rc < 0)
+		return rc == -ENOENT ? 0 : rc;
+	for (size_t i = 0; i < c->n; i++)
+		if ((rc = bt_ext_set(txn, c->vn->vino, c->E, c->v[2 * i],
+				     c->v[2 * i + 1], BT_HOLE)))
+			return rc;
+	return 0;
+}
+
+/*
+ * A power cut can leave content.E shorter than map E needs, or take it
+ * altogether: the index came back at a durable point, which syncs the
+ * index and not the content files, and what was not fsync'ed is lost
+ * (only fsync'ed data is promised).  Those pages read as zeros already;
+ * map E is made to say so (holes), so that every page a version holds
+ * lies whole within its file again, as fsck checks.  Nothing is written
+ * to the content file (a page cut in the middle is a hole as a whole:
+ * its bytes were not fsync'ed either); what it still holds past the
+ * pages kept is trimmed or, unused, deleted as an orphan.
+ */
+static int cover_map(struct vnode *vn, uint64_t E)
+{
+	struct cover_ctx *c;
+	struct stat sb;
+	int fd, rc = 0;
+
+	fd = store_open_content(vfs->st, vn->vino, E, O_RDONLY);
+	if (fd < 0 && fd != -ENOENT)
+		return fd;
+	if (fd >= 0) {
+		rc = fstat(fd, &sb) < 0 ? -errno : 0;
+		close(fd);
+		if (rc)
+			return rc;
+	}
+	if (!(c = calloc(1, sizeof(*c))))
+		return -ENOMEM;
+	c->vn = vn;
+	c->E = E;
+	c->first = fd >= 0 ? (uint64_t)sb.st_size / VFS_PAGE : 0;
+	do {
+		rc = bt_txn_run(vfs->env, lost_txn, c);
+	} while (!rc && c->more);
+	free(c);
+	return rc == BT_ECORRUPT ? -EIO : rc;
 }
 
 int data_recover(struct vnode *vn)
@@ -344,12 +426,14 @@ int data_recover(struct vnode *vn)
 
 	if (!S_ISREG(vn->type) || vn->view || vn->data_ver != E)
 		return 0;
+	if ((rc = cover_map(vn, E)))
+		return rc;
 	if (size % VFS_PAGE &&
 	    (rc = resolve(vn, p, 1, true, one_holder, &h)) == 0 &&
 	    h.holder == E) {
 		fd = store_open_content(vfs->st, vn->vino, E, O_RDWR);
 		if (fd == -ENOENT)
-			return 0;	/* a power loss took it: zeros */
+			return 0;	/* cover_map took its pages */
 		if (fd < 0)
 			return fd;
 		if (fstat(fd, &sb) < 0)
