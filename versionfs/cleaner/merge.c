@@ -440,7 +440,8 @@ static int mb_txn(bt_txn *txn, void *arg)
 
 /*
  * Before the new metadata files of a batch are written: each goes to the
- * trash, so that one whose batch never commits (a crash, then a rollback
+ * trash, made durable (a power loss must not take the entry and leave
+ * the file), so that one whose batch never commits (a crash, then a rollback
  * that discards c and n before the merge is resumed) is deleted, not left
  * an orphan nothing names; the batch's transaction takes it off as the
  * record that uses it appears.  A resumed batch writes the same files
@@ -502,7 +503,10 @@ static int merge_batch(struct mbatch *b)
 	   and in the trash before they exist */
 	for (size_t i = 0; i < b->cnt && !cp; i++)
 		cp = b->v[i].copy_meta;
-	if (cp && (rc = bt_txn_run(cl->env, mi_txn, b)))
+	/* durable before the files exist: a power loss that took the
+	   trash entries back would leave files no one lists */
+	if (cp && ((rc = bt_txn_run(cl->env, mi_txn, b)) ||
+		   (rc = bt_env_sync(cl->env))))
 		return rc;
 	if (cp)
 		cl_crash_point("merge-meta-intent");
