@@ -376,9 +376,6 @@ int data_write(struct vnode *vn, struct fuse_bufvec *in, off_t off,
 int data_truncate(struct vnode *vn, uint64_t size);
 int data_fallocate(struct vnode *vn, int mode, off_t off, off_t len);
 int data_lseek(struct vnode *vn, off_t off, int whence, off_t *res);
-/* After an unclean stop: content.E of vn loses what the crash lost (the
-   bytes past the recovered EOF, the pages map E does not hold). */
-int data_recover(struct vnode *vn);
 
 /* ---- dir.c ---- */
 int dir_ensure_listed(struct vnode *dir);

@@ -12,7 +12,7 @@
  *          (vn_recover_epoch, O(changes in E) from the epoch log);
  *   content.E of writes the index never heard of: the tail of the last
  *          page past the recovered EOF zeroed, pages map E does not hold
- *          freed (data_recover, data.c): what a crash loses is lost as a
+ *          freed (data_recover): what a crash loses is lost as a
  *          whole, and a later extension of the file reads zeros there;
  *   inodes of E with no link left: handed to the reaper (reap.c);
  *   store files of E that nothing references (a listing of obj/, after a
@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "versionfs/daemon/daemon.h"
@@ -67,6 +68,163 @@ bool vn_recover_wanted(void)
 	bt_txn_abort(txn);
 	return v != 0;
 }
+
+/* ---- content files (data.c keeps the invariant they restore) ---- */
+
+/*
+ * After an unclean stop, before anything is served: content.E of vn (a
+ * regular file of the open epoch E whose map E the index holds) may hold
+ * bytes of writes the crash lost, written in place into pages map E
+ * holds or into pages it never got.  What a crash loses is lost as a
+ * whole: the size the index came back with takes those bytes with it.
+ * The bytes past EOF of the last page are zeroed where E holds that page
+ * (the invariant every read and every later extension of the file relies
+ * on: a write past EOF, a truncate up or a checkpoint would otherwise
+ * show them again), and the pages map E does not hold are freed by the
+ * cleaner's trim.  Pages wholly past EOF never are in map E (the size
+ * and the map commit together), so nothing else can come back.  Pages
+ * a power cut took from content.E become holes of map E first
+ * (cover_map).
+ */
+static int zero_tail(int fd, uint64_t a, uint64_t b)
+{
+	int rc = store_zero_range(fd, a, b);
+
+	/* a full disk: the reserve is for what the store itself needs */
+	if ((rc == -ENOSPC || rc == -EDQUOT) && rsv_release(NULL) == 0)
+		rc = store_zero_range(fd, a, b);
+	return rc;
+}
+
+struct cover_ctx {
+	struct vnode *vn;
+	uint64_t E, first;		/* pages of E from first on: lost */
+	uint64_t v[2 * 64];		/* the runs to punch: page, count */
+	size_t n;
+	bool more;
+};
+
+static int lost_cb(const struct bt_extent *x, void *arg)
+{
+	struct cover_ctx *c = arg;
+	uint64_t a = x->page > c->first ? x->page : c->first;
+
+	if (x->holder != c->E || x->page + x->count <= c->first)
+		return 0;
+	if (c->n == 64) {
+		c->more = true;
+		return 1;
+	}
+	c->v[2 * c->n] = a;
+	c->v[2 * c->n + 1] = x->page + x->count - a;
+	c->n++;
+	return 0;
+}
+
+static int lost_txn(bt_txn *txn, void *arg)
+{
+	struct cover_ctx *c = arg;
+	int rc;
+
+	c->n = 0;
+	c->more = false;
+	rc = bt_ext_foreach(txn, c->vn->vino, c->E, c->first, lost_cb, c);
+	if (rc < 0)
+		return rc == -ENOENT ? 0 : rc;
+	for (size_t i = 0; i < c->n; i++)
+		if ((rc = bt_ext_set(txn, c->vn->vino, c->E, c->v[2 * i],
+				     c->v[2 * i + 1], BT_HOLE)))
+			return rc;
+	return 0;
+}
+
+/*
+ * A power cut can leave content.E shorter than map E needs, or take it
+ * altogether: the index came back at a durable point, which syncs the
+ * index and not the content files, and what was not fsync'ed is lost
+ * (only fsync'ed data is promised).  Those pages read as zeros already;
+ * map E is made to say so (holes), so that every page a version holds
+ * lies whole within its file again, as fsck checks.  Nothing is written
+ * to the content file (a page cut in the middle is a hole as a whole:
+ * its bytes were not fsync'ed either); what it still holds past the
+ * pages kept is trimmed or, unused, deleted as an orphan.
+ */
+static int cover_map(struct vnode *vn, uint64_t E)
+{
+	struct cover_ctx *c;
+	struct stat sb;
+	int fd, rc = 0;
+
+	fd = store_open_content(vfs->st, vn->vino, E, O_RDONLY);
+	if (fd < 0 && fd != -ENOENT)
+		return fd;
+	if (fd >= 0) {
+		rc = fstat(fd, &sb) < 0 ? -errno : 0;
+		close(fd);
+		if (rc)
+			return rc;
+	}
+	if (!(c = calloc(1, sizeof(*c))))
+		return -ENOMEM;
+	c->vn = vn;
+	c->E = E;
+	c->first = fd >= 0 ? (uint64_t)sb.st_size / VFS_PAGE : 0;
+	do {
+		rc = bt_txn_run(vfs->env, lost_txn, c);
+	} while (!rc && c->more);
+	free(c);
+	return rc == BT_ECORRUPT ? -EIO : rc;
+}
+
+static int data_recover(struct vnode *vn)
+{
+	struct bt_extent x = { 0, 0, BT_HOLE };
+	uint64_t E = vfs->epoch, size = vn->m.size, p = size / VFS_PAGE;
+	bt_txn *txn;
+	struct cl_stats st = { 0 };
+	struct stat sb;
+	int fd, rc = 0;
+
+	if (!S_ISREG(vn->type) || vn->view || vn->data_ver != E)
+		return 0;
+	if ((rc = cover_map(vn, E)))
+		return rc;
+	if (size % VFS_PAGE) {
+		if ((rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn)))
+			return rc;
+		rc = bt_ext_lookup(txn, vn->vino, E, p, &x);
+		bt_txn_abort(txn);
+		if (rc == -ENOENT)
+			rc = 0;
+		if (rc)
+			return rc == BT_ECORRUPT ? -EIO : rc;
+	}
+	if (x.holder == E) {
+		fd = store_open_content(vfs->st, vn->vino, E, O_RDWR);
+		if (fd == -ENOENT)
+			return 0;	/* cover_map took its pages */
+		if (fd < 0)
+			return fd;
+		if (fstat(fd, &sb) < 0)
+			rc = -errno;
+		else if ((uint64_t)sb.st_size > size)
+			rc = zero_tail(fd, size, (uint64_t)sb.st_size <
+				       (p + 1) * VFS_PAGE ?
+				       (uint64_t)sb.st_size :
+				       (p + 1) * VFS_PAGE);
+		close(fd);
+	}
+	/* only space: a failure (logged) does not stop the mount */
+	if (!rc)
+		(void)cl_trim_content(vfs->cleaner, vn->vino, E, &st);
+	/* no thread runs yet: clean_total needs no lock */
+	vfs->clean_total.files_trimmed += st.files_trimmed;
+	vfs->clean_total.files_deleted += st.files_deleted;
+	vfs->clean_total.bytes_freed += st.bytes_freed;
+	return rc;
+}
+
+/* ---- the open epoch ---- */
 
 struct ino_list {
 	uint64_t *v;
