@@ -36,7 +36,9 @@
  *   del-frag           gc.c: after each fragment deleted
  *   repair-frag        repair.c: after each fragment rewritten
  *
- * The n-th passage is counted per process and per variable, atomically:
+ * The n-th passage is counted per process and per variable, atomically
+ * (the rule of util/testpoint.c, vfs_test_fires, which the cleaner's
+ * points share):
  * points are passed by the writer thread and the barrier's threads too
  * (the barrier then flushes the benefactors one after the other, so that
  * "the n-th" is the same in every run: cs_crash_armed).
@@ -50,20 +52,6 @@
 
 #ifndef CS_NO_TEST_HOOKS
 
-/* Whether env var `var` ("where" or "where:n") fires at this passage. */
-static bool fires(const char *var, const char *where, unsigned *count)
-{
-	const char *e = getenv(var);
-	size_t wl = strlen(where);
-	unsigned n = 1;
-
-	if (!e || strncmp(e, where, wl) || (e[wl] && e[wl] != ':'))
-		return false;
-	if (e[wl] == ':')
-		n = (unsigned)strtoul(e + wl + 1, NULL, 10);
-	return __atomic_add_fetch(count, 1, __ATOMIC_SEQ_CST) == n;
-}
-
 bool cs_crash_armed(void)
 {
 	return getenv("VFS_CHUNK_CRASH") || getenv("VFS_CHUNK_STOP");
@@ -73,9 +61,9 @@ void cs_crash_point(const char *where)
 {
 	static unsigned crash, stop;
 
-	if (fires("VFS_CHUNK_CRASH", where, &crash))
+	if (vfs_test_fires("VFS_CHUNK_CRASH", where, &crash))
 		raise(SIGKILL);
-	if (fires("VFS_CHUNK_STOP", where, &stop)) {
+	if (vfs_test_fires("VFS_CHUNK_STOP", where, &stop)) {
 		fprintf(stderr, "versionfs-chunk: stopped at %s "
 			"(VFS_CHUNK_STOP)\n", where);
 		raise(SIGSTOP);

@@ -54,6 +54,14 @@ int store_zero_bytes(int fd, uint64_t a, uint64_t b)
 	return 0;
 }
 
+int store_zero_range(int fd, uint64_t a, uint64_t b)
+{
+	if (a >= b || fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				(off_t)a, (off_t)(b - a)) == 0)
+		return 0;
+	return store_zero_bytes(fd, a, b);
+}
+
 int store_pread_zeros(int fd, void *buf, size_t len, uint64_t off)
 {
 	size_t got = 0;

@@ -82,6 +82,39 @@ int vm_copy(struct vmeta *dst, const struct vmeta *src)
 	return 0;
 }
 
+static bool ts_eq(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/*
+ * The attributes a metadata file must agree with its index record on.
+ * Not atime (reads change it without a new version) and not the flags
+ * (VM_XATTR says what the file itself carries).
+ */
+const char *vm_differs(const struct vmeta *file, const struct vmeta *idx)
+{
+	if (file->mode != idx->mode)
+		return "mode";
+	if (file->uid != idx->uid || file->gid != idx->gid)
+		return "owner";
+	if (file->nlink != idx->nlink)
+		return "link count";
+	if (file->rdev != idx->rdev)
+		return "device";
+	if (file->size != idx->size)
+		return "size";
+	if (!ts_eq(&file->mtime, &idx->mtime))
+		return "mtime";
+	if (!ts_eq(&file->ctime, &idx->ctime))
+		return "ctime";
+	if ((file->target || idx->target) &&
+	    (!file->target || !idx->target ||
+	     strcmp(file->target, idx->target)))
+		return "symbolic link target";
+	return NULL;
+}
+
 void vm_from_stat(struct vmeta *m, const struct stat *st)
 {
 	m->mode = st->st_mode;

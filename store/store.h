@@ -285,6 +285,10 @@ int store_secret(struct vstore *st, const char *name, unsigned char *out,
 const void *store_zeros(void);
 /* Write zeros over bytes [a, b) of fd (where a hole cannot be punched). */
 int store_zero_bytes(int fd, uint64_t a, uint64_t b);
+/* Make bytes [a, b) of fd read as zeros: a hole punched (no new block; a
+   partial block is zeroed in place), or zeros written where punching
+   fails (file systems without it). */
+int store_zero_range(int fd, uint64_t a, uint64_t b);
 /*
  * Read page `page` of version `holder` of inode `ino` into buf (VFS_PAGE
  * bytes): holder 0 reads the base file at base_path (NULL: zeros), a
@@ -340,6 +344,10 @@ int vm_from_rec(struct vmeta *m, const struct bt_inode *rec);
 int vm_write_fd(int fd, uint64_t ino, uint64_t ver, const struct vmeta *m);
 int vm_read_fd(int fd, uint64_t ino, uint64_t ver, struct vmeta *m,
 	       char *why, size_t whylen);
+/* The first attribute in which a metadata file's copy (file) differs
+   from the index's (idx), as words ("link count"), or NULL if they agree
+   on all that a file must carry (not atime, not the flags). */
+const char *vm_differs(const struct vmeta *file, const struct vmeta *idx);
 
 /* ---- xattrs (xattr.c) ----------------------------------------------------- */
 

@@ -296,5 +296,14 @@ struct vfs_mountinfo {
 int vfs_find_mount(dev_t dev, const char *point, struct vfs_mountinfo *m);
 /* The newest versionfs mount of backing directory `source`; -ENOENT. */
 int vfs_find_versionfs(const char *source, struct vfs_mountinfo *m);
+/*
+ * TEST POINTS (testpoint.c).  Whether the test hook in environment
+ * variable `var` ("POINT" or "POINT:N") fires at this passage of point
+ * `where`: true the Nth time (default 1) it is passed, counted in *count
+ * (one counter per variable and library, updated atomically: any thread
+ * may pass a point).  Each library gathers its points and what they do in
+ * one file of its own.
+ */
+bool vfs_test_fires(const char *var, const char *where, unsigned *count);
 
 #endif

@@ -54,37 +54,6 @@ bool fsck_base_exists(struct fsck *f, const void *p, size_t len)
 	return fd >= 0;
 }
 
-static bool ts_eq(const struct timespec *a, const struct timespec *b)
-{
-	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
-}
-
-/* The first attribute in which the file's copy differs from the index's,
-   or NULL. */
-static const char *meta_differs(const struct vmeta *file,
-				const struct vmeta *idx)
-{
-	if (file->mode != idx->mode)
-		return "mode";
-	if (file->uid != idx->uid || file->gid != idx->gid)
-		return "owner";
-	if (file->nlink != idx->nlink)
-		return "link count";
-	if (file->rdev != idx->rdev)
-		return "device";
-	if (file->size != idx->size)
-		return "size";
-	if (!ts_eq(&file->mtime, &idx->mtime))
-		return "mtime";
-	if (!ts_eq(&file->ctime, &idx->ctime))
-		return "ctime";
-	if ((file->target || idx->target) &&
-	    (!file->target || !idx->target ||
-	     strcmp(file->target, idx->target)))
-		return "symbolic link target";
-	return NULL;
-}
-
 /* Copy the xattrs of the version of r's inode before r->ver onto fd. */
 static int meta_prev_xattrs(struct fsck *f, bt_txn *txn,
 			    const struct bt_inode *r, int fd)
@@ -226,7 +195,7 @@ int fsck_meta(struct fsck *f, bt_txn *txn, const struct bt_inode *r)
 	rc = vm_read_fd(fd, r->ino, r->ver, &file, why, sizeof(why));
 	close(fd);
 	if (rc == 0 && (r->flags & BT_INO_ATTR) &&
-	    (diff = meta_differs(&file, &idx)))
+	    (diff = vm_differs(&file, &idx)))
 		snprintf(why, sizeof(why), "its %s differs from the index",
 			 diff);
 	else if (rc != BT_ECORRUPT)

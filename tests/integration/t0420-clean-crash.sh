@@ -25,9 +25,10 @@
 # Over XFS, ext4, and ext4 without extents with punching refused
 # (VFS_TEST_NO_PUNCH: the copy path); and one XFS round whose offline
 # clean dies right after a consolidation's copy, before its transaction
-# (VFS_TEST_CO_CRASH): the next pass must trim the copied pages.  In make
-# check a killed round that frees less space is reported, not failed (see
-# "SPACE KEPT" below); in the long mode it fails.
+# (VFS_CLEAN_CRASH=co-copied): the next pass must trim the copied pages.
+# In make check a killed round that frees less space is reported, not
+# failed (see "SPACE KEPT" below); in the long mode it fails.  t0425 kills
+# at every named point of the cleaner instead of after a random delay.
 #
 #   VFS_LONG=1      long mode: 20 rounds per file system (default 2)
 #   VFS_ROUNDS=N    rounds per file system
@@ -152,7 +153,7 @@ round() {
 		if [ "${CO_CRASH:-0}" = 1 ]; then
 			# die right after a consolidation's copy, before its
 			# transaction: the next pass must trim what it copied
-			VFS_TEST_CO_CRASH=1 "$CLEAN" --quiet "$b" &&
+			VFS_CLEAN_CRASH=co-copied "$CLEAN" --quiet "$b" &&
 				fail "$fs round $n: no consolidation ran"
 			delay=0
 		fi

@@ -6,13 +6,14 @@
  * bad name; the format file check (store_fmt_check) on a file
  * store_fmt_write wrote, then damaged; opening, creating and locking a
  * store; the reader of what a checkpoint changed (changes.c) and of pages
- * (store_read_page) on a store built through the index API; and a cleaning
- * pass on it with no daemon; dead versions (store_rec_dead), the content
- * files a map uses (store_map_holders), and a cleaning pass freeing the
- * data that the record of a removal kept (issue 27), in the shape older
- * daemons wrote it and in the shape they write now.  The walks of
- * versionfs-fsck mount and damage real stores in
- * tests/integration/t0410-fsck.sh.
+ * (store_read_page) on a store built through the index API; the
+ * comparison of a metadata file with its index record (vm_differs);
+ * zeroing a range of a file (store_zero_range); and a cleaning pass on it
+ * with no daemon; dead versions (store_rec_dead), the content files a map
+ * uses (store_map_holders), and a cleaning pass freeing the data that the
+ * record of a removal kept (issue 27), in the shape older daemons wrote it
+ * and in the shape they write now.  The walks of versionfs-fsck mount and
+ * damage real stores in tests/integration/t0410-fsck.sh.
  */
 #include <check.h>
 #include <errno.h>
@@ -149,6 +150,77 @@ static size_t read_format(int dfd, unsigned char *b, size_t len)
 	ck_assert_int_ge(n, 0);
 	return (size_t)n;
 }
+
+/* vm_differs: what recovery and fsck compare, field by field. */
+START_TEST(test_meta_differs)
+{
+	struct vmeta a = { 0 }, b;
+	static const char *const want[] = {
+		"mode", "owner", "owner", "link count", "device", "size",
+		"mtime", "mtime", "ctime", "symbolic link target",
+		"symbolic link target", NULL, NULL,
+	};
+
+	a.mode = 0100644;
+	a.uid = 1000;
+	a.gid = 100;
+	a.nlink = 1;
+	a.size = 9823;
+	a.mtime.tv_sec = a.ctime.tv_sec = 1700000000;
+	a.mtime.tv_nsec = a.ctime.tv_nsec = 5;
+	b = a;
+	ck_assert_ptr_null(vm_differs(&a, &b));
+	for (int i = 0; i < (int)(sizeof(want) / sizeof(want[0])); i++) {
+		b = a;
+		switch (i) {
+		case 0: b.mode = 0100600; break;
+		case 1: b.uid = 0; break;
+		case 2: b.gid = 0; break;
+		case 3: b.nlink = 0; break;	/* an fsync, then rm */
+		case 4: b.rdev = 7; break;
+		case 5: b.size = 14286; break;
+		case 6: b.mtime.tv_sec++; break;
+		case 7: b.mtime.tv_nsec++; break;
+		case 8: b.ctime.tv_nsec = 0; break;
+		case 9: b.target = "t"; break;
+		case 10: a.target = "t"; b.target = "u"; break;
+		case 11: b.atime.tv_sec = 1; break;	/* not compared */
+		case 12: b.flags = VM_XATTR; break;	/* nor this */
+		}
+		if (want[i])
+			ck_assert_str_eq(vm_differs(&a, &b), want[i]);
+		else
+			ck_assert_ptr_null(vm_differs(&a, &b));
+		a.target = NULL;
+	}
+}
+END_TEST
+
+/* store_zero_range: the range reads as zeros, the rest and the size stay
+   (the recovery zeroes the tail of a content file's last page with it). */
+START_TEST(test_zero_range)
+{
+	char path[] = "/tmp/vfs-zero-XXXXXX";
+	unsigned char buf[3 * 4096];
+	struct stat st;
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	memset(buf, 0xa5, sizeof(buf));
+	ck_assert_int_eq(pwrite(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	ck_assert_int_eq(store_zero_range(fd, 9823, 12288), 0);
+	ck_assert_int_eq(store_zero_range(fd, 100, 100), 0);	/* empty */
+	ck_assert_int_eq(store_zero_range(fd, 1000, 5000), 0);
+	ck_assert_int_eq(pread(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	for (size_t i = 0; i < sizeof(buf); i++)
+		ck_assert_uint_eq(buf[i], (i >= 9823 || (i >= 1000 && i < 5000))
+				  ? 0 : 0xa5);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	ck_assert_int_eq(st.st_size, (off_t)sizeof(buf));
+	close(fd);
+}
+END_TEST
 
 START_TEST(test_format)
 {
@@ -1158,6 +1230,8 @@ static Suite *store_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("store");
 	tcase_add_test(tc, test_parse_names);
+	tcase_add_test(tc, test_meta_differs);
+	tcase_add_test(tc, test_zero_range);
 	tcase_add_test(tc, test_format);
 	tcase_add_test(tc, test_format_other);
 	suite_add_tcase(s, tc);

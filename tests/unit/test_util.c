@@ -3,7 +3,8 @@
  * (util/safe_open.c).  Every planted kind (symbolic link in the last and
  * in an inner component, hard link, FIFO, directory, another owner, a
  * directory others may write) is refused with a reason, nothing is
- * followed, truncated or blocked on; new and sound files open.
+ * followed, truncated or blocked on; new and sound files open.  Test
+ * points (util/testpoint.c): which passage of which point fires.
  */
 #include <check.h>
 #include <errno.h>
@@ -243,6 +244,33 @@ START_TEST(grow_doubles_and_keeps)
 }
 END_TEST
 
+/* "POINT" fires at the first passage, "POINT:N" at the Nth, once; other
+   points, prefixes and a missing variable never. */
+START_TEST(test_points_fire_once)
+{
+	unsigned c = 0, d = 0, e = 0;
+	int fired = 0;
+
+	unsetenv("VFS_TEST_POINT_T");
+	ck_assert(!vfs_test_fires("VFS_TEST_POINT_T", "merge", &c));
+	setenv("VFS_TEST_POINT_T", "merge", 1);
+	ck_assert(vfs_test_fires("VFS_TEST_POINT_T", "merge", &c));
+	ck_assert(!vfs_test_fires("VFS_TEST_POINT_T", "merge", &c));
+	ck_assert(!vfs_test_fires("VFS_TEST_POINT_T", "merg", &d));
+	ck_assert(!vfs_test_fires("VFS_TEST_POINT_T", "merge-batch", &d));
+	ck_assert_uint_eq(d, 0);
+	setenv("VFS_TEST_POINT_T", "merge-batch:3", 1);
+	for (int i = 1; i <= 6; i++)
+		if (vfs_test_fires("VFS_TEST_POINT_T", "merge-batch", &e)) {
+			ck_assert_int_eq(i, 3);
+			fired++;
+		}
+	ck_assert_int_eq(fired, 1);
+	ck_assert(!vfs_test_fires("VFS_TEST_POINT_T", "merge", &c));
+	unsetenv("VFS_TEST_POINT_T");
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("util");
@@ -259,6 +287,9 @@ static Suite *suite(void)
 	tcase_add_test(th, byte_order_round_trips);
 	tcase_add_test(th, grow_doubles_and_keeps);
 	suite_add_tcase(s, th);
+	tc = tcase_create("testpoint");
+	tcase_add_test(tc, test_points_fire_once);
+	suite_add_tcase(s, tc);
 	return s;
 }
 

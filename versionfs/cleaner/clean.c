@@ -1,14 +1,16 @@
 /*
- * clean.c — a cleaning pass: merge the deleted checkpoints that can be
- * (merge.c), consolidate the inodes the merges left with old content files
- * (consolidate.c), then empty the trash (reclaim.c).  Each step is durable
- * before the next frees anything, so a crash at any point leaves a store
- * the next pass finishes.  On a full disk the order matters: what frees
- * space needs none (dropping versions, deleting and punching files), what
- * needs some (the metadata files a merge writes, consolidation's copies)
- * waits for the space the trash gives back.  A pass is the same on a
- * mounted store (the daemon's cleaner thread, through the hooks) and an
- * unmounted one (versionfs-clean, no hooks).
+ * clean.c — a cleaning pass: finish an interrupted consolidation, merge
+ * the deleted checkpoints that can be (merge.c), consolidate the inodes the
+ * merges left with old content files (consolidate.c), then empty the trash
+ * (reclaim.c).  Each step is durable before the next frees anything, so a
+ * crash at any point leaves a store the next pass finishes; the tests kill
+ * the cleaner at each named point of every step (testpoint.c).  On a full
+ * disk the order matters: what frees space needs none (dropping versions,
+ * deleting and punching files), what needs some (the metadata files a
+ * merge writes, consolidation's copies) waits for the space the trash
+ * gives back.  A pass is the same on a mounted store (the daemon's cleaner
+ * thread, through the hooks) and an unmounted one (versionfs-clean, no
+ * hooks).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -51,9 +53,6 @@ static int consolidate(struct cleaner *cl, struct ino_set *t,
 	size_t before = st->files_consolidated;
 	int rc = 0;
 
-	cl_lock(cl);
-	rc = co_recover(cl, st);
-	cl_unlock(cl);
 	if (t->n)
 		qsort(t->v, t->n, sizeof(*t->v), cmp_u64);
 	for (size_t i = 0; i < t->n && !rc && !cl_stopping(cl); i++) {
@@ -102,7 +101,13 @@ int cl_pass(struct cleaner *cl, struct cl_stats *st, size_t *left)
 	int rc = 0, trc;
 
 	pthread_mutex_lock(&cl->pass_lock);
-	for (int round = 0; round < PASS_ROUNDS; round++) {
+	/* before any merge: one may rename the map whose content file an
+	   interrupted consolidation copied into (consolidate.c) */
+	cl_lock(cl);
+	rc = co_recover(cl, st);
+	cl_unlock(cl);
+	for (int round = 0; round < PASS_ROUNDS && !(round == 0 && rc);
+	     round++) {
 		uint64_t freed = st->bytes_freed;
 		bool short_of_space;
 

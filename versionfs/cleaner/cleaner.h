@@ -117,6 +117,16 @@ void cl_free(struct cleaner *cl);
 int cl_pass(struct cleaner *cl, struct cl_stats *st, size_t *left);
 
 /*
+ * Free the pages of content.ver of inode ino that no extent map
+ * references (punched, or copied where punching is refused); the file
+ * goes when no page of it is.  What a pass does to a RECLAIM entry of the
+ * trash, for the daemon's recovery of the open epoch after a crash, whose
+ * content file may hold pages of writes the crash lost.  Counted in st.
+ */
+int cl_trim_content(struct cleaner *cl, uint64_t ino, uint64_t ver,
+		    struct cl_stats *st);
+
+/*
  * Mark checkpoints ids[0..n) deleted (all or none) and free their tags,
  * durably.  `parent` is the checkpoint the live state descends from: it is
  * deleted only with force.  On refusal err says why ("no checkpoint 12").

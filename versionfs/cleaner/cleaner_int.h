@@ -12,6 +12,8 @@
 
 #define VFS_KV_MAX_FILES	"clean.max_content_files"
 #define VFS_KV_CO_INO		"clean.consolidating"	/* inode + 1, 0: none */
+#define VFS_KV_MERGING		"clean.merging"	/* checkpoint being merged,
+						   0: none */
 /* the replicator's last acknowledged checkpoint, never merged (0: none) */
 #define VFS_KV_REP_ACKED	"rep.acked"
 
@@ -98,6 +100,12 @@ int cl_tmp_done(struct cleaner *cl, int fd, const char *tmp,
 		const char *name, int rc);
 int rc_reclaim(struct cleaner *cl, uint64_t ino, uint64_t holder,
 	       struct cl_stats *st);
+/* Take bits off trash entry (ino, ver), the entry with the last one. */
+int cl_trash_clear(bt_txn *txn, uint64_t ino, uint64_t ver, uint32_t bits);
 int rc_trash_run(struct cleaner *cl, struct cl_stats *st);
+
+/* testpoint.c: the tests' hooks (its comment lists the points) */
+void cl_crash_point(const char *where);
+bool cl_no_punch(void);
 
 #endif /* VFS_CLEANER_INT_H */

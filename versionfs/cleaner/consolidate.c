@@ -24,9 +24,10 @@
  * another target (a merge may have renamed map t meanwhile): the slots
  * would stay allocated for good.  So the inode is recorded in the index
  * (VFS_KV_CO_INO, committed before the copy, cleared by the rewrite
- * transaction); a pass that finds it set first trims every content file
- * the inode's maps reference to what they hold (rc_reclaim), which frees
- * exactly those slots.
+ * transaction); the next pass, before it merges anything (a merge could
+ * rename map t away and leave content.t to no map), trims every content
+ * file the inode's maps reference to what they hold (rc_reclaim), which
+ * frees exactly those slots.
  *
  * Never into the open epoch (its map may change under the running job),
  * and only whole content files: content.h is deleted, never punched, so a
@@ -157,12 +158,8 @@ static int co_copy(struct cleaner *cl, uint64_t ino, uint64_t h, uint64_t t,
 				   content.t should be free, but nothing
 				   proves it never held bytes: zero it, by
 				   writing where punching is refused) */
-				if (fallocate(dst, FALLOC_FL_PUNCH_HOLE |
-					      FALLOC_FL_KEEP_SIZE, o, b - o))
-					rc = errno == EOPNOTSUPP ?
-					     store_zero_bytes(dst, (uint64_t)o,
-							     (uint64_t)b) :
-					     -errno;
+				rc = store_zero_range(dst, (uint64_t)o,
+						      (uint64_t)b);
 				break;
 			}
 		}
@@ -300,6 +297,7 @@ int co_recover(struct cleaner *cl, struct cl_stats *st)
 	}
 	free(maps.v);
 	if (!rc) {
+		cl_crash_point("co-recovered");
 		v = 0;
 		rc = bt_txn_run(cl->env, co_intent_clear, &v);
 		vfs_log(LOG_NOTICE, "cleaner: inode %llu: trimmed %zu content "
@@ -347,6 +345,8 @@ int co_inode(struct cleaner *cl, uint64_t ino, uint64_t max,
 	w.txn = NULL;
 	if (a.n && (rc = bt_txn_run(cl->env, co_intent, &ino)))
 		goto out;
+	if (a.n)
+		cl_crash_point("co-intent");
 	if ((rc = bt_txn_begin(cl->env, BT_TXN_RDONLY, &w.txn)))
 		goto out;
 	for (size_t i = 0; i < a.n && !rc; i++) {
@@ -359,16 +359,18 @@ int co_inode(struct cleaner *cl, uint64_t ino, uint64_t max,
 	}
 	bt_txn_abort(w.txn);
 	w.txn = NULL;
-	if (!rc && a.n && getenv("VFS_TEST_CO_CRASH"))
-		_exit(137);	/* tests: die between the copy and the txn */
+	if (!rc && a.n)
+		cl_crash_point("co-copied");
 	if (rc || !a.n)
 		goto out;
 	/* no persist of this inode may copy a map meanwhile */
 	held = cl_hold(cl, &one, 1);
 	rc = bt_txn_run(cl->env, co_txn, &a);
 	cl_release(cl, held, 0, 0);
-	if (!rc)
+	if (!rc) {
+		cl_crash_point("co-rewritten");
 		st->files_consolidated += a.n;
+	}
 	goto out;
 out_txn:
 	bt_txn_abort(w.txn);

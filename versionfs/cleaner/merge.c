@@ -11,9 +11,10 @@
  *     (when the record had its own) and its metadata file is rewritten as
  *     meta.n (the file names its version, and is checked against it);
  *   - if I has a record at n, record (I, c) is dropped with meta.c; if n
- *     used c's map, that map becomes n's, else it is dropped and
- *     content.c goes to the trash with RECLAIM: the reclaimer (reclaim.c)
- *     frees the pages no remaining map references;
+ *     used c's map, that map becomes n's, else it is dropped and every
+ *     content file it named (content.c and older ones) goes to the trash
+ *     with RECLAIM: the reclaimer (reclaim.c) frees the pages no
+ *     remaining map references;
  *   - either way content.c, which maps from n on may still reference
  *     (holder c), is recorded in n's log as a CONTENT entry, so that a
  *     rollback to before n, or a later merge of n, knows it;
@@ -101,7 +102,8 @@ struct mbatch {
 	uint64_t *inos;			/* sorted, for the merging set */
 	size_t ninos;
 	struct ino_set *touched;	/* inodes keeping old content files */
-	bool renamed_map[MERGE_BATCH], renamed_meta[MERGE_BATCH];
+	bool renamed_map[MERGE_BATCH];
+	bool meta_n[MERGE_BATCH];	/* meta.n is record (I, n)'s now */
 	struct cl_stats *st;
 };
 
@@ -273,6 +275,36 @@ static int rename_map(bt_txn *txn, uint64_t ino, uint64_t c, uint64_t n)
 	return rc;
 }
 
+/*
+ * Drop map c of ino; every content file it named goes to the trash to be
+ * reclaimed, in this transaction: content.c, and the older ones too, for
+ * map c may have been the last map to use one of them (a version merged
+ * into c, whose CONTENT entry in c's log a later batch of this merge
+ * handles).  Between those batches, and after a crash or an unmount
+ * there, such a file would be used by nothing and listed nowhere: an
+ * orphan to fsck.  Reclaiming a file that other maps still use frees
+ * only what none of them does.
+ */
+static int drop_map(bt_txn *txn, uint64_t ino, uint64_t c)
+{
+	uint64_t *h = NULL;
+	size_t nh = 0;
+	int rc;
+
+	rc = store_map_holders(txn, ino, c, &h, &nh);
+	if (!rc)
+		rc = bt_ext_drop(txn, ino, c);
+	if (rc == -ENOENT)
+		rc = 0;
+	if (!rc)
+		rc = bt_trash_add(txn, ino, c, VFS_TRASH_RECLAIM);
+	for (size_t i = 0; !rc && i < nh; i++)
+		if (h[i] != c)
+			rc = bt_trash_add(txn, ino, h[i], VFS_TRASH_RECLAIM);
+	free(h);
+	return rc;
+}
+
 /* Record (ino, n) is dead: its own map holds no page (see the top). */
 static int merge_dead(bt_txn *txn, struct mbatch *b, uint64_t ino)
 {
@@ -319,6 +351,7 @@ static int merge_inode(bt_txn *txn, struct mbatch *b, size_t i)
 	rc = bt_inode_get(txn, ino, n, &rn);
 	if (rc && rc != -ENOENT)
 		return rc;
+	b->meta_n[i] = !rc && (rn.flags & BT_INO_META);
 	if (rc == -ENOENT) {
 		/* n and later used record c: it becomes record n */
 		if (r.data_ver == c) {
@@ -331,19 +364,15 @@ static int merge_inode(bt_txn *txn, struct mbatch *b, size_t i)
 		if ((rc = bt_inode_put(txn, &r)) ||
 		    (rc = bt_log_add_inode(txn, n, ino)))
 			return rc;
-		b->renamed_meta[i] = b->v[i].copy_meta;
+		b->meta_n[i] = r.flags & BT_INO_META;
 	} else if (r.data_ver == c && rn.data_ver == c) {
 		/* n changed only attributes: c's map becomes n's */
 		if ((rc = rename_map(txn, ino, c, n)))
 			return rc;
 		b->renamed_map[i] = true;
-	} else if (r.data_ver == c) {
+	} else if (r.data_ver == c && (rc = drop_map(txn, ino, c))) {
 		/* n has its own map: c's goes, with the pages only it used */
-		rc = bt_ext_drop(txn, ino, c);
-		if (rc && rc != -ENOENT)
-			return rc;
-		if ((rc = bt_trash_add(txn, ino, c, VFS_TRASH_RECLAIM)))
-			return rc;
+		return rc;
 	}
 	if ((rc = bt_inode_del(txn, ino, c)))
 		return rc;
@@ -426,10 +455,13 @@ static int merge_dirent(bt_txn *txn, struct mbatch *b, const struct bt_log *l)
 static int mb_txn(bt_txn *txn, void *arg)
 {
 	struct mbatch *b = arg;
-	int rc = 0;
+	int rc;
 
 	memset(b->renamed_map, 0, sizeof(b->renamed_map));
-	memset(b->renamed_meta, 0, sizeof(b->renamed_meta));
+	memset(b->meta_n, 0, sizeof(b->meta_n));
+	/* c is half-merged until fin_txn: nothing merges into it meanwhile
+	   (next_merge) */
+	rc = bt_kv_put_u64(txn, VFS_KV_MERGING, b->c);
 	for (size_t i = 0; i < b->cnt && !rc; i++) {
 		const struct bt_log *l = &b->v[i].l;
 
@@ -449,7 +481,32 @@ static int mb_txn(bt_txn *txn, void *arg)
 		}
 		if (!rc)
 			rc = bt_log_del(txn, l);
+		/* meta.n is a record's: never in the trash (mi_txn) */
+		if (!rc && b->meta_n[i])
+			rc = cl_trash_clear(txn, l->ino, b->n, VFS_TRASH_META);
 	}
+	return rc;
+}
+
+/*
+ * Before the new metadata files of a batch are written: each goes to the
+ * trash, made durable (a power loss must not take the entry and leave
+ * the file), so that one whose batch never commits (a crash, then a rollback
+ * that discards c and n before the merge is resumed) is deleted, not left
+ * an orphan nothing names; the batch's transaction takes it off as the
+ * record that uses it appears.  A resumed batch writes the same files
+ * again (no other merge runs into n before c is done) and commits first:
+ * the trash is emptied only after the merges of a pass.
+ */
+static int mi_txn(bt_txn *txn, void *arg)
+{
+	struct mbatch *b = arg;
+	int rc = 0;
+
+	for (size_t i = 0; i < b->cnt && !rc; i++)
+		if (b->v[i].copy_meta)
+			rc = bt_trash_add(txn, b->v[i].l.ino, b->n,
+					  VFS_TRASH_META);
 	return rc;
 }
 
@@ -484,7 +541,8 @@ static int fin_txn(bt_txn *txn, void *arg)
 	n.bytes += c.bytes;
 	if ((rc = bt_log_count_inodes(txn, b->n, &n.files)) ||
 	    (rc = bt_ckpt_put(txn, &n)) ||
-	    (rc = bt_log_drop(txn, b->c)))
+	    (rc = bt_log_drop(txn, b->c)) ||
+	    (rc = bt_kv_put_u64(txn, VFS_KV_MERGING, 0)))
 		return rc;
 	return bt_ckpt_del(txn, b->c);
 }
@@ -593,20 +651,36 @@ static int merge_batch(struct mbatch *b)
 			return rc;
 		if (b->open)
 			cl_reparent(cl, b->c, b->parent);
+		cl_crash_point("merge-finished");
 		b->st->ckpts_merged++;
 		return 1;
 	}
 	qsort(b->inos, b->ninos, sizeof(*b->inos), cmp_u64);
 	if ((rc = mb_decide(b)))
 		return rc;
-	if (b->open && cl->h.materialize)
+	if (b->open && cl->h.materialize) {
 		rc = mb_materialize(b);
-	else	/* new metadata files first, on disk before the index */
+	} else {
+		/* new metadata files first, on disk before the index names
+		   them, and in the trash before they exist, durably (a power
+		   loss that took the entries back would leave files no one
+		   lists) */
+		for (size_t i = 0; i < b->cnt && !cp; i++)
+			cp = b->v[i].copy_meta && !b->v[i].deferred;
+		if (cp && ((rc = bt_txn_run(cl->env, mi_txn, b)) ||
+			   (rc = bt_env_sync(cl->env))))
+			return rc;
+		if (cp)
+			cl_crash_point("merge-meta-intent");
+		cp = 0;
 		rc = mb_copy_metas(b, &cp);
+	}
 	if (rc)
 		return rc;
 	if (cp && (rc = store_sync_all(cl->st)))
 		return rc;
+	if (cp)
+		cl_crash_point("merge-meta-written");
 	for (size_t i = 0; i < b->cnt; i++)
 		todo += !b->v[i].deferred;
 	if (!todo)
@@ -617,22 +691,36 @@ static int merge_batch(struct mbatch *b)
 	cl_release(cl, held, rc ? 0 : b->c, rc ? 0 : b->n);
 	if (!rc && todo < b->cnt)
 		b->short_of_space = true;
+	if (!rc)
+		cl_crash_point("merge-batch");
 	return rc;
 }
 
 /*
- * The first deleted checkpoint c that can be merged now, and the
- * checkpoint n after it (below the open epoch); *left counts the deleted
- * checkpoints that must wait (the newest).  0 when there is none.
+ * The deleted checkpoint c to merge now, and the checkpoint n after it
+ * (below the open epoch); *left counts the deleted checkpoints that must
+ * wait.  0 when there is none.
+ *
+ * A merge that has begun (VFS_KV_MERGING, set by its batches, cleared by
+ * fin_txn) is finished before any other: merging an older deleted
+ * checkpoint into a half-merged c would take "no record of I at c" to
+ * mean "the versions after c use the older record", while that record
+ * was only moved on to n.  The older record would become c's and be
+ * merged into n, where n has a record of its own: the older record's
+ * content file would then go to the trash as unused while n's map, which
+ * c's record gave it, still names content.c's pages (the acknowledged
+ * checkpoint lost in issue 27: a merge of 462 cut short by a kill, then
+ * 457..461 deleted, and 463, 464 and the live tree gave EIO).  If c can
+ * not go on (the replicator's hold), the checkpoint before it waits too.
  */
 static int next_merge(struct cleaner *cl, uint64_t *c, uint64_t *n,
 		      size_t *left)
 {
+	uint64_t epoch = cl_epoch(cl), keep = 0, cur = 0, pick_n = 0;
 	struct ck_list l;
 	bt_txn *txn;
+	size_t pick = SIZE_MAX;
 	int rc;
-
-	uint64_t epoch = cl_epoch(cl), keep = 0;
 
 	*c = *n = 0;
 	*left = 0;
@@ -643,18 +731,26 @@ static int next_merge(struct cleaner *cl, uint64_t *c, uint64_t *n,
 	   starts from it (versionfs/daemon/sink_repl.c) */
 	if (!rc && bt_kv_get_u64(txn, VFS_KV_REP_ACKED, &keep))
 		keep = 0;
+	if (!rc && bt_kv_get_u64(txn, VFS_KV_MERGING, &cur))
+		cur = 0;
 	bt_txn_abort(txn);
 	for (size_t i = 0; !rc && i < l.n; i++) {
 		if (l.v[i].state != BT_CKPT_DELETED)
 			continue;
-		if (l.v[i].id == keep) {
+		/* the newest merges into the open epoch */
+		uint64_t nid = i + 1 < l.n && l.v[i + 1].id < epoch ?
+			       l.v[i + 1].id : epoch;
+
+		if (l.v[i].id == keep || nid == cur)
 			++*left;
-		} else if (!*c) {
-			/* the newest merges into the open epoch */
-			*c = l.v[i].id;
-			*n = i + 1 < l.n && l.v[i + 1].id < epoch ?
-			     l.v[i + 1].id : epoch;
+		else if (l.v[i].id == cur || pick == SIZE_MAX) {
+			pick = i;	/* the merge begun, else the oldest */
+			pick_n = nid;
 		}
+	}
+	if (pick != SIZE_MAX) {
+		*c = l.v[pick].id;
+		*n = pick_n;
 	}
 	free(l.v);
 	return rc;
@@ -691,6 +787,8 @@ int cl_merge_all(struct cleaner *cl, struct cl_stats *st, size_t *left,
 	/* what was merged is durable before the trash frees anything */
 	if (any && (src = bt_env_sync(cl->env)) && rc >= 0)
 		rc = src;
+	if (any)
+		cl_crash_point("merge-synced");
 	if (rc < 0 && !no_space(rc))
 		vfs_log(LOG_ERR, "cleaner: merging: %s", rc == BT_ECORRUPT ||
 			rc == -EIO ? bt_last_error() : strerror(-rc));

@@ -193,15 +193,9 @@ static int copy_live(struct cleaner *cl, int fd, const char *name,
 		rc = -errno;
 	if (!rc && fsync(out) < 0)
 		rc = -errno;
+	if (!rc)
+		cl_crash_point("reclaim-copied");
 	return cl_tmp_done(cl, out, tmp, name, rc);
-}
-
-/* Punching refused, as on file systems without it: tests set
-   VFS_TEST_NO_PUNCH (current kernels punch even ext4 files without
-   extents) to exercise the copy. */
-static bool no_punch(void)
-{
-	return getenv("VFS_TEST_NO_PUNCH") != NULL;
 }
 
 /* Free what nobody references in content.holder of ino. */
@@ -228,6 +222,7 @@ int rc_reclaim(struct cleaner *cl, uint64_t ino, uint64_t holder, struct cl_stat
 			rc = -errno;
 			goto out;
 		}
+		cl_crash_point("reclaim-deleted");
 		st->files_deleted++;
 		st->bytes_freed += before;
 		goto out;
@@ -250,11 +245,13 @@ int rc_reclaim(struct cleaner *cl, uint64_t ino, uint64_t holder, struct cl_stat
 
 		if (a >= b || a >= size)
 			continue;
-		if (!no_punch() &&
+		if (!cl_no_punch() &&
 		    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			      (off_t)a, (off_t)(b - a)) == 0)
+			      (off_t)a, (off_t)(b - a)) == 0) {
+			cl_crash_point("reclaim-punched");
 			continue;
-		if (!no_punch() && errno != EOPNOTSUPP) {
+		}
+		if (!cl_no_punch() && errno != EOPNOTSUPP) {
 			rc = -errno;
 			break;
 		}
@@ -280,6 +277,12 @@ out:
 			(unsigned long long)ino, (unsigned long long)holder,
 			rc == BT_ECORRUPT ? bt_last_error() : strerror(-rc));
 	return rc;
+}
+
+int cl_trim_content(struct cleaner *cl, uint64_t ino, uint64_t ver,
+		    struct cl_stats *st)
+{
+	return rc_reclaim(cl, ino, ver, st);
 }
 
 /* ---- the trash ---- */
@@ -332,11 +335,25 @@ static int trash_collect(uint64_t ino, uint64_t ver, uint32_t what, void *arg)
 	return 0;
 }
 
+int cl_trash_clear(bt_txn *txn, uint64_t ino, uint64_t ver, uint32_t bits)
+{
+	uint32_t now;
+	int rc;
+
+	rc = bt_trash_get(txn, ino, ver, &now);
+	if (rc == -ENOENT || (rc == 0 && !(now & bits)))
+		return 0;
+	if (!rc)
+		rc = bt_trash_del(txn, ino, ver);
+	if (!rc && (now & ~bits))
+		rc = bt_trash_add(txn, ino, ver, now & ~bits);
+	return rc;
+}
+
 /* Remove the entries done; bits added meanwhile stay. */
 static int trash_done(bt_txn *txn, void *arg)
 {
 	struct trash_batch *b = arg;
-	uint32_t now;
 	int rc;
 
 	for (size_t i = 0; i < b->n; i++) {
@@ -346,17 +363,8 @@ static int trash_done(bt_txn *txn, void *arg)
 		if (trash_held(done, b->v[i].ver, b->newest))
 			done &= ~(uint32_t)(VFS_TRASH_RECLAIM |
 					    VFS_TRASH_HELD);
-		rc = bt_trash_get(txn, b->v[i].ino, b->v[i].ver, &now);
-		if (rc == -ENOENT)
-			continue;
-		if (!rc && !(now & done))
-			continue;
-		if (!rc)
-			rc = bt_trash_del(txn, b->v[i].ino, b->v[i].ver);
-		if (!rc && (now & ~done))
-			rc = bt_trash_add(txn, b->v[i].ino, b->v[i].ver,
-					  now & ~done);
-		if (rc)
+		if ((rc = cl_trash_clear(txn, b->v[i].ino, b->v[i].ver,
+					 done)))
 			return rc;
 	}
 	return 0;
@@ -465,8 +473,10 @@ int rc_trash_run(struct cleaner *cl, struct cl_stats *st)
 			break;
 		for (size_t i = 0; i < b->n; i++)
 			trash_item_run(cl, &b->v[i], st);
+		cl_crash_point("trash-worked");
 		if ((rc = bt_txn_run(cl->env, trash_done, b)))
 			break;
+		cl_crash_point("trash-batch");
 		if (cl_stopping(cl))
 			break;
 	}

@@ -373,6 +373,10 @@ void vn_persist_done(struct vnode *vn);
 void vn_drop_unsaved(struct vnode *vn);
 /* Persist one vnode in its own transaction (lock held). */
 int vn_persist(struct vnode *vn, bool durable);
+/* The same for the index only, now; its metadata file stays pending
+   (lock held): a change that must reach the index before the content
+   file changes in place. */
+int vn_persist_index_now(struct vnode *vn);
 /* Persist every dirty vnode in one transaction (epoch_lock exclusive). */
 int vn_persist_all(void);
 /* Persist every dirty vnode in batches, operations going on. */
@@ -385,9 +389,11 @@ void vn_flush_closed(void);
 void vn_flush_kick(void);
 /* The version before `ver` in the index (for xattrs), 0 if none. */
 uint64_t vn_prev_ver(struct vnode *vn, uint64_t ver);
-/* After an unclean stop: check/rebuild the open epoch's metadata files. */
-int vn_recover_meta(void);
-/* After an unclean stop: delete the open epoch's unreferenced files. */
+/* After an unclean stop (recover.c): make the open epoch's metadata and
+   content files agree with the index (rebuilt, rewritten, trimmed). */
+int vn_recover_epoch(void);
+/* After an unclean stop (recover.c): delete the open epoch's
+   unreferenced files. */
 int vn_recover_orphans(void);
 /* Ask for (or, done, clear) those recoveries at the next mount although
    the stop is clean: metadata files the unmount could not write. */

@@ -22,7 +22,10 @@
  * Invariant relied on everywhere: in every version, the bytes of the last
  * page beyond EOF read as zero and no page lies wholly beyond EOF.
  * Truncating down zeroes (or copies and zeroes) the tail of the new last
- * page and cuts everything after it.
+ * page and cuts everything after it, once the index knows (what it gives
+ * to E must not vanish under a size it still has); after a crash, which
+ * can leave bytes of lost writes there, the mount zeroes it again
+ * (data_recover, recover.c).
  *
  * Reads reply with a fuse_bufvec of fd-backed buffers, one per run, so the
  * kernel can splice from the content files; holes point at a shared
@@ -444,6 +447,7 @@ int data_write(struct vnode *vn, struct fuse_bufvec *in, off_t off,
 int data_truncate(struct vnode *vn, uint64_t size)
 {
 	uint64_t old = vn->m.size, before = vn->delta.pages, np;
+	bool cut = true;
 	int rc, wfd;
 
 	if (size / VFS_PAGE >= BT_PAGE_LIMIT)
@@ -471,7 +475,24 @@ int data_truncate(struct vnode *vn, uint64_t size)
 		ps_clear_from(&vn->delta, np);
 		if (np < vn->trunc)
 			vn->trunc = np;
-		if ((wfd = vn_cur_wfd(vn)) >= 0 &&
+		/*
+		 * The whole pages past the new end go from content.E only
+		 * once the index says so, if it already gives E pages: cut
+		 * first, a crash kept the old size over pages read as
+		 * zeros, neither the old file nor the new one.  (The
+		 * partial last page is zeroed before, as ext4 zeroes the
+		 * tail of the last block before the new size commits.)  If
+		 * the commit fails the pages stay, which the old index
+		 * still names.
+		 */
+		if (vn->data_ver == vfs->epoch) {
+			/* the pages counted before the persist takes them */
+			vn->delta_pages += vn->delta.pages - before;
+			vn->meta_dirty = vn->map_dirty = true;
+			cut = vn_persist_index_now(vn) == 0;
+			before = vn->delta.pages;	/* the persist took it */
+		}
+		if (cut && (wfd = vn_cur_wfd(vn)) >= 0 &&
 		    ftruncate(wfd, (off_t)(np * VFS_PAGE)))
 			vfs_log(LOG_WARNING, "inode %llu: trimming content: %s",
 				(unsigned long long)vn->vino, strerror(errno));
@@ -509,10 +530,7 @@ static int zero_range(struct vnode *vn, uint64_t a, uint64_t b)
 	if (pa < pb) {
 		struct stat st;
 
-		if (fallocate(wfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			      (off_t)(pa * VFS_PAGE),
-			      (off_t)((pb - pa) * VFS_PAGE)) &&
-		    (rc = store_zero_bytes(wfd, pa * VFS_PAGE, pb * VFS_PAGE)))
+		if ((rc = store_zero_range(wfd, pa * VFS_PAGE, pb * VFS_PAGE)))
 			return rc;
 		/* every page E holds lies within content.E */
 		if (fstat(wfd, &st) < 0)

@@ -558,7 +558,7 @@ int main(int argc, char *argv[])
 	}
 	if ((bt_env_info(v.env, &ei) == 0 && ei.unclean) ||
 	    (flagged = vn_recover_wanted())) {
-		if ((rc = vn_recover_meta()) || (rc = vn_recover_orphans()) ||
+		if ((rc = vn_recover_epoch()) || (rc = vn_recover_orphans()) ||
 		    (flagged && (rc = vn_recover_flag(false)))) {
 			vfs_log(LOG_ERR, "%s: recovering the open epoch: %s",
 				rb, rc == BT_ECORRUPT || rc == -EIO ?

@@ -16,7 +16,7 @@
  * every durable point; the metadata file is read only for xattrs.  So the
  * two steps need not run together: an index entry whose meta.E is missing
  * (a crash before it was written) is rebuilt from the index on first use
- * (vn_check_meta) and, after an unclean stop, at mount (vn_recover_meta).
+ * (vn_check_meta) and, after an unclean stop, at mount (recover.c).
  *
  * The dirty lists (dirty.c) say which vnodes have work pending.
  *
@@ -39,7 +39,7 @@
  * of the newest file before it over.  A file created here that cannot be
  * written whole (no space for its xattrs or its block) is removed, never
  * left half-written: the record in the index is the authority, and a
- * missing file is rebuilt from it (vn_recover_meta) where a half-written
+ * missing file is rebuilt from it (recover.c) where a half-written
  * one would be damage.  A rewrite in place needs no new block.
  */
 static int write_meta_file(struct vnode *vn, uint64_t E)
@@ -286,6 +286,22 @@ static int vn_sync_files(struct vnode *vn)
 	if (!rc)
 		rc = store_sync_obj_dir(vfs->st, vn->vino);
 	return rc;
+}
+
+int vn_persist_index_now(struct vnode *vn)
+{
+	struct persist_one a = { vn };
+	int rc;
+
+	if (vn->view || vn->special || vn->gone || !vn_index_pending(vn))
+		return 0;
+	if ((rc = bt_txn_run(vfs->env, persist_one_txn, &a))) {
+		vfs_log(LOG_ERR, "persisting inode %llu: %s",
+			(unsigned long long)vn->vino, bt_last_error());
+		return rc == BT_ECORRUPT ? -EIO : rc;
+	}
+	vn_persist_done(vn);	/* the metadata file stays pending */
+	return 0;
 }
 
 int vn_persist(struct vnode *vn, bool durable)
@@ -574,209 +590,4 @@ void vn_flush_closed(void)
 		;
 	if (vfs->nfiles > mfile_debt_max() && !vfs->stopping)
 		flush_files();
-}
-
-/* ---- recovery ---- */
-
-static int recover_flag_txn(bt_txn *txn, void *arg)
-{
-	return bt_kv_put_u64(txn, "recover", *(uint64_t *)arg);
-}
-
-/*
- * The store needs the recovery of an unclean stop although it was closed
- * cleanly: the unmount could not write every metadata file (a full
- * disk).  Kept in the index, read at the next mount (vn_recover_wanted).
- */
-int vn_recover_flag(bool set)
-{
-	uint64_t v = set;
-
-	return bt_txn_run(vfs->env, recover_flag_txn, &v);
-}
-
-bool vn_recover_wanted(void)
-{
-	uint64_t v = 0;
-	bt_txn *txn;
-
-	if (bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))
-		return false;
-	if (bt_kv_get_u64(txn, "recover", &v))
-		v = 0;
-	bt_txn_abort(txn);
-	return v != 0;
-}
-
-struct ino_list {
-	uint64_t *v;
-	size_t n, cap;
-};
-
-static int recover_cb(const struct bt_log *l, void *arg)
-{
-	struct ino_list *a = arg;
-
-	if (l->kind != BT_LOG_INODE)
-		return 0;
-	if (vfs_grow((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v)))
-		return -ENOMEM;
-	a->v[a->n++] = l->ino;
-	return 0;
-}
-
-/*
- * After an unclean stop: every inode changed in the open epoch gets its
- * meta.E checked, and rebuilt from the index if it never reached the disk,
- * before a checkpoint can make that version permanent.  O(changes in E).
- */
-int vn_recover_meta(void)
-{
-	struct ino_list a = { 0 };
-	size_t checked = 0, rebuilt = 0;
-	bt_txn *txn;
-	int rc;
-
-	if ((rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn)))
-		return rc;
-	rc = bt_log_foreach(txn, vfs->epoch, recover_cb, &a);
-	bt_txn_abort(txn);
-	for (size_t i = 0; !rc && i < a.n; i++) {
-		struct vnode *vn;
-
-		if (vn_get(0, a.v[i], &vn))
-			continue;	/* gone, or damaged (logged) */
-		pthread_mutex_lock(&vn->lock);
-		if (vn->mfile_ver == vfs->epoch && vn->m.nlink) {
-			vn_check_meta(vn, &rebuilt);
-			checked++;
-		} else if (!vn->m.nlink) {
-			/* removed, and no one can have it open any more:
-			   the flusher frees its data (reap.c) */
-			vn_dead_note(vn, true);
-		}
-		pthread_mutex_unlock(&vn->lock);
-		vn_put(vn);
-	}
-	free(a.v);
-	if (!rc && rebuilt)
-		vfs_log(LOG_WARNING, "after an unclean stop: rebuilt %zu of the "
-			"metadata files of the %zu inodes changed since "
-			"checkpoint %llu from the index (their xattrs come from "
-			"the version before)", rebuilt, checked,
-			(unsigned long long)vfs->parent);
-	return rc;
-}
-
-/*
- * Is (ino, E) a file of the open epoch that nothing references?  meta.E
- * belongs to the record (ino, E); content.E to map E, the only map that
- * can use it while E is open; either may be listed in the trash.
- */
-static int orphan_of_open_epoch(bt_txn *txn, int kind, uint64_t ino,
-				uint64_t E, bool *orphan)
-{
-	struct bt_inode rec;
-	uint32_t what = 0;
-	int rc;
-
-	*orphan = false;
-	rc = bt_trash_get(txn, ino, E, &what);
-	if (rc && rc != -ENOENT)
-		return rc;
-	if (kind == STORE_META) {
-		if (what & VFS_TRASH_META)
-			return 0;
-		rc = bt_inode_get(txn, ino, E, &rec);
-		if (rc == -ENOENT)
-			*orphan = true;
-		return rc == -ENOENT ? 0 : rc;
-	}
-	if (what & (VFS_TRASH_CONTENT | VFS_TRASH_RECLAIM))
-		return 0;
-	rc = bt_ext_foreach(txn, ino, E, 0, holds_cb, &E);
-	if (rc == -ENOENT)
-		rc = 0;
-	if (rc < 0)
-		return rc;
-	*orphan = rc == 0;
-	return 0;
-}
-
-/*
- * After an unclean stop: the open epoch's store files that nothing
- * references are deleted before the mount serves anything.  A killed
- * daemon leaves content.E of files written since their last persist (the
- * pages were in no map yet, and they are lost with the vnode: only what
- * was fsync'ed is promised) and meta.E written just before a transaction
- * that never committed; no log names them, so nothing else would ever
- * free them.  Only version E can be left so (earlier epochs were closed
- * by a checkpoint, whose files were all persisted), but finding its files
- * takes a listing of obj/: O(store files), after a crash only.  A
- * durable point first, so that the index they are judged by is the one
- * a later power loss would come back to.  Leftover temporaries (a killed
- * copy of the reclaimer or of consolidation) go too.
- */
-int vn_recover_orphans(void)
-{
-	uint64_t E = vfs->epoch, found = 0, freed = 0;
-	bt_txn *txn = NULL;
-	int rc;
-
-	if ((rc = bt_env_sync(vfs->env)))
-		return rc;
-	for (unsigned d = 0; d < 256 && !rc; d++) {
-		char dn[8];
-		struct dirent *de;
-		DIR *dir;
-		int dfd;
-
-		snprintf(dn, sizeof(dn), "%02x", d);
-		dfd = openat(vfs->obj_fd, dn, O_RDONLY | O_DIRECTORY |
-			     O_NOFOLLOW | O_CLOEXEC);
-		if (dfd < 0) {
-			if (errno == ENOENT)
-				continue;
-			rc = -errno;
-			break;
-		}
-		if (!(dir = fdopendir(dfd))) {
-			rc = -errno;
-			close(dfd);
-			break;
-		}
-		if ((rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))) {
-			closedir(dir);
-			break;
-		}
-		while (!rc && (de = readdir(dir))) {
-			uint64_t ino, ver;
-			int kind = store_parse_name(de->d_name, &ino, &ver);
-			bool orphan = kind == STORE_TMP;
-
-			if ((kind == STORE_META || kind == STORE_CONTENT) &&
-			    ver == E)
-				rc = orphan_of_open_epoch(txn, kind, ino, E,
-							  &orphan);
-			if (rc || !orphan)
-				continue;
-			found++;
-			if (unlinkat(dirfd(dir), de->d_name, 0) == 0)
-				freed++;
-			else
-				vfs_log(LOG_WARNING, "orphan %s/%s: %s", dn,
-					de->d_name, strerror(errno));
-		}
-		bt_txn_abort(txn);
-		closedir(dir);
-	}
-	vfs->clean_total.orphans_found += found;
-	vfs->clean_total.orphans_freed += freed;
-	if (found)
-		vfs_log(LOG_WARNING, "after an unclean stop: %llu store files "
-			"of the open epoch %llu were orphans (written after "
-			"their last save); %llu deleted",
-			(unsigned long long)found, (unsigned long long)E,
-			(unsigned long long)freed);
-	return rc;
 }

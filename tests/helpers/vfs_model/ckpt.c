@@ -445,6 +445,10 @@ void recover_after_kill(bool all_views)
 		if (check_view(id))
 			fail("after kill -9: %s", why);
 	}
+	/* the torture's checks of the open epoch, and fsck of what the
+	   recovery left (before the rollback discards the open epoch) */
+	if (cfg.torture)
+		mt_after_kill();
 	if (do_rollback_to(latest_ckpt(), true))
 		fail("the daemon died during a rollback after a remount");
 }

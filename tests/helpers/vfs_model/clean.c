@@ -294,13 +294,56 @@ static void delete_refusals(void)
 	check_state("after a refused operation");
 }
 
+/* Delete ids[0..n) (n <= 4; with --force if force), the model forgetting
+   them once the command returned. */
+static void delete_ids(const uint64_t *ids, size_t n, bool force)
+{
+	char args[4][24];
+	const char *a[8];
+	size_t na = 0;
+	int rc;
+
+	a[na++] = "delete";
+	a[na++] = cfg.mnt;
+	for (size_t k = 0; k < n && k < 4; k++) {
+		snprintf(args[k], sizeof(args[k]), "%" PRIu64, ids[k]);
+		a[na++] = args[k];
+	}
+	if (force)
+		a[na++] = "--force";
+	log_op("%s", joined(a, na));
+	rc = run_argv("versionfs-ctl", a, na);
+	if (rc)
+		fail("versionfs-ctl %s: exit %d: %s", joined(a, na), rc, err);
+	for (size_t k = 0; k < n && k < 4; k++)
+		forget_id(ids[k]);
+}
+
+void mc_delete(const uint64_t *ids, size_t n, bool check)
+{
+	delete_ids(ids, n, false);
+	stat_add(n > 1 ? "delete.several" : "delete", true);
+	if (check)
+		check_state("after delete");
+}
+
+void mc_max_files(uint64_t n)
+{
+	char arg[24];
+
+	snprintf(arg, sizeof(arg), "%" PRIu64, n);
+	log_op("policy --max-content-files %s", arg);
+	if (run_bin("versionfs-ctl", "--json", "policy", cfg.mnt,
+		    "--max-content-files", arg, NULL))
+		fail("versionfs-ctl policy: %s", err);
+	pol.max_files = n;
+}
+
 static void do_delete(void)
 {
 	uint64_t *v = live_ids(), pick[4];
 	size_t np = 0, nother = 0, want, room;
-	char args[4][24];
-	const char *a[8];
-	size_t na = 0;
+	char arg0[24];
 	bool force = false;
 	int rc;
 
@@ -337,20 +380,7 @@ static void do_delete(void)
 			pick[np++] = v[rnd(nother)];
 	}
 	free(v);
-	a[na++] = "delete";
-	a[na++] = cfg.mnt;
-	for (size_t k = 0; k < np; k++) {
-		snprintf(args[k], sizeof(args[k]), "%" PRIu64, pick[k]);
-		a[na++] = args[k];
-	}
-	if (force)
-		a[na++] = "--force";
-	log_op("%s", joined(a, na));
-	rc = run_argv("versionfs-ctl", a, na);
-	if (rc)
-		fail("versionfs-ctl %s: exit %d: %s", joined(a, na), rc, err);
-	for (size_t k = 0; k < np; k++)
-		forget_id(pick[k]);
+	delete_ids(pick, np, force);
 	stat_add(np > 1 ? "delete.several" : pick[0] == mc_parent ?
 		 "delete.parent-force" : "delete", true);
 	if (!parent_live())
@@ -358,11 +388,11 @@ static void do_delete(void)
 	check_state("after delete");
 	/* rollback must refuse what was just deleted */
 	if (pct(15)) {
-		rc = run_bin("versionfs-ctl", "rollback", cfg.mnt, args[0],
-			     NULL);
+		snprintf(arg0, sizeof(arg0), "%" PRIu64, pick[0]);
+		rc = run_bin("versionfs-ctl", "rollback", cfg.mnt, arg0, NULL);
 		if (rc != 1)
 			fail("rollback to checkpoint %s just deleted: exit %d, "
-			     "expected 1: %s", args[0], rc, err);
+			     "expected 1: %s", arg0, rc, err);
 		stat_add("rollback.refused-deleted", false);
 	}
 }

@@ -81,6 +81,13 @@
  * Aimed kills, power cuts, the cleaner and fsck in crash mode (--moments,
  * --power CMD, --fsck-rounds): tests/helpers/vfs_model/power.c says how.
  *
+ * Torture mode (--torture, torture.c): crash mode's rounds, each a chosen
+ * sequence ended by a kill -9 (a write past EOF lost and the file grown
+ * again, fsync then unlink or link, deletes then the cleaner, checkpoints,
+ * rollbacks, random operations), each recovery checked as above, then the
+ * open epoch's own checks and versionfs-fsck on the unmounted store, which
+ * must find nothing.  --seconds S stops starting rounds after S seconds.
+ *
  * Determinism.  Every choice comes from one xoshiro256** generator seeded
  * with --seed and depends only on REF, so a seed replays exactly (the
  * moment of a crash-mode kill is the exception).  Operations run in this
@@ -141,6 +148,7 @@ static void usage(void)
 "                 [--seed N] [--ops N] [--check-every N] [--verbose]\n"
 "                 [--crash [--rounds N] [--kill-max-ms MS] [--moments]\n"
 "                  [--fsck-rounds] [--power CMD]] [--no-KIND]...\n"
+"                 [--torture [--rounds N] [--seconds S] [--seq NAME]]\n"
 "                 [--seed-base [--no-base-xattr]] [--no-otrunc]\n"
 "                 [--no-link] [--no-aligned-punch] [--mount-retry]\n"
 "       vfs_model --compare DIR_A DIR_B [--skip-store]\n"
@@ -181,6 +189,9 @@ int main(int argc, char **argv)
 			takes = false;
 		} else if (!strcmp(a, "--crash")) {
 			cfg.crash = true;
+			takes = false;
+		} else if (!strcmp(a, "--torture")) {
+			cfg.crash = cfg.torture = true;
 			takes = false;
 		} else if (!strcmp(a, "--moments")) {
 			cfg.moments = true;
@@ -249,6 +260,10 @@ int main(int argc, char **argv)
 			cfg.rounds = (unsigned)num(v, a);
 		} else if (!strcmp(a, "--kill-max-ms")) {
 			cfg.kill_max_ms = (unsigned)num(v, a);
+		} else if (!strcmp(a, "--seconds")) {
+			cfg.seconds = (unsigned)num(v, a);
+		} else if (!strcmp(a, "--seq")) {
+			cfg.only_seq = v;
 		} else if (!strcmp(a, "--power")) {
 			cfg.power_cmd = v;
 			cfg.crash = true;
@@ -321,7 +336,9 @@ int main(int argc, char **argv)
 	log_op("first checkpoint");
 	if (do_checkpoint())
 		fail("first checkpoint");
-	if (cfg.crash) {
+	if (cfg.torture) {
+		mt_run();
+	} else if (cfg.crash) {
 		for (unsigned round = 1; round <= cfg.rounds; round++)
 			crash_round(round);
 	} else {
@@ -367,14 +384,18 @@ int main(int argc, char **argv)
 			fail("%s", why);
 	}
 	print_stats();
+	if (cfg.torture)
+		mt_report();
 	if (pw_fsck_failed())
 		fail("versionfs-fsck found problems after the recovery of %u "
 		     "of %" PRIu64 " rounds (FSCK FINDING above)",
 		     pw_fsck_failed(), n_rounds_done);
 	if (cfg.crash)
-		printf("PASS vfs_model seed=%" PRIu64 " crash mode: %" PRIu64
+		printf("PASS vfs_model seed=%" PRIu64 " %s mode: %" PRIu64
 		       " rounds, %" PRIu64 " steps in %.1f s\n", cfg.seed,
-		       n_rounds_done, opno, elapsed());
+		       cfg.torture ? "torture" : "crash",
+		       cfg.torture ? mt_rounds() : n_rounds_done, opno,
+		       elapsed());
 	else
 		printf("PASS vfs_model seed=%" PRIu64 " %" PRIu64 " ops in %.1f "
 		       "s (%.0f ops/s)\n", cfg.seed, cfg.nops, elapsed(),

@@ -13,8 +13,15 @@
  *   apply.c    applying it to one side (REF, the reference, or the mount)
  *   ckpt.c     checkpoints, rollbacks, views, listings, recovery after a
  *              kill -9
+ *   crash.c    crash mode: the killer thread, aimed kills, the rounds
  *   clean.c    delete, prune, policies and the cleaner, and full-disk
  *              episodes
+ *   torture.c  the kill -9 torture (--torture): rounds of chosen
+ *              sequences, each ended by a kill, each recovery checked
+ *              and fsck'ed
+ *   torture_seq.c  the torture's sequences that set a trap before the
+ *              kill (a lost write past EOF, fsync then a change, deletes
+ *              then the cleaner)
  *   power.c    crash mode's power cuts, aimed cleaner passes and fsck
  *   compare.c  comparing two trees (names, metadata, sparse contents,
  *              xattrs, hard links)
@@ -26,7 +33,7 @@
  *
  * The program is single-threaded but for crash mode's killer thread, which
  * only touches kill_fired and its own state, under its own mutex
- * (step.c): nothing else here needs a lock.
+ * (crash.c): nothing else here needs a lock.
  */
 #ifndef VFS_MODEL_H
 #define VFS_MODEL_H
@@ -66,6 +73,9 @@ struct model_cfg {
 	const char *mnt, *backing, *ref, *snap, *bin;
 	uint64_t seed, nops, check_every;
 	bool crash, verbose;
+	bool torture;			/* --torture (implies crash) */
+	unsigned seconds;		/* --seconds: no round starts after */
+	const char *only_seq;		/* --seq: this torture sequence only */
 	bool no_otrunc;			/* --no-otrunc: open(O_TRUNC) bug */
 	bool seed_base, no_base_xattr;
 	bool no_link;			/* --no-link: stale size after
@@ -255,13 +265,27 @@ void apply(int side, const struct op *o, struct res *r);
 /* ---- step.c ---- */
 
 extern uint64_t opno;
-extern unsigned cur_round;
-extern uint64_t n_rounds_done;
-bool crashed(void);
 void step(void);
 void full_check(const char *when);
 void do_remount(void);
+/* n random file-system operations with crash mode's weights; stops
+   early once the daemon was killed. */
+void model_fs_ops(unsigned n);
+
+/* ---- crash.c ---- */
+
+extern unsigned cur_round;
+extern uint64_t n_rounds_done;
+/* Crash mode's kills: crashed() is true once one was sent. */
+bool crashed(void);
 void crash_round(unsigned round);
+/* The torture's kills: SIGKILL the daemon delay_ms from now, from the
+   killer thread; wait for the killer and the daemon's death; kill now;
+   the kill dealt with (crashed() false again). */
+void killer_start(unsigned delay_ms);
+void killer_join(void);
+void kill_now(void);
+void kill_done(void);
 /* Crash mode: the killer fires delay_us from now (once per round). */
 void arm_kill(uint64_t delay_us);
 /* Crash mode: arm the killer delay_us after the next versionfs-ctl or
@@ -285,6 +309,29 @@ void mc_step(enum kind k);
 void mc_after_checkpoint(uint64_t id);
 /* Print what the cleaner did over the run. */
 void mc_report(void);
+/* Delete ids[0..n) (n <= 4, never the parent), as the model knows it;
+   then (check) the listings must say so. */
+void mc_delete(const uint64_t *ids, size_t n, bool check);
+/* policy --max-content-files n, as the model knows it. */
+void mc_max_files(uint64_t n);
+
+/* ---- torture.c: the kill -9 torture ---- */
+
+void mt_run(void);
+/* After the remount of a kill: the sequence's own checks, then fsck. */
+void mt_after_kill(void);
+void mt_report(void);
+uint64_t mt_rounds(void);
+/* A checkpoint as an operation of its own (logged); -1: the daemon died. */
+int mt_checkpoint(void);
+
+/* ---- torture_seq.c: the sequences that set a trap before the kill ---- */
+
+void mt_seq_grow(void);
+void mt_seq_fsync_ns(void);
+void mt_seq_clean(void);
+void mt_grow_check(void);
+void mt_seq_report(void);
 
 /* ---- power.c: power cuts, the cleaner and fsck in crash mode ---- */
 
