@@ -82,8 +82,8 @@ static void usage(void)
 "               --spec1 SPEC --spec2 SPEC [--seed N] [--steps N] [--ops N]\n"
 "               [--xattr-max BYTES] [--sync-secs N] [--bigwrite]\n"
 "               [--no-copy] [--no-restore] [--no-root-time]\n"
-"               [--no-restored-push] [--recover-stalled] [--log FILE]\n"
-"               [--verbose]\n");
+"               [--no-restored-push] [--recover-stalled] [--no-id-check]\n"
+"               [--log FILE] [--verbose]\n");
 }
 
 static uint64_t num(const char *s, const char *opt)
@@ -126,6 +126,8 @@ int main(int argc, char **argv)
 			W.no_restored_push = true;
 		else if (!strcmp(a, "--recover-stalled"))
 			W.recover_stalled = true;
+		else if (!strcmp(a, "--no-id-check"))
+			W.no_id_check = true;
 		else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			usage();
 			return 0;

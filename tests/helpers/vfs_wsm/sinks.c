@@ -457,10 +457,11 @@ struct store *restore_store(void)
 		     "%d: %s", src->idx, pick.id, rc, errbuf);
 	fsck_store(s->backing, how);
 	store_mount(s);
-	if (!strcmp(s->id, src->id) || store_of_id(s->id) != s)
+	if (!W.no_id_check &&
+	    (!strcmp(s->id, src->id) || store_of_id(s->id) != s))
 		fail("the restored store s%d has the id %s of s%d", s->idx,
 		     s->id, store_of_id(s->id)->idx);
-	if (strcmp(s->origin, src->id))
+	if (!W.no_id_check && strcmp(s->origin, src->id))
 		fail("the restored store s%d names its origin '%s', not %s",
 		     s->idx, s->origin, src->id);
 	store_adopt(s, src);
@@ -494,10 +495,10 @@ struct store *copy_store(struct store *o)
 		fail("cp -a %s %s: %s", o->backing, s->backing, errbuf);
 	store_mount(o);
 	store_mount(s);
-	if (!strcmp(s->id, o->id))
+	if (!W.no_id_check && !strcmp(s->id, o->id))
 		fail("the copy s%d kept the store id %s of s%d", s->idx, s->id,
 		     o->idx);
-	if (strcmp(s->origin, o->id))
+	if (!W.no_id_check && strcmp(s->origin, o->id))
 		fail("the copy s%d names its origin '%s', not %s", s->idx,
 		     s->origin, o->id);
 	s->keep_last = o->keep_last;

@@ -181,6 +181,9 @@ struct config {
 					   a restore's own checkpoints */
 	bool recover_stalled;		/* a stalled replication: a new
 					   replica, not a failure */
+	bool no_id_check;		/* no check that a copy or a restore
+					   has an id of its own: what follows
+					   from one must show all the same */
 };
 extern struct config W;
 
