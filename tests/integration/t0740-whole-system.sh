@@ -49,6 +49,12 @@
 #                        full replica then, as a user would
 #   --no-restored-push   a store rebuilt by versionfs-restore pushes the
 #                        checkpoints it was rebuilt with as empty trees
+#   --copy-not-pushed    issue 28, reproduction 3 again: a copied store
+#                        keeps the original's "pushed up to N": push --wait
+#                        on the copy answers N while the chunk store holds
+#                        nothing of the copy (restore --store COPY fails)
+#   --no-symlink-links   versionfs-restore --plain makes two symlinks of a
+#                        hard link to a symlink (link count 1 each)
 #   --no-root-time       a replica's checkpoint shows the replica's own
 #                        mtime on the root directory while the primary
 #                        never changed it (a base-layer root)

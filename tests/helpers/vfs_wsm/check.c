@@ -308,7 +308,8 @@ void check_chunks(const char *spec, bool full)
 		if (digest_tree(dir, &d, false))
 			fail("%s: %s", what, why);
 		if (digest_cmp(&recs[c->rec].view, &d, sink_flags(D_TIMES |
-			       D_DIRTIME | D_DIRLINKS), what))
+			       D_DIRTIME | D_DIRLINKS | (W.no_symlink_links ?
+			       D_NOLNKLINKS : 0)), what))
 			fail("%s", why);
 		digest_free(&d);
 		c->chk_seen[k] = true;

@@ -83,7 +83,8 @@ static void usage(void)
 "               [--xattr-max BYTES] [--sync-secs N] [--bigwrite]\n"
 "               [--no-copy] [--no-restore] [--no-root-time]\n"
 "               [--no-restored-push] [--recover-stalled] [--no-id-check]\n"
-"               [--log FILE] [--verbose]\n");
+"               [--copy-not-pushed] [--no-symlink-links] [--log FILE]\n"
+"               [--verbose]\n");
 }
 
 static uint64_t num(const char *s, const char *opt)
@@ -128,6 +129,10 @@ int main(int argc, char **argv)
 			W.recover_stalled = true;
 		else if (!strcmp(a, "--no-id-check"))
 			W.no_id_check = true;
+		else if (!strcmp(a, "--copy-not-pushed"))
+			W.copy_not_pushed = true;
+		else if (!strcmp(a, "--no-symlink-links"))
+			W.no_symlink_links = true;
 		else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			usage();
 			return 0;

@@ -84,6 +84,7 @@ enum {
 	D_DIRTIME = 4,			/* mtimes of directories */
 	D_DIRLINKS = 8,			/* link counts of directories */
 	D_NOROOTTIME = 16,		/* but not the root's mtime */
+	D_NOLNKLINKS = 32,		/* nor hard links of symlinks */
 };
 
 int digest_tree(const char *root, struct digest *d, bool skip_store);
@@ -181,6 +182,10 @@ struct config {
 					   a restore's own checkpoints */
 	bool recover_stalled;		/* a stalled replication: a new
 					   replica, not a failure */
+	bool copy_not_pushed;		/* a copy's inherited checkpoints
+					   need not be pushed as its own */
+	bool no_symlink_links;		/* plain restores: hard links of
+					   symlinks may be copies */
 	bool no_id_check;		/* no check that a copy or a restore
 					   has an id of its own: what follows
 					   from one must show all the same */
