@@ -55,6 +55,10 @@
 #                        nothing of the copy (restore --store COPY fails)
 #   --no-symlink-links   versionfs-restore --plain makes two symlinks of a
 #                        hard link to a symlink (link count 1 each)
+#   --no-live-times      ftruncate then fallocate on one descriptor: stat
+#                        shows the kernel's mtime, the checkpoint keeps the
+#                        daemon's (ms apart), and a rollback to it leaves
+#                        the kernel's in place (a remount shows the other)
 #   --no-root-time       a replica's checkpoint shows the replica's own
 #                        mtime on the root directory while the primary
 #                        never changed it (a base-layer root)

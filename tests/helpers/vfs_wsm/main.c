@@ -83,8 +83,8 @@ static void usage(void)
 "               [--xattr-max BYTES] [--sync-secs N] [--bigwrite]\n"
 "               [--no-copy] [--no-restore] [--no-root-time]\n"
 "               [--no-restored-push] [--recover-stalled] [--no-id-check]\n"
-"               [--copy-not-pushed] [--no-symlink-links] [--log FILE]\n"
-"               [--verbose]\n");
+"               [--copy-not-pushed] [--no-symlink-links] [--no-live-times]\n"
+"               [--log FILE] [--verbose]\n");
 }
 
 static uint64_t num(const char *s, const char *opt)
@@ -133,6 +133,8 @@ int main(int argc, char **argv)
 			W.copy_not_pushed = true;
 		else if (!strcmp(a, "--no-symlink-links"))
 			W.no_symlink_links = true;
+		else if (!strcmp(a, "--no-live-times"))
+			W.no_live_times = true;
 		else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			usage();
 			return 0;

@@ -170,8 +170,10 @@ static double now(void)
  * Wait until the daemon of s says the peer has everything: idle, no lag,
  * acknowledged up to its newest checkpoint.  must: fail if it does not
  * within --sync-secs.  A replication whose acknowledged checkpoint stands
- * still for STALL_S seconds with a lag while versionfs-replicad runs fails
- * at once, or is recovered from with --recover-stalled.
+ * still for STALL_S seconds with a lag while versionfs-replicad runs (5 s
+ * with an error known to last: no checkpoint to send from, no checkpoint
+ * shared with the peer) fails at once, or is recovered from with
+ * --recover-stalled.
  */
 #define STALL_S	40
 bool repl_synced(struct store *s, bool must)
@@ -195,7 +197,11 @@ bool repl_synced(struct store *s, bool must)
 		if (acked != last_acked || !repd_up())
 			moved = now();
 		last_acked = acked;
-		if (now() - moved >= STALL_S) {
+		/* errors that no retry mends, known: no need to wait */
+		if (now() - moved >= (!strcmp(state, "retrying") &&
+				      (strstr(err, "to send from") ||
+				       strstr(err, "shares no checkpoint")) ?
+				      5 : STALL_S)) {
 			stalled = true;
 			if (!W.recover_stalled || recovered)
 				break;

@@ -186,6 +186,8 @@ struct config {
 					   need not be pushed as its own */
 	bool no_symlink_links;		/* plain restores: hard links of
 					   symlinks may be copies */
+	bool no_live_times;		/* the live tree after a rollback or
+					   a kill: not its times */
 	bool no_id_check;		/* no check that a copy or a restore
 					   has an id of its own: what follows
 					   from one must show all the same */
