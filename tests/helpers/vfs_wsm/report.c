@@ -28,6 +28,14 @@ uint64_t stepno, n_ops, n_compared;
 const char *logpath;
 struct model_cfg cfg;			/* what vfs_model's files read */
 uint64_t opno;				/* (vfs_model's step number) */
+/* vfs_model's crash mode arms a killer before a versionfs-ctl (util.c);
+   this test kills on its own terms and never arms it. */
+uint64_t arm_next_cmd_us = UINT64_MAX;
+
+void arm_kill(uint64_t delay_us)
+{
+	(void)delay_us;
+}
 
 static FILE *logfp;
 static char ring[LOGN][OPLOG_LINE];
