@@ -1449,6 +1449,74 @@ START_TEST(push_fsch)
 }
 END_TEST
 
+/*
+ * Hard links of every type but a directory come back as one inode: a
+ * symlink and a FIFO each named twice (restore.c linked regular files
+ * only and made two symlinks of a hard link to one, t0740).
+ */
+START_TEST(restore_plain_links)
+{
+	char spec[512], why[CS_WHY_LEN], path[256], a[300], b[300];
+	struct cs_mhead h = { .ckpt = 1, .chunking = CS_FSCH };
+	struct cs_file f = { .path = "", .mode = S_IFDIR | 0755, .vino = 1,
+			     .nlink = 2 };
+	struct cs_mbuild mb;
+	struct cs_repo *r;
+	struct stat sa, sb;
+	char mname[128], t[16];
+	unsigned char sid[16] = { 7 };
+	const char *const kinds[][2] = { { "l1", "d/l2" }, { "p1", "d/p2" } };
+
+	mk_benef();
+	spec_of(spec, sizeof(spec), "?rs=2+1");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	memcpy(h.store_id, sid, 16);
+	ck_assert_int_eq(cs_manifest_begin(&mb, &h), 0);
+	ck_assert_int_eq(cs_manifest_add(&mb, &f), 0);
+	f = (struct cs_file){ .path = "l1", .mode = S_IFLNK | 0777,
+			      .vino = 3, .nlink = 2, .size = 4,
+			      .target = "../x" };
+	ck_assert_int_eq(cs_manifest_add(&mb, &f), 0);
+	f = (struct cs_file){ .path = "p1", .mode = S_IFIFO | 0640,
+			      .vino = 4, .nlink = 2 };
+	ck_assert_int_eq(cs_manifest_add(&mb, &f), 0);
+	f = (struct cs_file){ .path = "d", .mode = S_IFDIR | 0755,
+			      .vino = 2, .nlink = 2 };
+	ck_assert_int_eq(cs_manifest_add(&mb, &f), 0);
+	f = (struct cs_file){ .path = "d/l2", .mode = S_IFLNK | 0777,
+			      .vino = 3, .nlink = 2, .size = 4,
+			      .target = "../x" };
+	ck_assert_int_eq(cs_manifest_add(&mb, &f), 0);
+	f = (struct cs_file){ .path = "d/p2", .mode = S_IFIFO | 0640,
+			      .vino = 4, .nlink = 2 };
+	ck_assert_int_eq(cs_manifest_add(&mb, &f), 0);
+	ck_assert_int_eq(cs_manifest_end(&mb), 0);
+	cs_manifest_name(mname, sizeof(mname), sid, 1);
+	ck_assert_int_eq(cs_obj_put(r, mname, mb.buf, mb.len, why,
+				    sizeof(why)), 0);
+	cs_manifest_free(&mb);
+	snprintf(path, sizeof(path), "%s/links", tdir);
+	ck_assert_msg(cs_restore_plain(r, mname, path, NULL, why,
+				       sizeof(why)) == 0, "%s", why);
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(a, sizeof(a), "%s/%s", path, kinds[i][0]);
+		snprintf(b, sizeof(b), "%s/%s", path, kinds[i][1]);
+		ck_assert_int_eq(lstat(a, &sa), 0);
+		ck_assert_int_eq(lstat(b, &sb), 0);
+		ck_assert_uint_eq(sa.st_ino, sb.st_ino);
+		ck_assert_uint_eq(sa.st_nlink, 2);
+		ck_assert_uint_eq(sa.st_mode & S_IFMT,
+				  i ? S_IFIFO : S_IFLNK);
+	}
+	snprintf(a, sizeof(a), "%s/d/l2", path);
+	ck_assert_int_eq(readlink(a, t, sizeof(t)), 4);
+	ck_assert(!memcmp(t, "../x", 4));
+	cs_repo_close(r);
+	rm_benef();
+}
+END_TEST
+
 /* ---- gc marking and sweeping ---- */
 
 /* Chunks [a, b) of seed `batch`, one flush: a pack set of their own. */
@@ -1700,6 +1768,7 @@ static Suite *chunk_suite(void)
 	tc = tcase_create("push");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, push_fsch);
+	tcase_add_test(tc, restore_plain_links);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("gc");
