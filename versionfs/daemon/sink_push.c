@@ -26,10 +26,16 @@
  * error naming the cause; the checkpoint is then local only and pushed
  * later.  No rate limit applies while someone waits.
  *
- * Progress is a watermark per SPEC in the store's small values
- * ("chunkpush.<first 16 hex digits of SHA-256(SPEC)>" = the last
- * checkpoint pushed): every active checkpoint above it is pushed, oldest
- * first.  It is written after the manifest is durable, without a sync: a
+ * Progress is a watermark per SPEC and store identity in the store's
+ * small values ("chunkpush.<first 16 hex digits of SHA-256(SPEC)>.<first
+ * 16 hex digits of the store id>" = the last checkpoint pushed): every
+ * active checkpoint above it is pushed, oldest first.  The chunk store
+ * names checkpoints by store id, so what the original pushed is not the
+ * copy's: a store copied, moved or rebuilt by versionfs-restore (a new
+ * id, store/identity.c) has no watermark and starts again as below (it
+ * kept the original's and pushed nothing until its own checkpoints passed
+ * it).  A store from before this had the watermark without the id; it is
+ * read while the store never changed identity (no origin).  It is written after the manifest is durable, without a sync: a
  * watermark lost in a crash makes the next mount push the checkpoint
  * again, which finds the whole manifest and does nothing.  A push killed
  * half-way leaves packs no manifest names (the chunk store's design);
@@ -111,26 +117,45 @@ static struct {
 
 /* ---- the watermark in the store ---- */
 
-static void kv_name(const char *spec, char *name, size_t len)
+/* The watermark's name for spec; legacy: without the store id (as
+   before identities, read only by a store that never changed its id). */
+static void kv_name(const char *spec, char *name, size_t len, bool legacy)
 {
-	unsigned char h[CS_ID_LEN];
-	char hex[CS_HEX_LEN];
+	unsigned char h[CS_ID_LEN], id[16];
+	char hex[CS_HEX_LEN], idhex[33];
 
 	cs_sha256(spec, strlen(spec), h);
 	cs_id_hex(h, hex);
-	snprintf(name, len, "chunkpush.%.16s", hex);
+	if (legacy || store_id(vfs->st, id)) {
+		snprintf(name, len, "chunkpush.%.16s", hex);
+		return;
+	}
+	vfs_hex(id, 8, idhex);
+	snprintf(name, len, "chunkpush.%.16s.%s", hex, idhex);
 }
 
 static uint64_t mark_get(const char *spec)
 {
-	char name[64];
+	char name[64], old[64];
+	unsigned char origin[16];
 	uint64_t v = 0;
 	bt_txn *txn;
+	int rc;
 
-	kv_name(spec, name, sizeof(name));
+	kv_name(spec, name, sizeof(name), false);
+	kv_name(spec, old, sizeof(old), true);
 	if (bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))
 		return 0;
-	if (bt_kv_get_u64(txn, name, &v))
+	rc = bt_kv_get_u64(txn, name, &v);
+	bt_txn_abort(txn);
+	if (rc == 0)
+		return v;
+	/* a store from before: its watermark is its own unless it was
+	   copied or restored (store_origin() 1) */
+	if (store_origin(vfs->st, origin) != 0 ||
+	    bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))
+		return 0;
+	if (bt_kv_get_u64(txn, old, &v))
 		v = 0;
 	bt_txn_abort(txn);
 	return v;
@@ -152,7 +177,7 @@ static int mark_put(const char *spec, uint64_t v)
 {
 	struct mark_arg a = { .v = v };
 
-	kv_name(spec, a.name, sizeof(a.name));
+	kv_name(spec, a.name, sizeof(a.name), false);
 	return bt_txn_run(vfs->env, mark_txn, &a);
 }
 
