@@ -315,10 +315,11 @@ $(BUILD)/tests/test_peer: tests/unit/test_peer.c $(PEER_LIB) $(REP_LIB) $(TRANSP
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(PEER_LINK) $(CHECK_LIBS)
 
-$(BUILD)/tests/test_chunkstore: tests/unit/test_chunkstore.c $(CHUNKVFS_LIB) $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
+$(BUILD)/tests/test_chunkstore: tests/unit/test_chunkstore.c $(CHUNKVFS_LIB) $(CHUNK_LIB) $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
-	    $(CHUNKVFS_LIB) $(CHUNK_LIB) $(STORE_LINK) $(CHUNK_LIBS) $(CHECK_LIBS)
+	    $(CHUNKVFS_LIB) $(CHUNK_LIB) $(REP_LIB) $(STORE_LINK) $(CHUNK_LIBS) \
+	    $(CHECK_LIBS)
 
 $(BUILD)/tests/%: tests/helpers/%.c
 	@mkdir -p $(@D)

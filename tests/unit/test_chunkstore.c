@@ -1439,6 +1439,47 @@ START_TEST(push_fsch)
 	snprintf(path, sizeof(path), "%s/restored", tdir);
 	ck_assert_int_eq(cs_restore_plain(r, mname, path, NULL, why,
 					  sizeof(why)), -ENOTEMPTY);
+
+	/* Rebuilt as a store (checkpoints 1 and 2), its root is a listed
+	   base directory, and its checkpoint 2 pushed under its own id holds
+	   the file (the root was left unlisted: the push read the rebuilt
+	   store's empty backing directory and stored an empty tree). */
+	{
+		char m1[128], m2[128], rb[256], *names[2] = { m1, m2 };
+		unsigned char sid2[16];
+		struct vstore *st2;
+		struct bt_inode root;
+		bt_txn *txn;
+
+		cs_manifest_name(m1, sizeof(m1), sid, 1);
+		cs_manifest_name(m2, sizeof(m2), sid, 2);
+		snprintf(rb, sizeof(rb), "%s/rebuilt", tdir);
+		ck_assert_msg(cs_restore_backing(r, names, 2, rb, NULL, why,
+						 sizeof(why)) == 0, "%s", why);
+		ck_assert_int_eq(store_open(rb, 0, &st2), 0);
+		ck_assert_int_eq(store_id(st2, sid2), 0);
+		ck_assert(memcmp(sid, sid2, 16) != 0);
+		ck_assert_int_eq(bt_txn_begin(store_env(st2), BT_TXN_RDONLY,
+					      &txn), 0);
+		ck_assert_int_eq(bt_inode_get(txn, 1, 0, &root), 0);
+		ck_assert(root.flags & BT_INO_BASE);
+		ck_assert(root.flags & BT_INO_LISTED);
+		bt_txn_abort(txn);
+		ck_assert_msg(cs_push(r, st2, 2, &po, &res, why,
+				      sizeof(why)) == 0, "%s", why);
+		ck_assert(!res.already);
+		store_close(st2);
+		cs_manifest_name(mname, sizeof(mname), sid2, 2);
+		snprintf(path, sizeof(path), "%s/restored2", tdir);
+		ck_assert_msg(cs_restore_plain(r, mname, path, NULL, why,
+					       sizeof(why)) == 0, "%s", why);
+		snprintf(path, sizeof(path), "%s/restored2/f", tdir);
+		ck_assert_ptr_nonnull(f = fopen(path, "r"));
+		ck_assert_uint_eq(fread(got, 1, NPG * VFS_PAGE + 1, f),
+				  NPG * VFS_PAGE);
+		fclose(f);
+		ck_assert(!memcmp(got, want, NPG * VFS_PAGE));
+	}
 	cs_repo_close(r);
 	store_close(st);
 	rm_benef();
