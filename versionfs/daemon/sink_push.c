@@ -117,68 +117,34 @@ static struct {
 
 /* ---- the watermark in the store ---- */
 
-/* The watermark's name for spec; legacy: without the store id (as
-   before identities, read only by a store that never changed its id). */
-static void kv_name(const char *spec, char *name, size_t len, bool legacy)
+/* The watermark's key for spec: kept per store id (store_progress_*). */
+static void kv_name(const char *spec, char *name, size_t len)
 {
-	unsigned char h[CS_ID_LEN], id[16];
-	char hex[CS_HEX_LEN], idhex[33];
+	unsigned char h[CS_ID_LEN];
+	char hex[CS_HEX_LEN];
 
 	cs_sha256(spec, strlen(spec), h);
 	cs_id_hex(h, hex);
-	if (legacy || store_id(vfs->st, id)) {
-		snprintf(name, len, "chunkpush.%.16s", hex);
-		return;
-	}
-	vfs_hex(id, 8, idhex);
-	snprintf(name, len, "chunkpush.%.16s.%s", hex, idhex);
+	snprintf(name, len, "chunkpush.%.16s", hex);
 }
 
 static uint64_t mark_get(const char *spec)
 {
-	char name[64], old[64];
-	unsigned char origin[16];
-	uint64_t v = 0;
-	bt_txn *txn;
-	int rc;
-
-	kv_name(spec, name, sizeof(name), false);
-	kv_name(spec, old, sizeof(old), true);
-	if (bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))
-		return 0;
-	rc = bt_kv_get_u64(txn, name, &v);
-	bt_txn_abort(txn);
-	if (rc == 0)
-		return v;
-	/* a store from before: its watermark is its own unless it was
-	   copied or restored (store_origin() 1) */
-	if (store_origin(vfs->st, origin) != 0 ||
-	    bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))
-		return 0;
-	if (bt_kv_get_u64(txn, old, &v))
-		v = 0;
-	bt_txn_abort(txn);
-	return v;
-}
-
-struct mark_arg {
 	char name[64];
-	uint64_t v;
-};
+	uint64_t v = 0;
 
-static int mark_txn(bt_txn *txn, void *arg)
-{
-	struct mark_arg *a = arg;
-
-	return bt_kv_put_u64(txn, a->name, a->v);
+	kv_name(spec, name, sizeof(name));
+	if (store_progress_get(vfs->st, name, &v))
+		v = 0;
+	return v;
 }
 
 static int mark_put(const char *spec, uint64_t v)
 {
-	struct mark_arg a = { .v = v };
+	char name[64];
 
-	kv_name(spec, a.name, sizeof(a.name), false);
-	return bt_txn_run(vfs->env, mark_txn, &a);
+	kv_name(spec, name, sizeof(name));
+	return store_progress_put(vfs->st, name, v);
 }
 
 /* ---- which checkpoints ---- */
