@@ -1490,6 +1490,63 @@ START_TEST(push_fsch)
 }
 END_TEST
 
+/* A directory whose record says it has xattrs in a metadata file that is
+   gone (a merge renamed it under a push): the push fails, to be tried
+   again, rather than store the directory without its xattrs. */
+static int build_xattr_dir(bt_txn *txn, void *arg)
+{
+	struct bt_inode root, d = { .ino = 2, .ver = 1, .type = S_IFDIR,
+				    .flags = BT_INO_ATTR | BT_INO_META };
+	struct bt_ckpt c = { .id = 1, .state = BT_CKPT_ACTIVE };
+	int rc;
+
+	(void)arg;
+	d.attr.mode = S_IFDIR | 0755;
+	d.attr.nlink = 2;
+	d.attr.flags = VM_XATTR;
+	if ((rc = bt_inode_get(txn, 1, 0, &root)))
+		return rc;
+	root.flags |= BT_INO_LISTED;
+	if ((rc = bt_inode_put(txn, &root)) ||
+	    (rc = bt_inode_put(txn, &d)) ||
+	    (rc = bt_dir_add(txn, 1, "d", 1, 1, 2, S_IFDIR)) ||
+	    (rc = bt_ckpt_put(txn, &c)) ||
+	    (rc = bt_kv_put_u64(txn, "epoch", 2)) ||
+	    (rc = bt_kv_put_u64(txn, "parent", 1)))
+		return rc;
+	return 0;
+}
+
+START_TEST(push_meta_gone)
+{
+	char backing[64] = "/tmp/cs-store.XXXXXX", spec[512], why[CS_WHY_LEN];
+	char cmd[128];
+	struct cs_push_opts po = { .chunking = CS_FSCH };
+	struct cs_push_result res;
+	struct vstore *st;
+	struct cs_repo *r;
+
+	ck_assert_ptr_nonnull(mkdtemp(backing));
+	vfs_log_init(true, false);
+	ck_assert_int_eq(store_open(backing, STORE_CREATE, &st), 0);
+	ck_assert_int_eq(bt_txn_run(store_env(st), build_xattr_dir, NULL), 0);
+	store_close(st);
+	ck_assert_int_eq(store_open(backing, STORE_RDONLY, &st), 0);
+	mk_benef();
+	spec_of(spec, sizeof(spec), "?rs=2+1");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_push(r, st, 1, &po, &res, why, sizeof(why)),
+			 -ENOENT);
+	ck_assert_msg(strstr(why, "metadata file"), "%s", why);
+	cs_repo_close(r);
+	store_close(st);
+	rm_benef();
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", backing);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /*
  * Hard links of every type but a directory come back as one inode: a
  * symlink and a FIFO each named twice (restore.c linked regular files
@@ -1810,6 +1867,7 @@ static Suite *chunk_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, push_fsch);
 	tcase_add_test(tc, restore_plain_links);
+	tcase_add_test(tc, push_meta_gone);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("gc");
