@@ -7,9 +7,9 @@
  * directory entries, extent maps, metadata and content files — never
  * changes once C is durable (a later epoch writes new versions).  Deleting
  * C meanwhile is the one hazard; the read transaction keeps C's index
- * records readable, and a content file the cleaner removes mid-push makes
- * the push fail, never store wrong bytes (every chunk is named by what was
- * read).
+ * records readable, and a content or metadata file the cleaner removes
+ * mid-push makes the push fail, never store wrong bytes or an entry
+ * without its xattrs (every chunk is named by what was read).
  *
  * The tree of C is walked from the root, entries visible in C in name
  * order, each directory's entries before its subdirectories (restore

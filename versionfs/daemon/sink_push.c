@@ -54,8 +54,9 @@
  * them without --force (pu_unpushed(), called from clean_thread.c).  The
  * cleaner may still merge an older deleted checkpoint into one being
  * pushed, renaming the versions the push is reading: the push then fails
- * on a missing content file (never stores wrong bytes: every chunk is
- * named by the bytes read) and is retried at once.
+ * on a missing content or metadata file (never stores wrong bytes or
+ * drops xattrs: every chunk is named by the bytes read) and is retried
+ * at once.
  *
  * Requests with another SPEC (versionfs-ctl push --to) are queued as
  * jobs and done by the same thread between pushes to the configured
