@@ -166,7 +166,7 @@ restored() {
 
 # A copy of a store that pushed to a chunk store through -o chunkstore is
 # a store of its own: what the original pushed is not the copy's, so the
-# copy pushes its newest checkpoint under its own id (it kept the
+# copy pushes every checkpoint it holds under its own id (it kept the
 # original's watermark: push --wait answered the newest while the chunk
 # store held nothing of the copy, t0740 --copy-not-pushed).
 copy_pushed() {
@@ -189,6 +189,10 @@ copy_pushed() {
 	"$CHUNK" list "$spec" >"$T/list" || fail "chunk list"
 	grep -q "^$id2 *$c " "$T/list" ||
 		fail "the copy's checkpoint $c is not in the chunk store: $(cat "$T/list")"
+	# all of them, oldest first: a rollback to 1 and push --wait would
+	# otherwise answer 1, never pushed
+	grep -q "^$id2 *1 " "$T/list" ||
+		fail "the copy's checkpoint 1 is not in the chunk store: $(cat "$T/list")"
 	"$RESTORE" "$spec" --store "$id2" --checkpoint "$c" --plain "$T/cp" \
 		>/dev/null || fail "restore of the copy's $c"
 	[ "$(cat "$T/cp/f")" = "$(printf 'one\ntwo')" ] ||

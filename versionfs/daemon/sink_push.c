@@ -32,10 +32,13 @@
  * active checkpoint above it is pushed, oldest first.  The chunk store
  * names checkpoints by store id, so what the original pushed is not the
  * copy's: a store copied, moved or rebuilt by versionfs-restore (a new
- * id, store/identity.c) has no watermark and starts again as below (it
- * kept the original's and pushed nothing until its own checkpoints passed
- * it).  A store from before this had the watermark without the id; it is
- * read while the store never changed identity (no origin).  It is written after the manifest is durable, without a sync: a
+ * id, store/identity.c) has no watermark and pushes every checkpoint it
+ * holds, oldest first (MARK_ALL; the chunks are mostly there already).
+ * It kept the original's watermark and pushed nothing until its own
+ * checkpoints passed it; and had it started at its newest, a rollback to
+ * an older one would have answered push --wait with a checkpoint never
+ * pushed.  A store from before this had the watermark without the id; it
+ * is read while the store never changed identity (no origin).  It is written after the manifest is durable, without a sync: a
  * watermark lost in a crash makes the next mount push the checkpoint
  * again, which finds the whole manifest and does nothing.  A push killed
  * half-way leaves packs no manifest names (the chunk store's design);
@@ -129,15 +132,22 @@ static void kv_name(const char *spec, char *name, size_t len)
 	snprintf(name, len, "chunkpush.%.16s", hex);
 }
 
+/* No watermark in a store with a new identity: every checkpoint it holds
+   is to be pushed, oldest first (pick_next). */
+#define MARK_ALL	UINT64_MAX
+
 static uint64_t mark_get(const char *spec)
 {
+	unsigned char origin[16];
 	char name[64];
 	uint64_t v = 0;
+	int rc;
 
 	kv_name(spec, name, sizeof(name));
-	if (store_progress_get(vfs->st, name, &v))
-		v = 0;
-	return v;
+	rc = store_progress_get(vfs->st, name, &v);
+	if (rc == -ENOENT && store_origin(vfs->st, origin) == 1)
+		return MARK_ALL;
+	return rc ? 0 : v;
 }
 
 static int mark_put(const char *spec, uint64_t v)
@@ -169,10 +179,12 @@ static int pick_one(const struct bt_ckpt *c, void *arg)
 }
 
 /* The next checkpoint to push after watermark `after` (0: none pushed:
-   the newest), up to `upto`; 0 when there is none. */
+   the newest; MARK_ALL: the oldest), up to `upto`; 0 when there is
+   none. */
 static uint64_t pick_next(uint64_t after, uint64_t upto)
 {
-	struct pick p = { .after = after, .upto = upto };
+	struct pick p = { .after = after == MARK_ALL ? 0 : after,
+			  .upto = upto };
 	bt_txn *txn;
 
 	if (bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))
@@ -438,6 +450,8 @@ int pu_start(const char *spec, bool wait_remote, uint64_t rate,
 		if (!(pu.spec = strdup(spec)))
 			return -ENOMEM;
 		pu.done = mark_get(spec);
+		if (pu.done == MARK_ALL)
+			pu.done = 0;
 		/* what a previous mount left: everything up to the newest */
 		pu.target = pick_next(0, UINT64_MAX);
 		if (pu.target < pu.done)
