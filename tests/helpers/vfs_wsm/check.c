@@ -353,7 +353,8 @@ void check_all(bool sync, bool full)
 
 		if ((s->live && (synced[i] || !repd_up())) ||
 		    (full && s->retired))
-			check_replica(s, full, synced[i] || s->retired);
+			check_replica(s, full, synced[i] ||
+				      (s->retired && s->retired_synced));
 	}
 	check_chunks(W.spec1, full);
 	check_chunks(W.spec2, full);

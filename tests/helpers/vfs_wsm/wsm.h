@@ -144,6 +144,7 @@ struct store {
 	char how[64];			/* "new", "copy of s0", "restore ..." */
 	bool live;			/* mounted and in use */
 	bool retired;
+	bool retired_synced;		/* its replica had everything then */
 	bool zstd;			/* compress=zstd */
 	struct sck *ck;
 	size_t nck, capck;
