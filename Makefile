@@ -159,7 +159,7 @@ UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TEST_HELPERS_SRC := $(wildcard tests/helpers/*.c)
 TEST_HELPERS := $(TEST_HELPERS_SRC:tests/helpers/%.c=$(BUILD)/tests/%) \
-               $(BUILD)/tests/vfs_model
+               $(BUILD)/tests/vfs_model $(BUILD)/tests/vfs_wsm
 BENCH_SRC   := $(wildcard bench/*.c)
 BENCH_BIN   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
@@ -315,10 +315,11 @@ $(BUILD)/tests/test_peer: tests/unit/test_peer.c $(PEER_LIB) $(REP_LIB) $(TRANSP
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
 	    $(PEER_LINK) $(CHECK_LIBS)
 
-$(BUILD)/tests/test_chunkstore: tests/unit/test_chunkstore.c $(CHUNKVFS_LIB) $(CHUNK_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
+$(BUILD)/tests/test_chunkstore: tests/unit/test_chunkstore.c $(CHUNKVFS_LIB) $(CHUNK_LIB) $(REP_LIB) $(STORE_LIB) $(CLIENT_LIB) $(BTREE_LIB) $(UTIL_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $< \
-	    $(CHUNKVFS_LIB) $(CHUNK_LIB) $(STORE_LINK) $(CHUNK_LIBS) $(CHECK_LIBS)
+	    $(CHUNKVFS_LIB) $(CHUNK_LIB) $(REP_LIB) $(STORE_LINK) $(CHUNK_LIBS) \
+	    $(CHECK_LIBS)
 
 $(BUILD)/tests/%: tests/helpers/%.c
 	@mkdir -p $(@D)
@@ -348,6 +349,15 @@ VFS_MODEL_SRC := $(wildcard tests/helpers/vfs_model/*.c)
 $(BUILD)/tests/vfs_model: $(VFS_MODEL_SRC) $(wildcard tests/helpers/vfs_model/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(VFS_MODEL_SRC) $(ATTR_LIBS) $(XXH_LIBS)
+
+# The whole-system model test (tests/helpers/vfs_wsm/, wsm.h tours it)
+# reuses the model test's generator, applier, tools and tree walk.
+VFS_WSM_SRC := $(wildcard tests/helpers/vfs_wsm/*.c) \
+               $(addprefix tests/helpers/vfs_model/,gen.c apply.c util.c compare.c)
+$(BUILD)/tests/vfs_wsm: $(VFS_WSM_SRC) $(wildcard tests/helpers/vfs_wsm/*.h) \
+                        tests/helpers/vfs_model/vfs_model.h
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(VFS_WSM_SRC) $(ATTR_LIBS) $(XXH_LIBS)
 
 # Bench helpers link both libraries (vfsops drives a mount through
 # libversionfs); the linker keeps what each one uses.

@@ -9,8 +9,10 @@
  * checkpoint's.  A regular file is written chunk by chunk (each checked
  * against its id when read); a chunk of zeros is not written, so sparse
  * files stay sparse.  A second entry of a vino is a hard link to the
- * first.  The first pass over the manifest (which counts the bytes for
- * the progress) also lists the packs in the order the chunks will want
+ * first, whatever its type but a directory (a hard link to a symlink is
+ * one inode with two names, not two symlinks).  The first pass over the
+ * manifest (which counts the bytes for the progress) also lists the
+ * packs in the order the chunks will want
  * them, so that each pack read starts the reads of the next few
  * (cs_pack_plan): on rados: the restore then waits for one read in
  * CS_READAHEAD, not for every one.
@@ -257,7 +259,7 @@ static int restore_one(const struct cs_file *f, void *arg)
 		s->ndirs++;
 		return 0;
 	}
-	if (S_ISREG(f->mode) && f->nlink > 1) {
+	if (f->nlink > 1) {		/* any but a directory (above) */
 		for (size_t i = 0; i < s->nlinks; i++)
 			if (s->links[i].vino == f->vino) {
 				if (linkat(s->root, s->links[i].path, s->root,

@@ -691,6 +691,24 @@ static int stream(struct bk *b)
 	snprintf(x.u.begin.tag, sizeof(x.u.begin.tag), "%s", b->h.tag);
 	if ((rc = put(b, &x)))
 		return rc;
+	/* The first stream's root: a base directory already listed (the
+	   backing directory holds no files, every entry is in the index).
+	   Left unlisted, as a new store's root is, a push of the rebuilt
+	   store read the empty backing directory for the root's entries
+	   and stored an empty tree (push.c, push_base.c). */
+	if (!b->base) {
+		memset(&x, 0, sizeof(x));
+		x.type = REP_INODE;
+		x.u.inode.rec.ino = VFS_ROOT_INO;
+		x.u.inode.rec.ver = 0;
+		x.u.inode.rec.type = S_IFDIR;
+		x.u.inode.rec.flags = BT_INO_BASE | BT_INO_META |
+				      BT_INO_LISTED;
+		x.u.inode.rec.aux = ".";
+		x.u.inode.rec.auxlen = 1;
+		if ((rc = put(b, &x)))
+			return rc;
+	}
 	pset_free(&b->seen);
 	if ((rc = cs_manifest_parse(b->mbuf, b->mlen, &h, emit, b, b->why,
 				    b->whylen)) ||

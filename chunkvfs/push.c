@@ -7,9 +7,9 @@
  * directory entries, extent maps, metadata and content files — never
  * changes once C is durable (a later epoch writes new versions).  Deleting
  * C meanwhile is the one hazard; the read transaction keeps C's index
- * records readable, and a content file the cleaner removes mid-push makes
- * the push fail, never store wrong bytes (every chunk is named by what was
- * read).
+ * records readable, and a content or metadata file the cleaner removes
+ * mid-push makes the push fail, never store wrong bytes or an entry
+ * without its xattrs (every chunk is named by what was read).
  *
  * The tree of C is walked from the root, entries visible in C in name
  * order, each directory's entries before its subdirectories (restore
@@ -136,9 +136,23 @@ static int push_inode(struct push *p, const char *path, uint64_t ino,
 		goto out;
 	}
 	if (m.flags & VM_XATTR) {
-		if (rec.ver && mfd < 0)
-			mfd = store_open_meta(p->st, ino, rec.ver, O_RDONLY);
-		if (rec.ver && mfd >= 0)
+		/* The metadata file missing: a merge renamed it meanwhile
+		   (the cleaner beside the daemon's pusher).  A failure, as
+		   for a content file (push_data.c), and the push is tried
+		   again; it was taken for "no xattrs", and the manifest
+		   silently lacked them (t0740). */
+		if (rec.ver && mfd < 0 &&
+		    (mfd = store_open_meta(p->st, ino, rec.ver,
+					   O_RDONLY)) < 0) {
+			rc = cs_err(mfd, p->why, p->whylen, "/%s: metadata "
+				    "file of %llu version %llu: %s", path,
+				    (unsigned long long)ino,
+				    (unsigned long long)rec.ver,
+				    strerror(-mfd));
+			mfd = -1;
+			goto out;
+		}
+		if (rec.ver)
 			rc = cs_push_xattrs(mfd, NULL, &x);
 		else if (!rec.ver && base_path && bdir >= 0)
 			rc = cs_push_xattrs(-1, bpath, &x);

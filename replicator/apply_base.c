@@ -86,6 +86,55 @@ int ap_base_finish(struct rcv *r)
 	return rc;
 }
 
+/* Set the times of path (not a regular file) once every base file is
+   written (ap_set_dirtimes). */
+static int times_later(struct rcv *r, const char *path,
+		       const struct rep_base *b)
+{
+	struct p_dirtime *t;
+	int rc;
+
+	if ((rc = vfs_grow((void **)&r->dirtimes, &r->capdirtimes,
+			   r->ndirtimes + 1, sizeof(*r->dirtimes))))
+		return rc;
+	t = &r->dirtimes[r->ndirtimes];
+	if (!(t->path = strdup(path)))
+		return -ENOMEM;
+	t->ts[0] = (struct timespec){ b->atime_sec, b->atime_nsec };
+	t->ts[1] = (struct timespec){ b->mtime_sec, b->mtime_nsec };
+	r->ndirtimes++;
+	return 0;
+}
+
+/*
+ * The primary's root, a base directory: DIR itself takes its mode, owner
+ * (where the receiver may give it) and times, as every other base
+ * directory does.  A root that versionfs never wrote a record of shows
+ * the backing directory's attributes in every checkpoint; left as they
+ * were, the replica's checkpoints showed the replica's own mtime on "/"
+ * (t0740 --no-root-time).
+ */
+static int base_root(struct rcv *r, const struct rep_base *b)
+{
+	int fd = openat(r->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+	    rc = 0;
+
+	if (!S_ISDIR(b->mode)) {
+		RERR(r, "the base layer's root is not a directory");
+		if (fd >= 0)
+			close(fd);
+		return -EPROTO;
+	}
+	if (fd < 0 || (fchown(fd, b->uid, b->gid) && errno != EPERM) ||
+	    fchmod(fd, b->mode & 07777)) {
+		rc = -errno;
+		RERR(r, "the replica's root: %s", strerror(errno));
+	}
+	if (fd >= 0)
+		close(fd);
+	return rc ? rc : times_later(r, ".", b);
+}
+
 int ap_base_start(struct rcv *r, const struct rep_base *b)
 {
 	char path[REP_PATH_MAX + 1], target[REP_PATH_MAX + 1];
@@ -104,7 +153,7 @@ int ap_base_start(struct rcv *r, const struct rep_base *b)
 	r->base.path = r->base.target = NULL;
 	r->base_on = true;
 	if (!strcmp(path, "."))
-		return 0;		/* DIR itself */
+		return base_root(r, b);	/* DIR itself */
 	if ((pfd = open_parent(r, path, &name)) < 0)
 		return pfd;
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -163,21 +212,8 @@ int ap_base_start(struct rcv *r, const struct rep_base *b)
 	}
 	/* times of all but regular files (whose data comes next) last:
 	   creating a directory's children changes its times */
-	if (!S_ISREG(b->mode)) {
-		struct p_dirtime *t;
-
-		if ((rc = vfs_grow((void **)&r->dirtimes, &r->capdirtimes,
-				   r->ndirtimes + 1, sizeof(*r->dirtimes))))
-			goto out;
-		t = &r->dirtimes[r->ndirtimes];
-		if (!(t->path = strdup(path))) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		t->ts[0] = (struct timespec){ b->atime_sec, b->atime_nsec };
-		t->ts[1] = (struct timespec){ b->mtime_sec, b->mtime_nsec };
-		r->ndirtimes++;
-	}
+	if (!S_ISREG(b->mode) && (rc = times_later(r, path, b)))
+		goto out;
 	r->base_fd = fd;
 	fd = -1;
 	goto out;

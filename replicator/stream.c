@@ -793,7 +793,20 @@ int rep_send(struct vstore *st, uint64_t c, uint64_t from,
 		goto out;
 	}
 	if (from) {
+		uint64_t acked = 0;
+
 		rc = bt_ckpt_get(s.txn, from, &base);
+		/* A deleted base will do if it is the peer's acknowledged
+		   checkpoint (kv rep.acked): the cleaner never merges that
+		   one (cleaner/merge.c), so its state is whole; it was
+		   refused, and the replication of a store whose policy
+		   deleted the acknowledged checkpoint while its successor
+		   waited to ship stalled for good, waiting for a merge that
+		   could not come (t0740). */
+		if (!rc && base.state == BT_CKPT_DELETED &&
+		    bt_kv_get_u64(s.txn, "rep.acked", &acked) == 0 &&
+		    acked == from)
+			base.state = BT_CKPT_ACTIVE;
 		if (rc || base.state != BT_CKPT_ACTIVE || from >= c) {
 			SERR(&s, "no checkpoint %llu before %llu to send "
 			     "from", (unsigned long long)from,

@@ -32,6 +32,13 @@
  * (store_own_identity), remembering the primary's as its origin; any new
  * identity clears the mark.
  *
+ * PROGRESS.  What a sink has of this store belongs to its id: a push
+ * watermark is kept under a name with the id in it (store_progress_*),
+ * and a new identity clears rep.acked (the replica that acknowledged it
+ * is the original's; the copy's own peer says what it holds), so that a
+ * copy neither skips pushes nor keeps the original's acknowledged
+ * checkpoint from the cleaner.
+ *
  * OLD CHECKPOINTS.  Records of format 1 have no GUID: a read-write open
  * gives each a random one, marked BT_CKPT_GUID_LOCAL (it names the
  * checkpoint in this store only: a replica made before GUIDs gives its
@@ -213,7 +220,8 @@ static int home_txn(bt_txn *txn, void *arg)
 	    (rc = bt_kv_put_u64(txn, KV_ORIGIN_LO, be64_get(h->origin + 8))) ||
 	    (rc = bt_kv_put_u64(txn, KV_REPLICA, 0)))
 		return rc;
-	return 0;
+	/* the original's replica acknowledged it, not ours (PROGRESS) */
+	return bt_kv_put_u64(txn, "rep.acked", 0);
 }
 
 int store_mark_replica(bt_txn *txn)
@@ -419,4 +427,71 @@ int store_check_identity(struct vstore *st)
 	if ((rc = bt_txn_run(st->env, home_txn, &h)))
 		return rc;
 	return 0;
+}
+
+/* ---- progress that belongs to one identity ---- */
+
+static int progress_name(const struct vstore *st, const char *key,
+			 char *name, size_t len)
+{
+	unsigned char id[16];
+	char hex[33];
+	int rc;
+
+	if (strlen(key) > 40)
+		return -ENAMETOOLONG;
+	if ((rc = store_id(st, id)))
+		return rc;
+	vfs_hex(id, 8, hex);
+	snprintf(name, len, "%s.%s", key, hex);
+	return 0;
+}
+
+int store_progress_get(const struct vstore *st, const char *key,
+		       uint64_t *v)
+{
+	unsigned char origin[16];
+	char name[64];
+	bt_txn *txn;
+	int rc;
+
+	if ((rc = progress_name(st, key, name, sizeof(name))) ||
+	    (rc = bt_txn_begin(st->env, BT_TXN_RDONLY, &txn)))
+		return rc;
+	rc = bt_kv_get_u64(txn, name, v);
+	bt_txn_abort(txn);
+	if (rc != -ENOENT)
+		return rc;
+	/* written before identities: this store's own unless it was
+	   copied or rebuilt (it has an origin then) */
+	if ((rc = store_origin(st, origin)) != 0)
+		return rc < 0 ? rc : -ENOENT;
+	if ((rc = bt_txn_begin(st->env, BT_TXN_RDONLY, &txn)))
+		return rc;
+	rc = bt_kv_get_u64(txn, key, v);
+	bt_txn_abort(txn);
+	return rc;
+}
+
+struct progress_arg {
+	char name[64];
+	uint64_t v;
+};
+
+static int progress_txn(bt_txn *txn, void *arg)
+{
+	const struct progress_arg *a = arg;
+
+	return bt_kv_put_u64(txn, a->name, a->v);
+}
+
+int store_progress_put(const struct vstore *st, const char *key,
+		       uint64_t v)
+{
+	struct progress_arg a = { .v = v };
+	int rc;
+
+	if ((rc = progress_name(st, key, a.name, sizeof(a.name))))
+		return rc;
+	return bt_txn_run(st->env, progress_txn, &a);
 }

@@ -182,6 +182,15 @@ int store_own_identity(struct vstore *st);
    format 1, and a new identity if the store lives elsewhere than it did
    (copied, or moved to another file system).  0 or -errno. */
 int store_check_identity(struct vstore *st);
+/* Progress of a sink that belongs to this identity (a chunk store's push
+   watermark): kv "<key>.<first 16 hex digits of the store id>", so that
+   a copy or a rebuilt store (a new id) starts without the original's.  A
+   store that never changed its id also reads "<key>" alone, as written
+   before.  key <= 40 bytes.  get: 0, -ENOENT or -errno. */
+int store_progress_get(const struct vstore *st, const char *key,
+		       uint64_t *v);
+int store_progress_put(const struct vstore *st, const char *key,
+		       uint64_t v);
 
 /* ---- names and files of obj/ -------------------------------------------- */
 

@@ -551,6 +551,41 @@ owners() {
 	for b in "$b1" "$b2" "$b3"; do
 		"$FSCK" "$b" >"$T/fsck" 2>&1 || { cat "$T/fsck"; fail "fsck $b"; }
 	done
+# keep-last 1 while the receiver is away: the policy deletes the peer's
+# acknowledged checkpoint once its successor is taken, and the successor
+# ships from it when the receiver is back (the stream was refused, "no
+# checkpoint N before M to send from", and replication stalled for good:
+# the cleaner keeps the acknowledged checkpoint unmerged, so its merge
+# never came; t0740)
+acked_deleted() {
+	local c i pid a
+	# optimistic: a checkpoint with wait=peer would wait for the peer
+	ctl replicate "$M" --peer "$ADDR:$PORT" --secret-file "$T/secret" \
+		>/dev/null || fail "ctl replicate"
+	synced
+	a=$(ctl --json replicate "$M" | grep -o '"acked":[0-9]*' | cut -d: -f2)
+	pid=$(cat "$T/repd.$PORT.pid")
+	kill -TERM "$pid"
+	for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	ctl policy "$M" --keep-last 1 >/dev/null || fail "policy"
+	work 5
+	c=$(ctl checkpoint "$M") || fail "checkpoint"
+	ctl list "$M" | awk 'NR > 1 { print $1 }' | grep -qx "${a:-none}" &&
+		note "checkpoint $a (acknowledged) not deleted: case weaker"
+	start_repd "$P" "$PORT"
+	work 5
+	c=$(ctl checkpoint "$M") || fail "checkpoint"
+	synced
+	applied "$c" || fail "checkpoint $c not applied"
+	ctl policy "$M" --keep-all >/dev/null || fail "policy --keep-all"
+	# what the primary lists is on the peer (which keeps the checkpoints
+	# the policy deleted after it had them: compare would refuse those)
+	vfs_mount "$(replica)" "$RM"
+	for c in $(ctl list "$M" | awk 'NR > 1 { print $1 }'); do
+		diff <(sig "$M/.checkpoints/$c") <(sig "$RM/.checkpoints/$c") \
+			>"$T/diff" || { head -20 "$T/diff"; fail "checkpoint $c differs on the peer"; }
+	done
+	vfs_umount "$RM"
 }
 
 test_case "many checkpoints over one connection" one_connection
@@ -562,6 +597,7 @@ else
 fi
 test_case "versionfs-replicad restarted while the primary idles" repd_restart_idle
 test_case "a replica belongs to its store's key; a copy gets its own" owners
+test_case "keep-last 1 deletes the acknowledged checkpoint while the peer is away" acked_deleted
 vfs_umount "$M"
 cases_done
 

@@ -12,7 +12,11 @@
 #     mirror would have sent them (a 32 KiB file rewritten ten times
 #     with O_DIRECT is 320 KiB, not 32);
 #   - versionfs-ctl reaches the daemon from another network namespace (a
-#     job step in a namespace of its own), by the path socket.
+#     job step in a namespace of its own), by the path socket;
+#   - a base-layer root the job never changed reads the same on a replica
+#     (mode and mtime were the replica directory's own);
+#   - a file truncated then fallocated: the checkpoint (what every sink
+#     gets) keeps the mtime stat showed, and a rollback shows it again.
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -129,9 +133,67 @@ other_netns() {
 		fail "the path socket outlived the mount"
 }
 
+# A root that versionfs never wrote a record of (a job that only writes
+# in a base-layer subdirectory) shows the backing directory's attributes;
+# a replica's checkpoints show the primary's, not the replica directory's
+# own mode and mtime (the receiver skipped the root's REP_BASE, t0740
+# --no-root-time).
+base_root() {
+	local b=$root/br1 m=$root/brm1 r=$root/brr1 want got
+	mkdir -p "$b/d"
+	chmod 750 "$b"
+	vfs_mount "$b" "$m"
+	ls "$m" >/dev/null
+	echo x >"$m/d/f"
+	ctl checkpoint "$m" >/dev/null || fail "checkpoint"
+	want=$(stat -c '%a %u %g %Y.%y' "$m/.checkpoints/1")
+	sleep 1.1
+	"$SEND" "$m" 1 | "$RECV" "$r" || fail "stream"
+	vfs_umount "$m"
+	vfs_mount "$r" "$root/brrm1"
+	got=$(stat -c '%a %u %g %Y.%y' "$root/brrm1/.checkpoints/1")
+	vfs_umount "$root/brrm1"
+	[ "$got" = "$want" ] ||
+		fail "the replica's root is '$got', the primary's '$want'"
+	vfs_fsck "$r"
+	vfs_fsck "$b"
+}
+
+# A file truncated and then fallocated (a job preallocating its output):
+# the checkpoint keeps the mtime stat showed, and a rollback to it shows
+# it again.  With the writeback cache the kernel owns a file's times; the
+# daemon stamped fallocate with its own clock, which the kernel never
+# overwrote when its coarse clock had not moved since the truncate: the
+# checkpoint (and every sink) kept a time the job never saw, ms apart
+# (t0740 --no-live-times).  Eight tries: most hit the same tick.
+live_times() {
+	local b=$root/lt1 m=$root/ltm1 c i live view
+	command -v xfs_io >/dev/null || { note "no xfs_io: case skipped"; return 0; }
+	vfs_mount "$b" "$m"
+	for i in 1 2 3 4 5 6 7 8; do
+		head -c 300000 /dev/zero | tr '\0' x >"$m/f$i"
+		xfs_io -c "truncate 1455569" -c "falloc 24798 20591" "$m/f$i" ||
+			fail "xfs_io"
+		c=$(ctl checkpoint "$m") || fail "checkpoint"
+		live=$(stat -c %y "$m/f$i")
+		view=$(stat -c %y "$m/.checkpoints/$c/f$i")
+		[ "$live" = "$view" ] ||
+			fail "f$i: stat showed $live, checkpoint $c keeps $view"
+		echo more >>"$m/f$i"
+		ctl rollback "$m" "$c" >/dev/null || fail "rollback"
+		live=$(stat -c %y "$m/f$i")
+		[ "$live" = "$view" ] ||
+			fail "f$i after a rollback to $c: $live, the checkpoint's $view"
+	done
+	vfs_umount "$m"
+	vfs_fsck "$b"
+}
+
 test_case "scratch directories and files within an epoch replicate" scratch_dirs
 test_case "keep-last 3 with every checkpoint shipped" keep_last
 test_case "versionfs-recv refuses bytes after END" trailing_bytes
 test_case "a checkpoint's written bytes count every write" written_bytes
 test_case "versionfs-ctl from another network namespace" other_netns
+test_case "a base-layer root keeps its mode and times on a replica" base_root
+test_case "truncate then fallocate: the checkpoint keeps the time stat showed" live_times
 cases_done

@@ -21,7 +21,12 @@
 #   - one store id and one number for two checkpoints: both kept in the
 #     chunk store (manifests named by GUID), the number restores the
 #     newest, --guid either, and a restore into a backing directory keeps
-#     the checkpoints' GUIDs.
+#     the checkpoints' GUIDs;
+#   - a copied store pushing through -o chunkstore pushes under its own id
+#     (it kept the original's watermark and pushed nothing);
+#   - a restored store pushes the checkpoints it was rebuilt with whole
+#     (they were pushed as empty trees), and --plain restores a hard link
+#     to a symlink as one inode.
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -255,6 +260,78 @@ renumbered() {
 	for d in "$root/nr" "$r" "$b"; do
 		"$FSCK" "$d" >"$T/fsck" 2>&1 || { cat "$T/fsck"; fail "fsck $d"; }
 	done
+# A copy of a store that pushed to a chunk store through -o chunkstore is
+# a store of its own: what the original pushed is not the copy's, so the
+# copy pushes every checkpoint it holds under its own id (it kept the
+# original's watermark: push --wait answered the newest while the chunk
+# store held nothing of the copy, t0740 --copy-not-pushed).
+copy_pushed() {
+	local b=$root/cp1 m=$root/cpm1 spec="dir:$root/cpbene" id2 c
+	mkdir -p "$root/cpbene"
+	"$CHUNK" init "$spec" >/dev/null || fail "chunk init"
+	vfs_mount "$b" "$m" -o "chunkstore=$spec"
+	echo one >"$m/f"
+	ctl checkpoint "$m" >/dev/null || fail "checkpoint"
+	echo two >>"$m/f"
+	c=$(ctl checkpoint "$m") || fail "checkpoint"
+	[ "$(ctl push "$m" --wait)" = "$c" ] || fail "push --wait"
+	vfs_umount "$m"
+	cp -a "$b" "$root/cp2" || fail "cp -a"
+	vfs_mount "$root/cp2" "$root/cpm2" -o "chunkstore=$spec"
+	id2=$(ctl --json status "$root/cpm2" | jget store_id)
+	[ "$(ctl push "$root/cpm2" --wait)" = "$c" ] ||
+		fail "push --wait on the copy"
+	vfs_umount "$root/cpm2"
+	"$CHUNK" list "$spec" >"$T/list" || fail "chunk list"
+	grep -q "^$id2 *$c " "$T/list" ||
+		fail "the copy's checkpoint $c is not in the chunk store: $(cat "$T/list")"
+	# all of them, oldest first: a rollback to 1 and push --wait would
+	# otherwise answer 1, never pushed
+	grep -q "^$id2 *1 " "$T/list" ||
+		fail "the copy's checkpoint 1 is not in the chunk store: $(cat "$T/list")"
+	"$RESTORE" "$spec" --store "$id2" --checkpoint "$c" --plain "$T/cp" \
+		>/dev/null || fail "restore of the copy's $c"
+	[ "$(cat "$T/cp/f")" = "$(printf 'one\ntwo')" ] ||
+		fail "the copy's $c restored other files"
+	vfs_fsck "$root/cp2"
+	vfs_fsck "$b"
+}
+
+# A store rebuilt by versionfs-restore pushes the checkpoints it was
+# rebuilt with as what they hold (its root was left an unlisted base
+# directory: the push read the empty backing directory and stored an
+# empty tree, t0740 --no-restored-push); a hard link to a symlink comes
+# back from --plain as one inode (it came back as two symlinks, t0740
+# --no-symlink-links).
+restored_push() {
+	local b=$root/rp1 m=$root/rpm1 spec="dir:$root/rpbene" old id
+	mkdir -p "$root/rpbene"
+	"$CHUNK" init "$spec" >/dev/null || fail "chunk init"
+	vfs_mount "$b" "$m"
+	mkdir -p "$m/d/e"
+	echo x >"$m/d/e/g"
+	ln -s target "$m/s"
+	ln "$m/s" "$m/d/s2"
+	ctl checkpoint "$m" >/dev/null || fail "checkpoint"
+	old=$(ctl --json status "$m" | jget store_id)
+	vfs_umount "$m"
+	"$CHUNK" push "$b" --to "$spec" --checkpoint 1 >/dev/null ||
+		fail "push 1"
+	"$RESTORE" "$spec" --store "$old" --checkpoint 1 "$root/rpb" \
+		>/dev/null || fail "restore 1"
+	vfs_mount "$root/rpb" "$root/rpm2" -o "chunkstore=$spec"
+	id=$(ctl --json status "$root/rpm2" | jget store_id)
+	[ "$(ctl push "$root/rpm2" --wait)" = 1 ] || fail "push --wait"
+	vfs_umount "$root/rpm2"
+	"$RESTORE" "$spec" --store "$id" --checkpoint 1 --plain "$T/rp" \
+		>/dev/null || fail "restore of the rebuilt store's 1"
+	[ "$(cat "$T/rp/d/e/g" 2>/dev/null)" = x ] ||
+		fail "the rebuilt store's checkpoint 1 was pushed without its files: $(find "$T/rp" | head)"
+	[ "$(stat -c %i "$T/rp/s")" = "$(stat -c %i "$T/rp/d/s2")" ] &&
+		[ "$(stat -c %h "$T/rp/s")" = 2 ] &&
+		[ "$(readlink "$T/rp/d/s2")" = target ] ||
+		fail "a hard link to a symlink restored as: $(ls -li "$T/rp/s" "$T/rp/d/s2")"
+	vfs_fsck "$root/rpb"
 }
 
 test_case "GUIDs for every checkpoint, chained, stable" guids
@@ -262,4 +339,6 @@ test_case "a copied store is a store of its own" copied
 test_case "streams carry GUIDs; another checkpoint under the base's number refused" streams
 test_case "a restored store's checkpoints pushed as what they are" restored
 test_case "a failover replica becomes a store of its own; one id, one number, two checkpoints kept by GUID" renumbered
+test_case "a copy pushes its checkpoints under its own id" copy_pushed
+test_case "a restored store pushes what it was rebuilt with; --plain keeps symlink links" restored_push
 cases_done

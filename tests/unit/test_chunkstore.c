@@ -1517,6 +1517,55 @@ START_TEST(push_fsch)
 	snprintf(path, sizeof(path), "%s/restored", tdir);
 	ck_assert_int_eq(cs_restore_plain(r, mname, path, NULL, why,
 					  sizeof(why)), -ENOTEMPTY);
+
+	/* Rebuilt as a store (checkpoints 1 and 2), its root is a listed
+	   base directory, and its checkpoint 2 pushed under its own id holds
+	   the file (the root was left unlisted: the push read the rebuilt
+	   store's empty backing directory and stored an empty tree). */
+	{
+		char m1[128], m2[128], rb[256], *names[2] = { m1, m2 };
+		unsigned char sid2[16];
+		struct vstore *st2;
+		struct bt_inode root;
+		struct bt_ckpt ck1;
+
+		ck_assert_int_eq(bt_txn_begin(store_env(st), BT_TXN_RDONLY,
+					      &txn), 0);
+		ck_assert_int_eq(bt_ckpt_get(txn, 1, &ck1), 0);
+		bt_txn_abort(txn);
+		cs_manifest_name(m1, sizeof(m1), sid, 1, ck1.guid);
+		cs_manifest_name(m2, sizeof(m2), sid, 2, ck2.guid);
+		snprintf(rb, sizeof(rb), "%s/rebuilt", tdir);
+		ck_assert_msg(cs_restore_backing(r, names, 2, rb, NULL, why,
+						 sizeof(why)) == 0, "%s", why);
+		ck_assert_int_eq(store_open(rb, 0, &st2), 0);
+		ck_assert_int_eq(store_id(st2, sid2), 0);
+		ck_assert(memcmp(sid, sid2, 16) != 0);
+		ck_assert_int_eq(bt_txn_begin(store_env(st2), BT_TXN_RDONLY,
+					      &txn), 0);
+		ck_assert_int_eq(bt_inode_get(txn, 1, 0, &root), 0);
+		ck_assert(root.flags & BT_INO_BASE);
+		ck_assert(root.flags & BT_INO_LISTED);
+		bt_txn_abort(txn);
+		ck_assert_msg(cs_push(r, st2, 2, &po, &res, why,
+				      sizeof(why)) == 0, "%s", why);
+		ck_assert(!res.already);
+		ck_assert_int_eq(bt_txn_begin(store_env(st2), BT_TXN_RDONLY,
+					      &txn), 0);
+		ck_assert_int_eq(bt_ckpt_get(txn, 2, &ck1), 0);
+		bt_txn_abort(txn);
+		store_close(st2);
+		cs_manifest_name(mname, sizeof(mname), sid2, 2, ck1.guid);
+		snprintf(path, sizeof(path), "%s/restored2", tdir);
+		ck_assert_msg(cs_restore_plain(r, mname, path, NULL, why,
+					       sizeof(why)) == 0, "%s", why);
+		snprintf(path, sizeof(path), "%s/restored2/f", tdir);
+		ck_assert_ptr_nonnull(f = fopen(path, "r"));
+		ck_assert_uint_eq(fread(got, 1, NPG * VFS_PAGE + 1, f),
+				  NPG * VFS_PAGE);
+		fclose(f);
+		ck_assert(!memcmp(got, want, NPG * VFS_PAGE));
+	}
 	cs_repo_close(r);
 	store_close(st);
 	rm_benef();
@@ -1524,6 +1573,131 @@ START_TEST(push_fsch)
 	ck_assert_int_eq(system(cmd), 0);
 	free(want);
 	free(got);
+}
+END_TEST
+
+/* A directory whose record says it has xattrs in a metadata file that is
+   gone (a merge renamed it under a push): the push fails, to be tried
+   again, rather than store the directory without its xattrs. */
+static int build_xattr_dir(bt_txn *txn, void *arg)
+{
+	struct bt_inode root, d = { .ino = 2, .ver = 1, .type = S_IFDIR,
+				    .flags = BT_INO_ATTR | BT_INO_META };
+	struct bt_ckpt c = { .id = 1, .state = BT_CKPT_ACTIVE };
+	int rc;
+
+	(void)arg;
+	d.attr.mode = S_IFDIR | 0755;
+	d.attr.nlink = 2;
+	d.attr.flags = VM_XATTR;
+	if ((rc = bt_inode_get(txn, 1, 0, &root)))
+		return rc;
+	root.flags |= BT_INO_LISTED;
+	if ((rc = bt_inode_put(txn, &root)) ||
+	    (rc = bt_inode_put(txn, &d)) ||
+	    (rc = bt_dir_add(txn, 1, "d", 1, 1, 2, S_IFDIR)) ||
+	    (rc = bt_ckpt_put(txn, &c)) ||
+	    (rc = bt_kv_put_u64(txn, "epoch", 2)) ||
+	    (rc = bt_kv_put_u64(txn, "parent", 1)))
+		return rc;
+	return 0;
+}
+
+START_TEST(push_meta_gone)
+{
+	char backing[64] = "/tmp/cs-store.XXXXXX", spec[512], why[CS_WHY_LEN];
+	char cmd[128];
+	struct cs_push_opts po = { .chunking = CS_FSCH };
+	struct cs_push_result res;
+	struct vstore *st;
+	struct cs_repo *r;
+
+	ck_assert_ptr_nonnull(mkdtemp(backing));
+	vfs_log_init(true, false);
+	ck_assert_int_eq(store_open(backing, STORE_CREATE, &st), 0);
+	ck_assert_int_eq(bt_txn_run(store_env(st), build_xattr_dir, NULL), 0);
+	store_close(st);
+	ck_assert_int_eq(store_open(backing, STORE_RDONLY, &st), 0);
+	mk_benef();
+	spec_of(spec, sizeof(spec), "?rs=2+1");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_push(r, st, 1, &po, &res, why, sizeof(why)),
+			 -ENOENT);
+	ck_assert_msg(strstr(why, "metadata file"), "%s", why);
+	cs_repo_close(r);
+	store_close(st);
+	rm_benef();
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", backing);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/*
+ * Hard links of every type but a directory come back as one inode: a
+ * symlink and a FIFO each named twice (restore.c linked regular files
+ * only and made two symlinks of a hard link to one, t0740).
+ */
+START_TEST(restore_plain_links)
+{
+	char spec[512], why[CS_WHY_LEN], path[256], a[300], b[300];
+	struct cs_mhead h = { .ckpt = 1, .chunking = CS_FSCH };
+	struct cs_file f = { .path = "", .mode = S_IFDIR | 0755, .vino = 1,
+			     .nlink = 2 };
+	struct cs_mbuild mb;
+	struct cs_repo *r;
+	struct stat sa, sb;
+	char mname[128], t[16];
+	unsigned char sid[16] = { 7 };
+	const char *const kinds[][2] = { { "l1", "d/l2" }, { "p1", "d/p2" } };
+
+	mk_benef();
+	spec_of(spec, sizeof(spec), "?rs=2+1");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	memcpy(h.store_id, sid, 16);
+	ck_assert_int_eq(cs_manifest_begin(&mb, &h), 0);
+	ck_assert_int_eq(cs_manifest_add(&mb, &f), 0);
+	f = (struct cs_file){ .path = "l1", .mode = S_IFLNK | 0777,
+			      .vino = 3, .nlink = 2, .size = 4,
+			      .target = "../x" };
+	ck_assert_int_eq(cs_manifest_add(&mb, &f), 0);
+	f = (struct cs_file){ .path = "p1", .mode = S_IFIFO | 0640,
+			      .vino = 4, .nlink = 2 };
+	ck_assert_int_eq(cs_manifest_add(&mb, &f), 0);
+	f = (struct cs_file){ .path = "d", .mode = S_IFDIR | 0755,
+			      .vino = 2, .nlink = 2 };
+	ck_assert_int_eq(cs_manifest_add(&mb, &f), 0);
+	f = (struct cs_file){ .path = "d/l2", .mode = S_IFLNK | 0777,
+			      .vino = 3, .nlink = 2, .size = 4,
+			      .target = "../x" };
+	ck_assert_int_eq(cs_manifest_add(&mb, &f), 0);
+	f = (struct cs_file){ .path = "d/p2", .mode = S_IFIFO | 0640,
+			      .vino = 4, .nlink = 2 };
+	ck_assert_int_eq(cs_manifest_add(&mb, &f), 0);
+	ck_assert_int_eq(cs_manifest_end(&mb), 0);
+	cs_manifest_name(mname, sizeof(mname), sid, 1, NULL);
+	ck_assert_int_eq(cs_obj_put(r, mname, mb.buf, mb.len, why,
+				    sizeof(why)), 0);
+	cs_manifest_free(&mb);
+	snprintf(path, sizeof(path), "%s/links", tdir);
+	ck_assert_msg(cs_restore_plain(r, mname, path, NULL, why,
+				       sizeof(why)) == 0, "%s", why);
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(a, sizeof(a), "%s/%s", path, kinds[i][0]);
+		snprintf(b, sizeof(b), "%s/%s", path, kinds[i][1]);
+		ck_assert_int_eq(lstat(a, &sa), 0);
+		ck_assert_int_eq(lstat(b, &sb), 0);
+		ck_assert_uint_eq(sa.st_ino, sb.st_ino);
+		ck_assert_uint_eq(sa.st_nlink, 2);
+		ck_assert_uint_eq(sa.st_mode & S_IFMT,
+				  i ? S_IFIFO : S_IFLNK);
+	}
+	snprintf(a, sizeof(a), "%s/d/l2", path);
+	ck_assert_int_eq(readlink(a, t, sizeof(t)), 4);
+	ck_assert(!memcmp(t, "../x", 4));
+	cs_repo_close(r);
+	rm_benef();
 }
 END_TEST
 
@@ -1780,6 +1954,8 @@ static Suite *chunk_suite(void)
 	tc = tcase_create("push");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, push_fsch);
+	tcase_add_test(tc, restore_plain_links);
+	tcase_add_test(tc, push_meta_gone);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("gc");

@@ -265,6 +265,71 @@ START_TEST(test_format)
 }
 END_TEST
 
+static int put_kv(bt_txn *txn, void *arg)
+{
+	const uint64_t *v = arg;
+
+	return bt_kv_put_u64(txn, (const char *)(uintptr_t)v[0], v[1]);
+}
+
+/* A sink's progress belongs to the store's id: a new identity (a copy, a
+   rebuilt store) starts without the original's, and its rep.acked is
+   cleared; a watermark written before ids is read until then. */
+START_TEST(test_progress_identity)
+{
+	char dir[] = "/tmp/vfs-store-test-XXXXXX", cmd[128];
+	unsigned char id[16];
+	struct vstore *st;
+	uint64_t v = 0, kv[2];
+
+	ck_assert(mkdtemp(dir));
+	vfs_log_init(true, false);
+	ck_assert_int_eq(store_open(dir, STORE_CREATE, &st), 0);
+	ck_assert_int_eq(store_progress_get(st, "chunkpush.x", &v), -ENOENT);
+	/* as written before identities: read while the id never changed */
+	kv[0] = (uintptr_t)"chunkpush.old";
+	kv[1] = 7;
+	ck_assert_int_eq(bt_txn_run(store_env(st), put_kv, kv), 0);
+	kv[0] = (uintptr_t)"rep.acked";
+	kv[1] = 5;
+	ck_assert_int_eq(bt_txn_run(store_env(st), put_kv, kv), 0);
+	ck_assert_int_eq(store_progress_get(st, "chunkpush.old", &v), 0);
+	ck_assert_uint_eq(v, 7);
+	ck_assert_int_eq(store_progress_put(st, "chunkpush.x", 3), 0);
+	ck_assert_int_eq(store_progress_get(st, "chunkpush.x", &v), 0);
+	ck_assert_uint_eq(v, 3);
+	ck_assert_int_eq(store_progress_put(st, "a-key-longer-than-forty-bytes-"
+					    "is-refused-here", 1),
+			 -ENAMETOOLONG);
+	/* a new identity: none of it counts */
+	ck_assert_int_eq(store_id(st, id), 0);
+	ck_assert_int_eq(store_new_identity(st, id), 0);
+	ck_assert_int_eq(store_progress_get(st, "chunkpush.x", &v), -ENOENT);
+	ck_assert_int_eq(store_progress_get(st, "chunkpush.old", &v),
+			 -ENOENT);
+	{
+		bt_txn *txn;
+
+		ck_assert_int_eq(bt_txn_begin(store_env(st), BT_TXN_RDONLY,
+					      &txn), 0);
+		ck_assert_int_eq(bt_kv_get_u64(txn, "rep.acked", &v), 0);
+		ck_assert_uint_eq(v, 0);
+		bt_txn_abort(txn);
+	}
+	ck_assert_int_eq(store_progress_put(st, "chunkpush.x", 9), 0);
+	ck_assert_int_eq(store_progress_get(st, "chunkpush.x", &v), 0);
+	ck_assert_uint_eq(v, 9);
+	store_close(st);
+	/* and across a reopen */
+	ck_assert_int_eq(store_open(dir, 0, &st), 0);
+	ck_assert_int_eq(store_progress_get(st, "chunkpush.x", &v), 0);
+	ck_assert_uint_eq(v, 9);
+	store_close(st);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* Another format number with a valid checksum (what tests/helpers/
    vfs_mkformat writes) is told apart from damage. */
 START_TEST(test_format_other)
@@ -1234,6 +1299,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_zero_range);
 	tcase_add_test(tc, test_format);
 	tcase_add_test(tc, test_format_other);
+	tcase_add_test(tc, test_progress_identity);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("library");
 	tcase_add_test(tc, test_open_lock);

@@ -585,7 +585,14 @@ int data_fallocate(struct vnode *vn, int mode, off_t off, off_t len)
 	}
 	if (!(mode & FALLOC_FL_KEEP_SIZE) && b > vn->m.size)
 		vn->m.size = b;
-	touch_data(vn, before, true);
+	/* With the writeback cache the kernel stamps fallocate itself
+	   (file_modified) and sends its times when it writes the inode
+	   back; it does not when its coarse clock has not moved since its
+	   last stamp (a truncate just before), and our finer one then
+	   stayed in the store: the checkpoint kept a time that stat never
+	   showed, and a rollback to it left the kernel's (t0740
+	   --no-live-times). */
+	touch_data(vn, before, !vfs->wb_cache);
 	return 0;
 }
 

@@ -26,10 +26,19 @@
  * error naming the cause; the checkpoint is then local only and pushed
  * later.  No rate limit applies while someone waits.
  *
- * Progress is a watermark per SPEC in the store's small values
- * ("chunkpush.<first 16 hex digits of SHA-256(SPEC)>" = the last
- * checkpoint pushed): every active checkpoint above it is pushed, oldest
- * first.  It is written after the manifest is durable, without a sync: a
+ * Progress is a watermark per SPEC and store identity in the store's
+ * small values ("chunkpush.<first 16 hex digits of SHA-256(SPEC)>.<first
+ * 16 hex digits of the store id>" = the last checkpoint pushed): every
+ * active checkpoint above it is pushed, oldest first.  The chunk store
+ * names checkpoints by store id, so what the original pushed is not the
+ * copy's: a store copied, moved or rebuilt by versionfs-restore (a new
+ * id, store/identity.c) has no watermark and pushes every checkpoint it
+ * holds, oldest first (MARK_ALL; the chunks are mostly there already).
+ * It kept the original's watermark and pushed nothing until its own
+ * checkpoints passed it; and had it started at its newest, a rollback to
+ * an older one would have answered push --wait with a checkpoint never
+ * pushed.  A store from before this had the watermark without the id; it
+ * is read while the store never changed identity (no origin).  It is written after the manifest is durable, without a sync: a
  * watermark lost in a crash makes the next mount push the checkpoint
  * again, which finds the whole manifest and does nothing.  A push killed
  * half-way leaves packs no manifest names (the chunk store's design);
@@ -48,8 +57,9 @@
  * them without --force (pu_unpushed(), called from clean_thread.c).  The
  * cleaner may still merge an older deleted checkpoint into one being
  * pushed, renaming the versions the push is reading: the push then fails
- * on a missing content file (never stores wrong bytes: every chunk is
- * named by the bytes read) and is retried at once.
+ * on a missing content or metadata file (never stores wrong bytes or
+ * drops xattrs: every chunk is named by the bytes read) and is retried
+ * at once.
  *
  * Requests with another SPEC (versionfs-ctl push --to) are queued as
  * jobs and done by the same thread between pushes to the configured
@@ -111,6 +121,7 @@ static struct {
 
 /* ---- the watermark in the store ---- */
 
+/* The watermark's key for spec: kept per store id (store_progress_*). */
 static void kv_name(const char *spec, char *name, size_t len)
 {
 	unsigned char h[CS_ID_LEN];
@@ -121,39 +132,30 @@ static void kv_name(const char *spec, char *name, size_t len)
 	snprintf(name, len, "chunkpush.%.16s", hex);
 }
 
+/* No watermark in a store with a new identity: every checkpoint it holds
+   is to be pushed, oldest first (pick_next). */
+#define MARK_ALL	UINT64_MAX
+
 static uint64_t mark_get(const char *spec)
 {
+	unsigned char origin[16];
 	char name[64];
 	uint64_t v = 0;
-	bt_txn *txn;
+	int rc;
 
 	kv_name(spec, name, sizeof(name));
-	if (bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))
-		return 0;
-	if (bt_kv_get_u64(txn, name, &v))
-		v = 0;
-	bt_txn_abort(txn);
-	return v;
-}
-
-struct mark_arg {
-	char name[64];
-	uint64_t v;
-};
-
-static int mark_txn(bt_txn *txn, void *arg)
-{
-	struct mark_arg *a = arg;
-
-	return bt_kv_put_u64(txn, a->name, a->v);
+	rc = store_progress_get(vfs->st, name, &v);
+	if (rc == -ENOENT && store_origin(vfs->st, origin) == 1)
+		return MARK_ALL;
+	return rc ? 0 : v;
 }
 
 static int mark_put(const char *spec, uint64_t v)
 {
-	struct mark_arg a = { .v = v };
+	char name[64];
 
-	kv_name(spec, a.name, sizeof(a.name));
-	return bt_txn_run(vfs->env, mark_txn, &a);
+	kv_name(spec, name, sizeof(name));
+	return store_progress_put(vfs->st, name, v);
 }
 
 /* ---- which checkpoints ---- */
@@ -177,10 +179,12 @@ static int pick_one(const struct bt_ckpt *c, void *arg)
 }
 
 /* The next checkpoint to push after watermark `after` (0: none pushed:
-   the newest), up to `upto`; 0 when there is none. */
+   the newest; MARK_ALL: the oldest), up to `upto`; 0 when there is
+   none. */
 static uint64_t pick_next(uint64_t after, uint64_t upto)
 {
-	struct pick p = { .after = after, .upto = upto };
+	struct pick p = { .after = after == MARK_ALL ? 0 : after,
+			  .upto = upto };
 	bt_txn *txn;
 
 	if (bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn))
@@ -446,6 +450,8 @@ int pu_start(const char *spec, bool wait_remote, uint64_t rate,
 		if (!(pu.spec = strdup(spec)))
 			return -ENOMEM;
 		pu.done = mark_get(spec);
+		if (pu.done == MARK_ALL)
+			pu.done = 0;
 		/* what a previous mount left: everything up to the newest */
 		pu.target = pick_next(0, UINT64_MAX);
 		if (pu.target < pu.done)
