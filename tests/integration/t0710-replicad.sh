@@ -551,6 +551,8 @@ owners() {
 	for b in "$b1" "$b2" "$b3"; do
 		"$FSCK" "$b" >"$T/fsck" 2>&1 || { cat "$T/fsck"; fail "fsck $b"; }
 	done
+}
+
 # keep-last 1 while the receiver is away: the policy deletes the peer's
 # acknowledged checkpoint once its successor is taken, and the successor
 # ships from it when the receiver is back (the stream was refused, "no

@@ -260,6 +260,8 @@ renumbered() {
 	for d in "$root/nr" "$r" "$b"; do
 		"$FSCK" "$d" >"$T/fsck" 2>&1 || { cat "$T/fsck"; fail "fsck $d"; }
 	done
+}
+
 # A copy of a store that pushed to a chunk store through -o chunkstore is
 # a store of its own: what the original pushed is not the copy's, so the
 # copy pushes every checkpoint it holds under its own id (it kept the
