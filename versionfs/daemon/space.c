@@ -105,6 +105,11 @@ static uint64_t fs_free(void)
 
 	if (fstatvfs(vfs->store_fd, &s) < 0)
 		return UINT64_MAX;	/* unknown: do not claim it is full */
+	/* a file system that reports no size at all (a FUSE file system
+	   without statfs, such as LazyFS: zero blocks) says nothing of its
+	   free space either: unknown, left to its own ENOSPC */
+	if (s.f_blocks == 0)
+		return UINT64_MAX;
 	return (uint64_t)s.f_bavail * s.f_frsize;
 }
 
