@@ -227,7 +227,8 @@ int main(int argc, char **argv)
 			continue;
 		if (store && strncmp(names[i] + 9, store, strlen(store)))
 			continue;
-		if (!store && pick && strncmp(pick + 9, names[i] + 9, 32)) {
+		if (!store && !guid && pick &&
+		    strncmp(pick + 9, names[i] + 9, 32)) {
 			fprintf(stderr, "versionfs-restore: the chunk store "
 				"holds several stores; name one with --store\n");
 			goto out;
@@ -238,7 +239,9 @@ int main(int argc, char **argv)
 				continue;
 			if (pick) {
 				fprintf(stderr, "versionfs-restore: several "
-					"checkpoints' GUIDs begin with %s\n",
+					"checkpoints' GUIDs begin with %s (a "
+					"longer prefix, or --store: a restored "
+					"store keeps its source's GUIDs)\n",
 					guid);
 				goto out;
 			}
