@@ -24,7 +24,7 @@
 #   VFS_LONG=1      long mode: 550 rounds per file system, no time limit
 #   VFS_ROUNDS=N    rounds per file system
 #   VFS_SECONDS=S   no round starts after S seconds on a file system
-#                   (default 75; 0 in the long mode)
+#                   (default 50; 0 in the long mode)
 #   VFS_SEED=N      seed of the sequences (kill moments of the random
 #                   ones vary)
 #   VFS_MODEL_ARGS  extra driver options (e.g. --verbose)
@@ -43,7 +43,7 @@ if [ "${VFS_LONG:-0}" = 1 ]; then
 	seconds=${VFS_SECONDS:-0}
 else
 	rounds=${VFS_ROUNDS:-1000}
-	seconds=${VFS_SECONDS:-75}
+	seconds=${VFS_SECONDS:-50}
 fi
 seed=${VFS_SEED:-1}
 
