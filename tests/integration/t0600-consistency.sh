@@ -14,7 +14,9 @@
 #     epoch's content file;
 #   - a metadata file written by an fsync follows the index when the last
 #     link goes later in the same epoch (rm, rename over it, rmdir), and
-#     after a chmod or chown between the fsync and the rm.
+#     after a chmod or chown between the fsync and the rm;
+#   - and so does one the flusher wrote for a file, directory, symlink,
+#     fifo or device that lived at the checkpoint before.
 # timeout: 300
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -112,6 +114,31 @@ for fs in ext4 xfs; do
 	vfs_umount "$m"
 	vfs_mount "$b" "$m"
 	assert_eq "$(stat -c %a "$m/live")" 640 "mode of live after a remount"
+	vfs_umount "$m"
+
+	# 5. the same for what lived at a checkpoint, of every type: the
+	#    flusher writes the metadata file of a change, then the last link
+	#    goes; the record that ends the live version stays, the file goes
+	#    with it (fsstress found a symlink and a device node left with the
+	#    link count of the change)
+	case_start ended-after-flush
+	touch "$m/f"; mkdir "$m/d"; ln -s t "$m/l"; mkfifo "$m/p"
+	mknod "$m/c" c 1 3
+	ck=$("$VFSCTL" checkpoint "$m") || fail "checkpoint"
+	for x in f d l p c; do chown -h 65534:65534 "$m/$x"; done
+	# more metadata files pending than the reserve allows: the flusher
+	# writes them all, these five among them
+	mkdir "$m/many"
+	(cd "$m/many" && seq 3000 | xargs touch)
+	sleep 1.5
+	rm "$m/f" "$m/l" "$m/p" "$m/c"; rmdir "$m/d"
+	sleep 1.5			# the flusher ends the removed versions
+	"$VFSCTL" checkpoint "$m" >/dev/null || fail "checkpoint"
+	assert_eq "$(ls "$m/.checkpoints/$ck" | tr '\n' ' ')" "c d f l p " \
+		"checkpoint $ck after the removals"
+	vfs_umount "$m"
+	vfs_mount "$b" "$m"
+	assert_eq "$(ls -A "$m" | tr '\n' ' ')" "many " "the live tree after a remount"
 	vfs_umount "$m"
 done
 exit 0

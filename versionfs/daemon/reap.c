@@ -47,7 +47,8 @@
  *     uses, whoever else still needs the others.
  *
  * Other file types hold no data: only the second case applies to them
- * (their record of E stays when it ends an older live version).  The
+ * (their record of E stays when it ends an older live version, without a
+ * metadata file, as a regular file's does).  The
  * trash is emptied only under a durable point that covers the transaction
  * (reclaim.c), so a power loss that takes the index back to before the
  * unlink finds the file's data intact.
@@ -249,8 +250,11 @@ static int reap_index(bt_txn *txn, struct vnode *vn, uint64_t E)
 	if ((rc = before_E(txn, ino, E, &end, &live)))
 		return rc;
 	if (!S_ISREG(vn->type)) {
-		/* no data: only a record that ends nothing goes */
-		if (end || (rc = drop_version(txn, ino, E)))
+		/* no data: only a record that ends nothing goes; meta.E goes
+		   either way (a record that ends a live version keeps no
+		   file: one the flusher wrote before the unlink would keep
+		   the link count of that moment) */
+		if (!end && (rc = drop_version(txn, ino, E)))
 			return rc;
 		return bt_trash_add(txn, ino, E, VFS_TRASH_META);
 	}
