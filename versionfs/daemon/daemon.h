@@ -674,5 +674,11 @@ bool vt_manual_clean(void);
 /* VFS_TEST_CKPT_SYNC_FAIL: the first checkpoint's sync fails (EIO);
    true once (the control thread only). */
 bool vt_ckpt_sync_fails(void);
+/* VFS_TEST_FLUSH_FILES=MS: the flusher's period (1000 without it), and
+   whether this pass writes the pending metadata files as if their debt
+   were over its bound (a random half of the passes with it); the flusher
+   thread only. */
+unsigned vt_flush_period_ms(void);
+bool vt_flush_files(void);
 
 #endif /* VFS_DAEMON_H */

@@ -47,7 +47,9 @@ void *vn_flusher(void *arg)
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
+		ts.tv_nsec += (long)vt_flush_period_ms() * 1000000;
+		ts.tv_sec += ts.tv_nsec / 1000000000;
+		ts.tv_nsec %= 1000000000;
 		pthread_cond_timedwait(&vfs->flush_cond, &vfs->flush_lock, &ts);
 		if (vfs->stopping)
 			break;
@@ -57,7 +59,7 @@ void *vn_flusher(void *arg)
 		if (vfs->ndead && !vfs->stopping)
 			vn_reap_dead();
 		rsv_refill(vfs);
-		if (++tick % DURABLE_EVERY == 0)
+		if (++tick % (DURABLE_EVERY * 1000 / vt_flush_period_ms()) == 0)
 			durable_tick();
 		pthread_mutex_lock(&vfs->flush_lock);
 	}

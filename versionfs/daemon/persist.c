@@ -588,6 +588,7 @@ void vn_flush_closed(void)
 	/* all closed files, a batch at a time */
 	while (vfs->ndirty && !vfs->stopping && flush_some(true, false))
 		;
-	if (vfs->nfiles > mfile_debt_max() && !vfs->stopping)
+	if ((vfs->nfiles > mfile_debt_max() || vt_flush_files()) &&
+	    !vfs->stopping)
 		flush_files();
 }
