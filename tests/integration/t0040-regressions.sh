@@ -23,7 +23,12 @@
 #   - a checkpoint whose sync fails (VFS_TEST_CKPT_SYNC_FAIL: the store's
 #     syncfs after the epoch switch) is refused and deleted, never listed
 #     as taken, and the next checkpoint and a rollback to it work (the sync
-#     moved out of the exclusive window, after the checkpoint's commit).
+#     moved out of the exclusive window, after the checkpoint's commit);
+#   - a write and a fallocate, through a descriptor, to a file a rollback
+#     took away fail with ESTALE, and the next checkpoint still works (the
+#     kernel's flush of the file's times after the fallocate got ESTALE,
+#     which it keeps as the mount's writeback error: the next syncfs, and
+#     so the next checkpoint, failed; fsstress found it in t0640).
 # timeout: 900
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -237,6 +242,41 @@ lock_holder_case() {
 	wait
 }
 
+gone_times_case() {
+	local b=$root/gone m=$root/mnt-gone c out
+	fresh gone
+	vfs_mount "$b" "$m"
+	c=$("$VFSCTL" checkpoint "$m") || fail "checkpoint"
+	rm -f "$root/gone.go"
+	python3 - "$m/new" "$root/gone.go" <<'PY' >"$root/gone.out" &
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b'x' * 8192)
+open(sys.argv[2] + '.ready', 'w').close()
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.05)
+for what in ("pwrite", "fallocate"):
+    try:
+        if what == "pwrite":
+            os.pwrite(fd, b'y' * 4096, 0)
+        else:
+            os.posix_fallocate(fd, 0, 16384)
+        print(what, "ok")
+    except OSError as e:
+        print(what, e.errno)
+PY
+	local py=$!
+	while [ ! -e "$root/gone.go.ready" ]; do sleep 0.05; done
+	"$VFSCTL" rollback "$m" "$c" --force >/dev/null || fail "rollback"
+	touch "$root/gone.go"
+	wait $py
+	assert_eq "$(tr '\n' ' ' <"$root/gone.out")" "pwrite 116 fallocate 116 " \
+		"a write and a fallocate to the file the rollback took away"
+	out=$("$VFSCTL" checkpoint "$m" 2>&1) || fail "the checkpoint after them: $out"
+	[ ! -e "$m/new" ] || fail "new is back"
+	vfs_umount "$m"
+}
+
 for fs in ext4 xfs; do
 	# 1 GiB, and on ext4 an inode per 4 KiB: remount_saving_case creates
 	# 60,000 files, whose index and metadata files (a 4 KiB block and an
@@ -258,6 +298,7 @@ for fs in ext4 xfs; do
 	test_case "$fs: a checkpoint whose sync fails is not kept" sync_fail_case
 	test_case "$fs: mount at once after an unmount, while the old daemon saves" remount_saving_case
 	test_case "$fs: an offline holder of the store lock is waited for" lock_holder_case
+	test_case "$fs: a fallocate to a file a rollback took away does not fail the next checkpoint" gone_times_case
 done
 cases_done
 exit 0
