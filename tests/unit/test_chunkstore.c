@@ -18,7 +18,9 @@
  * tests/integration/t0830-chunk-compat.sh); FsCH push
  * of a store built through the index API (opened read-only, no lock):
  * one page changed reads and stores one 64 KiB chunk, nothing changed
- * reads nothing, and the plain restore is byte-identical.  gc: marking
+ * reads nothing, and the plain restore is byte-identical; a checkpoint
+ * pushed, then pruned, is no longer "pushed" (cs_pushed) until a push
+ * writes it again.  gc: marking
  * keeps exactly the packs whose chunks a manifest references, sweeps the
  * others (and a manifest with too few fragments), refuses to delete
  * anything when a manifest names a chunk in no pack.  The writer lock:
@@ -1438,21 +1440,13 @@ static void page_fill(unsigned char *buf, uint64_t pg, uint64_t ver)
 	fill(buf, VFS_PAGE, pg * 131 + ver);
 }
 
-START_TEST(push_fsch)
+/* build_store's store in backing (a mkdtemp template) with its content
+   files, its id in sid, opened read-only without the lock: as beside a
+   daemon. */
+static struct vstore *fsch_store(char *backing, unsigned char sid[16])
 {
-	char backing[64] = "/tmp/cs-store.XXXXXX", spec[512], why[CS_WHY_LEN];
-	char path[256], cmd[256];
-	unsigned char pg[VFS_PAGE], *want = malloc(NPG * VFS_PAGE);
-	unsigned char *got = malloc(NPG * VFS_PAGE + 1);
-	struct cs_push_opts po = { .chunking = CS_FSCH };
-	struct cs_push_result res;
+	unsigned char pg[VFS_PAGE];
 	struct vstore *st;
-	struct cs_repo *r;
-	unsigned char sid[16];
-	char mname[128];
-	struct bt_ckpt ck2;
-	bt_txn *txn;
-	FILE *f;
 	int fd;
 
 	ck_assert_ptr_nonnull(mkdtemp(backing));
@@ -1473,9 +1467,41 @@ START_TEST(push_fsch)
 	close(fd);
 	ck_assert_int_eq(store_id(st, sid), 0);
 	store_close(st);
-	/* read-only, no lock: as beside a daemon */
 	ck_assert_int_eq(store_open(backing, STORE_RDONLY, &st), 0);
+	return st;
+}
 
+/* The end of a push test: the repository, the store and its directory,
+   the benefactors. */
+static void push_teardown(struct cs_repo *r, struct vstore *st,
+			  const char *backing)
+{
+	char cmd[128];
+
+	cs_repo_close(r);
+	store_close(st);
+	rm_benef();
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", backing);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(push_fsch)
+{
+	char backing[64] = "/tmp/cs-store.XXXXXX", spec[512], why[CS_WHY_LEN];
+	char path[256];
+	unsigned char *want = malloc(NPG * VFS_PAGE);
+	unsigned char *got = malloc(NPG * VFS_PAGE + 1);
+	struct cs_push_opts po = { .chunking = CS_FSCH };
+	struct cs_push_result res;
+	struct vstore *st;
+	struct cs_repo *r;
+	unsigned char sid[16];
+	char mname[128];
+	struct bt_ckpt ck2;
+	bt_txn *txn;
+	FILE *f;
+
+	st = fsch_store(backing, sid);
 	mk_benef();
 	spec_of(spec, sizeof(spec), "?rs=2+1");
 	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
@@ -1566,13 +1592,55 @@ START_TEST(push_fsch)
 		fclose(f);
 		ck_assert(!memcmp(got, want, NPG * VFS_PAGE));
 	}
-	cs_repo_close(r);
-	store_close(st);
-	rm_benef();
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", backing);
-	ck_assert_int_eq(system(cmd), 0);
+	push_teardown(r, st, backing);
 	free(want);
 	free(got);
+}
+END_TEST
+
+/*
+ * cs_pushed asks the chunk store, not a watermark: pushed, then taken by
+ * prune --keep-last 1, a checkpoint is no longer there, and a push
+ * writes it again (issue 28: the daemon answered "pushed" for a
+ * checkpoint whose manifest a prune had deleted).
+ */
+START_TEST(pushed_after_prune)
+{
+	char backing[64] = "/tmp/cs-store.XXXXXX", spec[512], why[CS_WHY_LEN];
+	struct cs_prune_opts prune = { .keep_last = 1 };
+	struct cs_push_opts po = { .chunking = CS_FSCH };
+	struct cs_push_result res;
+	unsigned char sid[16];
+	struct vstore *st;
+	struct cs_repo *r;
+	size_t removed;
+
+	st = fsch_store(backing, sid);
+	mk_benef();
+	spec_of(spec, sizeof(spec), "?rs=2+1");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_pushed(r, st, 2, why, sizeof(why)), 0);
+	for (uint64_t c = 1; c <= 3; c++)
+		ck_assert_msg(cs_push(r, st, c, &po, &res, why,
+				      sizeof(why)) == 0, "%s", why);
+	ck_assert_int_eq(cs_pushed(r, st, 2, why, sizeof(why)), 1);
+	ck_assert_int_eq(cs_pushed(r, st, 9, why, sizeof(why)), -ENOENT);
+	ck_assert_msg(strstr(why, "no checkpoint 9"), "%s", why);
+
+	ck_assert_int_eq(cs_prune(r, &prune, NULL, NULL, &removed, why,
+				  sizeof(why)), 0);
+	ck_assert_uint_eq(removed, 2);
+	ck_assert_int_eq(cs_pushed(r, st, 1, why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_pushed(r, st, 2, why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_pushed(r, st, 3, why, sizeof(why)), 1);
+	/* pushed again: written, not "already" */
+	ck_assert_msg(cs_push(r, st, 2, &po, &res, why, sizeof(why)) == 0,
+		      "%s", why);
+	ck_assert(!res.already);
+	ck_assert_int_eq(cs_pushed(r, st, 2, why, sizeof(why)), 1);
+
+	push_teardown(r, st, backing);
 }
 END_TEST
 
@@ -1606,7 +1674,6 @@ static int build_xattr_dir(bt_txn *txn, void *arg)
 START_TEST(push_meta_gone)
 {
 	char backing[64] = "/tmp/cs-store.XXXXXX", spec[512], why[CS_WHY_LEN];
-	char cmd[128];
 	struct cs_push_opts po = { .chunking = CS_FSCH };
 	struct cs_push_result res;
 	struct vstore *st;
@@ -1625,11 +1692,7 @@ START_TEST(push_meta_gone)
 	ck_assert_int_eq(cs_push(r, st, 1, &po, &res, why, sizeof(why)),
 			 -ENOENT);
 	ck_assert_msg(strstr(why, "metadata file"), "%s", why);
-	cs_repo_close(r);
-	store_close(st);
-	rm_benef();
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", backing);
-	ck_assert_int_eq(system(cmd), 0);
+	push_teardown(r, st, backing);
 }
 END_TEST
 
@@ -1954,6 +2017,7 @@ static Suite *chunk_suite(void)
 	tc = tcase_create("push");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, push_fsch);
+	tcase_add_test(tc, pushed_after_prune);
 	tcase_add_test(tc, restore_plain_links);
 	tcase_add_test(tc, push_meta_gone);
 	suite_add_tcase(s, tc);
