@@ -20,7 +20,8 @@
  * one page changed reads and stores one 64 KiB chunk, nothing changed
  * reads nothing, and the plain restore is byte-identical; a checkpoint
  * pushed, then pruned, is no longer "pushed" (cs_pushed) until a push
- * writes it again.  gc: marking
+ * writes it again.  prune --keep-last ranks a store's manifests along its
+ * line (parents by GUID), a branch a rollback discarded last.  gc: marking
  * keeps exactly the packs whose chunks a manifest references, sweeps the
  * others (and a manifest with too few fragments), refuses to delete
  * anything when a manifest names a chunk in no pack.  The writer lock:
@@ -1388,6 +1389,79 @@ START_TEST(manifest_names)
 }
 END_TEST
 
+/* ---- prune: which manifests are a store's newest ---- */
+
+/* Head of checkpoint ckpt with GUID g (0: version 1, none) whose parent
+   is number parent with GUID pg. */
+static struct cs_mhead mh(uint64_t ckpt, unsigned g, uint64_t parent,
+			  unsigned pg)
+{
+	struct cs_mhead h = { .ckpt = ckpt, .parent = parent,
+			      .time_ns = ckpt * 1000, .has_guid = g != 0 };
+
+	memset(h.guid, (int)g, 16);
+	memset(h.parent_guid, (int)pg, 16);
+	return h;
+}
+
+/* cs_prune_rank of v[0..n) must give want[0..n). */
+static void ranks_are(const struct cs_mhead *v, size_t n, const size_t *want)
+{
+	const struct cs_mhead *p[16] = { 0 };
+	size_t r[16];
+
+	for (size_t i = 0; i < n; i++)
+		p[i] = &v[i];
+	cs_prune_rank(p, n, r);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(r[i] == want[i], "manifest %zu (checkpoint %llu): "
+			      "rank %zu, not %zu", i,
+			      (unsigned long long)v[i].ckpt, r[i], want[i]);
+}
+
+/*
+ * --keep-last follows the line (issue 28): 1-4 pushed, a rollback to 2
+ * discarded 3 and 4, and 5 (parent 2) pushed: the newest are 5, 2, 1,
+ * then the discarded 4 and 3.  By numbers alone the 2 newest were 5 and
+ * 4, and 2, which the live state descends from, went first.
+ */
+START_TEST(prune_rank_line)
+{
+	const struct cs_mhead branch[] = {
+		mh(1, 1, 0, 0), mh(2, 2, 1, 1), mh(3, 3, 2, 2),
+		mh(4, 4, 3, 3), mh(5, 5, 2, 2)
+	};
+	/* parents missing (pruned, or one pushed in two): the newest
+	   numbered below the parent goes on */
+	const struct cs_mhead gaps[] = {
+		mh(3, 3, 2, 2), mh(5, 5, 4, 4), mh(7, 7, 6, 6)
+	};
+	/* 9's parent 4 is gone, yet 5 and 6 are known not its ancestors
+	   (numbered between it and its parent); 3 goes on */
+	const struct cs_mhead gone[] = {
+		mh(3, 3, 2, 2), mh(5, 5, 4, 4), mh(6, 6, 5, 5), mh(9, 9, 4, 4)
+	};
+	/* one number twice (a format file put back): the parent by GUID */
+	const struct cs_mhead twice[] = {
+		mh(1, 1, 0, 0), mh(2, 2, 1, 1), mh(2, 7, 1, 1), mh(3, 3, 2, 2)
+	};
+	/* version 1 (no GUIDs): parents by number */
+	const struct cs_mhead v1[] = {
+		mh(1, 0, 0, 0), mh(2, 0, 1, 0), mh(3, 0, 1, 0)
+	};
+
+	ranks_are(branch, 5, (const size_t[]){ 2, 1, 4, 3, 0 });
+	/* no branch: by number, as before */
+	ranks_are(branch, 4, (const size_t[]){ 3, 2, 1, 0 });
+	ranks_are(gaps, 3, (const size_t[]){ 2, 1, 0 });
+	ranks_are(gone, 4, (const size_t[]){ 1, 3, 2, 0 });
+	ranks_are(twice, 4, (const size_t[]){ 2, 1, 3, 0 });
+	ranks_are(v1, 3, (const size_t[]){ 1, 2, 0 });
+	ranks_are(v1, 1, (const size_t[]){ 0 });
+	ranks_are(v1, 0, NULL);
+}
+END_TEST
+
 /* ---- push and restore of a store built through the index API ---- */
 
 #define NPG	40		/* file 2: 160 KiB, FsCH chunks 64+64+32 KiB */
@@ -2013,6 +2087,7 @@ static Suite *chunk_suite(void)
 	tcase_add_test(tc, manifest_roundtrip);
 	tcase_add_test(tc, manifest_version1);
 	tcase_add_test(tc, manifest_names);
+	tcase_add_test(tc, prune_rank_line);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("push");
 	tcase_set_timeout(tc, 60);
