@@ -527,9 +527,21 @@ int cs_manifest_name_parse(const char *name, unsigned char sid[16],
 int cs_obj_delete(struct cs_repo *r, const char *name, char *why,
 		  size_t whylen);
 
+/*
+ * Which of one store's manifests are its newest, for --keep-last: h[0..n)
+ * sorted by number, then time; rank[i] gets h[i]'s place, 0 the newest.  The
+ * store's line comes first (the newest, its parent by GUID, or by number
+ * for version 1; where a parent is missing, the newest numbered below
+ * it), then the manifests off the line (a branch a rollback discarded,
+ * numbered between a checkpoint of the line and its parent), newest
+ * first.
+ */
+void cs_prune_rank(const struct cs_mhead *const *h, size_t n, size_t *rank);
+
 struct cs_prune_opts {
 	const char *store;		/* hex prefix of a store id, or NULL */
-	unsigned keep_last;		/* keep the N newest of each store */
+	unsigned keep_last;		/* keep the N newest of each store's
+					   line (cs_prune_rank) */
 	uint64_t older_than_s;		/* drop older ones (never the newest) */
 	bool dry_run;
 };

@@ -6,6 +6,23 @@
  * newest manifest of a store is never pruned by age.  It frees no pack:
  * gc does.
  *
+ * "The last N" follow the store's line, not its numbers
+ * (cs_prune_rank): the newest manifest, then its parent (by GUID; by
+ * number for version 1), its parent's, and so on; where a parent is not
+ * in the chunk store, the newest manifest numbered below it goes on.  A
+ * manifest numbered between a checkpoint of the line and its parent is
+ * not an ancestor: a branch a rollback discarded (the store numbers on
+ * after a rollback, so 11-18 pushed, a rollback to 10 and 20 pushed leave
+ * 11-18 beside the line 20, 10, 9 ...), or a checkpoint deleted before
+ * its successor was taken.  Those rank after every manifest of the line,
+ * newest first: --keep-last 2 keeps 20 and 10, where by numbers it kept
+ * 20 and 18, a state the store no longer has, and took 10, the one the
+ * live state descends from.  A line with no branch ranks by number, as
+ * before.  Until a checkpoint after the rollback is pushed, the chunk
+ * store cannot tell that 18 was discarded: the daemon's pusher looks for
+ * the checkpoint a push request names and pushes it again if a prune
+ * took it (versionfs/daemon/sink_push.c).
+ *
  * GC is mark and sweep, under the writer lock (lock.c), so no push runs
  * meanwhile.  Mark: every manifest is read and every chunk it references
  * resolved through the index to the pack that holds it: those packs are
@@ -104,7 +121,8 @@ int cs_obj_delete(struct cs_repo *r, const char *name, char *why,
 
 struct mref {
 	char *name;
-	uint64_t ckpt, time_ns;
+	struct cs_mhead h;
+	size_t rank;			/* cs_prune_rank within its store */
 	char store[33];
 };
 
@@ -115,10 +133,73 @@ static int cmp_mref(const void *a, const void *b)
 
 	if (c)
 		return c;
-	if (x->ckpt != y->ckpt)
-		return x->ckpt < y->ckpt ? -1 : 1;
-	/* one number pushed twice (a rollback renumbered it): by time */
-	return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns;
+	if (x->h.ckpt != y->h.ckpt)
+		return x->h.ckpt < y->h.ckpt ? -1 : 1;
+	/* one number pushed twice (a format file put back): by time */
+	return x->h.time_ns < y->h.time_ns ? -1 :
+	       x->h.time_ns > y->h.time_ns;
+}
+
+/* Is p the parent c names?  By GUID when both have them, else by number
+   (a version-1 manifest on either side). */
+static bool is_parent(const struct cs_mhead *c, const struct cs_mhead *p)
+{
+	static const unsigned char zero[16];
+
+	if (p->ckpt != c->parent)
+		return false;
+	if (!c->has_guid || !p->has_guid || !memcmp(c->parent_guid, zero, 16))
+		return true;
+	return !memcmp(c->parent_guid, p->guid, 16);
+}
+
+void cs_prune_rank(const struct cs_mhead *const *h, size_t n, size_t *rank)
+{
+	size_t next = 0, cur = n;
+
+	for (size_t i = 0; i < n; i++)
+		rank[i] = SIZE_MAX;
+	/* the line, from the newest: each step goes strictly down */
+	while (cur > 0) {
+		size_t c = cur - 1, p = c;
+
+		rank[c] = next++;
+		if (!h[c]->parent)
+			break;
+		while (p > 0 && h[p - 1]->ckpt >= h[c]->parent &&
+		       !is_parent(h[c], h[p - 1]))
+			p--;
+		/* h[p - 1] is the parent itself, or (not here) the newest
+		   numbered below it */
+		cur = p;
+	}
+	/* off the line (discarded branches, deleted ones): newest first */
+	for (size_t i = n; i > 0; i--)
+		if (rank[i - 1] == SIZE_MAX)
+			rank[i - 1] = next++;
+}
+
+/* m[0..n) sorted by store, then number: each one's rank in its store. */
+static int rank_stores(struct mref *m, size_t n)
+{
+	const struct cs_mhead **h = calloc(n ? n : 1, sizeof(*h));
+	size_t *rank = calloc(n ? n : 1, sizeof(*rank));
+
+	if (!h || !rank) {
+		free(h);
+		free(rank);
+		return -ENOMEM;
+	}
+	for (size_t i = 0, j; i < n; i = j) {
+		for (j = i; j < n && !strcmp(m[j].store, m[i].store); j++)
+			h[j - i] = &m[j].h;
+		cs_prune_rank(h, j - i, rank);
+		for (size_t k = i; k < j; k++)
+			m[k].rank = rank[k - i];
+	}
+	free(h);
+	free(rank);
+	return 0;
 }
 
 int cs_prune(struct cs_repo *r, const struct cs_prune_opts *o,
@@ -155,8 +236,7 @@ int cs_prune(struct cs_repo *r, const struct cs_prune_opts *o,
 		if (rc)
 			goto out;
 		m[nm].name = names[i];
-		m[nm].ckpt = h.ckpt;
-		m[nm].time_ns = h.time_ns;
+		m[nm].h = h;
 		for (int k = 0; k < 16; k++)
 			snprintf(m[nm].store + 2 * k, 3, "%02x",
 				 h.store_id[k]);
@@ -166,18 +246,16 @@ int cs_prune(struct cs_repo *r, const struct cs_prune_opts *o,
 		nm++;
 	}
 	qsort(m, nm, sizeof(*m), cmp_mref);
+	if ((rc = rank_stores(m, nm)))
+		goto out;
 	for (size_t i = 0; i < nm; i++) {
 		bool newest = i + 1 == nm || strcmp(m[i + 1].store,
 						    m[i].store);
-		size_t after = 0;	/* newer ones of the same store */
 		bool drop;
 
-		for (size_t j = i + 1; j < nm && !strcmp(m[j].store,
-							 m[i].store); j++)
-			after++;
-		drop = (o->keep_last && after >= o->keep_last) ||
+		drop = (o->keep_last && m[i].rank >= o->keep_last) ||
 		       (o->older_than_s && !newest &&
-			m[i].time_ns + o->older_than_s * 1000000000u < now);
+			m[i].h.time_ns + o->older_than_s * 1000000000u < now);
 		if (drop && !o->dry_run &&
 		    (rc = cs_obj_delete(r, m[i].name, why, whylen)))
 			goto out;

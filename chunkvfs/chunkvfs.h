@@ -54,6 +54,17 @@ struct cs_push_result {
 int cs_push(struct cs_repo *r, struct vstore *st, uint64_t ckpt,
 	    const struct cs_push_opts *o, struct cs_push_result *res,
 	    char *why, size_t whylen);
+/*
+ * Whether r still holds checkpoint `ckpt` of store st: 1 if its manifest
+ * (named by the store id and the checkpoint's GUID, or a version-1
+ * manifest under the number whose time is the checkpoint's) is readable
+ * from at least m good fragments, 0 if not (never pushed, or taken since
+ * by prune: a watermark that says "pushed" cannot tell), -ENOENT (why)
+ * if st has no such active checkpoint, or another -errno.  Takes no lock
+ * (a reader): a prune may still take it right after.
+ */
+int cs_pushed(struct cs_repo *r, struct vstore *st, uint64_t ckpt,
+	      char *why, size_t whylen);
 
 /* ---- restore into a backing directory (backing.c) ------------------------ */
 

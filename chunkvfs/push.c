@@ -33,6 +33,13 @@
  * before it loads the index to after its manifest is durable, so gc
  * never sweeps a pack it deduplicates against.
  *
+ * Still there?  That a checkpoint was pushed once says nothing of now:
+ * versionfs-chunk prune takes manifests by its own policy, which knows
+ * nothing of a store's rollbacks.  cs_pushed asks the chunk store for the
+ * checkpoint's manifest by (store id, GUID), as a reader, without the
+ * lock; the daemon's pusher asks it before it answers "pushed" for a
+ * checkpoint its watermark already covers.
+ *
  * Ordering: chunks go into packs, which a writer thread encodes and
  * writes while the walk goes on (put.c); cs_chunk_flush makes every pack
  * durable, then writes an index object, durable before it returns; only
@@ -394,4 +401,34 @@ out:
 	free(p.buf);
 	pset_free(&p.seen);
 	return rc;
+}
+
+int cs_pushed(struct cs_repo *r, struct vstore *st, uint64_t ckpt,
+	      char *why, size_t whylen)
+{
+	struct cs_redund g = { 0 };
+	unsigned char sid[16];
+	unsigned good = 0;
+	struct bt_ckpt ck;
+	char name[128];
+	bt_txn *txn;
+	int rc;
+
+	if (why && whylen)
+		why[0] = '\0';
+	if ((rc = store_id(st, sid)))
+		return cs_err(rc, why, whylen, "reading the store id: %s",
+			      strerror(-rc));
+	if ((rc = bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn)))
+		return cs_err(rc, why, whylen, "index: %s", bt_last_error());
+	rc = bt_ckpt_get(txn, ckpt, &ck);
+	bt_txn_abort(txn);
+	if (rc || ck.state != BT_CKPT_ACTIVE)
+		return cs_err(rc ? rc : -ENOENT, why, whylen, "no checkpoint "
+			      "%llu in %s%s", (unsigned long long)ckpt,
+			      store_backing(st), rc ? "" : " (deleted)");
+	if (cs_push_manifest_of(r, sid, &ck, name, sizeof(name)) != 1)
+		return 0;
+	cs_obj_fragments(r, name, &good, &g, NULL, 0);
+	return good && good >= g.m;
 }

@@ -66,7 +66,10 @@
 # its xattrs (the metadata file it read was renamed: taken for none); a
 # copied or restored store that pushed only its newest checkpoint, then
 # rolled back to an older one, answered push --wait with a checkpoint
-# never pushed.
+# never pushed; after a rollback to 10, versionfs-chunk prune --keep-last 1
+# kept a discarded 18 and took 10, and push --wait still answered 10 from
+# its watermark (seed 9, 40 steps: the pusher now looks for the manifest
+# and pushes it again; prune ranks by the store's line).
 #
 # Duration here (2 cores, shared with other tests): 60-75 s a seed of 25
 # steps, about 2.3 min in make check; 125-200 s a seed of 60 steps; the

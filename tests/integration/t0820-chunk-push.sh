@@ -12,6 +12,12 @@
 #     retry pushes everything in order and the policy catches up;
 #   - kill -9 of the daemon during a (paced) push: the next mount resumes
 #     it by itself;
+#   - rolled back past a pushed checkpoint, then versionfs-chunk prune
+#     --keep-last 1 took the live state's checkpoint (the discarded one
+#     numbers higher): push --wait pushes it again, never answers from
+#     the watermark alone (issue 28); once a checkpoint after the
+#     rollback is pushed, prune --keep-last follows the line: the
+#     discarded checkpoint goes first;
 #   - versionfs-ctl push --to ANOTHER SPEC;
 #   - -o chunkstore_chunking=cdc: an image rewritten whole, shifted by a
 #     page, stores little;
@@ -133,6 +139,34 @@ vfs_fsck "$B"
 vfs_mount "$B" "$M" -o "chunkstore=$spec"
 wait_store "$c6" 60
 restored "$c6"
+
+note "rolled back, a discarded checkpoint kept by prune: push --wait pushes again (issue 28)"
+# Pushed: ra, then rb.  Rolled back to ra, rb is discarded but numbers
+# higher, so prune --keep-last 1 keeps rb and takes ra's manifest.  push
+# --wait answered ra from the watermark (rb) alone; it must push ra again.
+echo a >"$M/rolled"
+ra=$(ctl checkpoint "$M") || fail "checkpoint ra"
+echo b >>"$M/rolled"
+rb=$(ctl checkpoint "$M") || fail "checkpoint rb"
+got=$(ctl push "$M" --wait) || fail "push --wait of $rb"
+assert_eq "$got" "$rb" "push --wait answers rb"
+ctl rollback "$M" "$ra" >/dev/null || fail "rollback to $ra"
+"$CHUNK" prune "$spec" --keep-last 1 >"$T/prune" 2>&1 || { cat "$T/prune"; fail "prune"; }
+in_store "$ra" && fail "prune --keep-last 1 kept $ra, not the discarded $rb: nothing to test"
+got=$(ctl push "$M" --wait) || fail "push --wait after the prune"
+assert_eq "$got" "$ra" "push --wait answers the live state's checkpoint"
+in_store "$ra" || fail "push --wait answered $ra, which the chunk store no longer holds"
+restored "$ra"
+# once a checkpoint after the rollback is pushed, prune sees the line:
+# --keep-last 2 keeps rc and its parent ra; the discarded rb goes first
+echo c >>"$M/rolled"
+rc=$(ctl checkpoint "$M") || fail "checkpoint rc"
+ctl push "$M" --wait >/dev/null || fail "push --wait of $rc"
+"$CHUNK" prune "$spec" --keep-last 2 >"$T/prune" 2>&1 || { cat "$T/prune"; fail "prune"; }
+in_store "$rc" && in_store "$ra" ||
+	{ "$CHUNK" list "$spec"; fail "prune --keep-last 2 did not keep $rc and its parent $ra"; }
+in_store "$rb" && fail "prune --keep-last 2 kept $rb, which a rollback discarded"
+restored "$rc"
 
 note "push --to another chunk store"
 mkdir -p "$b1/o" "$b2/o"

@@ -18,7 +18,10 @@
  * tests/integration/t0830-chunk-compat.sh); FsCH push
  * of a store built through the index API (opened read-only, no lock):
  * one page changed reads and stores one 64 KiB chunk, nothing changed
- * reads nothing, and the plain restore is byte-identical.  gc: marking
+ * reads nothing, and the plain restore is byte-identical; a checkpoint
+ * pushed, then pruned, is no longer "pushed" (cs_pushed) until a push
+ * writes it again.  prune --keep-last ranks a store's manifests along its
+ * line (parents by GUID), a branch a rollback discarded last.  gc: marking
  * keeps exactly the packs whose chunks a manifest references, sweeps the
  * others (and a manifest with too few fragments), refuses to delete
  * anything when a manifest names a chunk in no pack.  The writer lock:
@@ -1386,6 +1389,79 @@ START_TEST(manifest_names)
 }
 END_TEST
 
+/* ---- prune: which manifests are a store's newest ---- */
+
+/* Head of checkpoint ckpt with GUID g (0: version 1, none) whose parent
+   is number parent with GUID pg. */
+static struct cs_mhead mh(uint64_t ckpt, unsigned g, uint64_t parent,
+			  unsigned pg)
+{
+	struct cs_mhead h = { .ckpt = ckpt, .parent = parent,
+			      .time_ns = ckpt * 1000, .has_guid = g != 0 };
+
+	memset(h.guid, (int)g, 16);
+	memset(h.parent_guid, (int)pg, 16);
+	return h;
+}
+
+/* cs_prune_rank of v[0..n) must give want[0..n). */
+static void ranks_are(const struct cs_mhead *v, size_t n, const size_t *want)
+{
+	const struct cs_mhead *p[16] = { 0 };
+	size_t r[16];
+
+	for (size_t i = 0; i < n; i++)
+		p[i] = &v[i];
+	cs_prune_rank(p, n, r);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(r[i] == want[i], "manifest %zu (checkpoint %llu): "
+			      "rank %zu, not %zu", i,
+			      (unsigned long long)v[i].ckpt, r[i], want[i]);
+}
+
+/*
+ * --keep-last follows the line (issue 28): 1-4 pushed, a rollback to 2
+ * discarded 3 and 4, and 5 (parent 2) pushed: the newest are 5, 2, 1,
+ * then the discarded 4 and 3.  By numbers alone the 2 newest were 5 and
+ * 4, and 2, which the live state descends from, went first.
+ */
+START_TEST(prune_rank_line)
+{
+	const struct cs_mhead branch[] = {
+		mh(1, 1, 0, 0), mh(2, 2, 1, 1), mh(3, 3, 2, 2),
+		mh(4, 4, 3, 3), mh(5, 5, 2, 2)
+	};
+	/* parents missing (pruned, or one pushed in two): the newest
+	   numbered below the parent goes on */
+	const struct cs_mhead gaps[] = {
+		mh(3, 3, 2, 2), mh(5, 5, 4, 4), mh(7, 7, 6, 6)
+	};
+	/* 9's parent 4 is gone, yet 5 and 6 are known not its ancestors
+	   (numbered between it and its parent); 3 goes on */
+	const struct cs_mhead gone[] = {
+		mh(3, 3, 2, 2), mh(5, 5, 4, 4), mh(6, 6, 5, 5), mh(9, 9, 4, 4)
+	};
+	/* one number twice (a format file put back): the parent by GUID */
+	const struct cs_mhead twice[] = {
+		mh(1, 1, 0, 0), mh(2, 2, 1, 1), mh(2, 7, 1, 1), mh(3, 3, 2, 2)
+	};
+	/* version 1 (no GUIDs): parents by number */
+	const struct cs_mhead v1[] = {
+		mh(1, 0, 0, 0), mh(2, 0, 1, 0), mh(3, 0, 1, 0)
+	};
+
+	ranks_are(branch, 5, (const size_t[]){ 2, 1, 4, 3, 0 });
+	/* no branch: by number, as before */
+	ranks_are(branch, 4, (const size_t[]){ 3, 2, 1, 0 });
+	ranks_are(gaps, 3, (const size_t[]){ 2, 1, 0 });
+	ranks_are(gone, 4, (const size_t[]){ 1, 3, 2, 0 });
+	ranks_are(twice, 4, (const size_t[]){ 2, 1, 3, 0 });
+	ranks_are(v1, 3, (const size_t[]){ 1, 2, 0 });
+	ranks_are(v1, 1, (const size_t[]){ 0 });
+	ranks_are(v1, 0, NULL);
+}
+END_TEST
+
 /* ---- push and restore of a store built through the index API ---- */
 
 #define NPG	40		/* file 2: 160 KiB, FsCH chunks 64+64+32 KiB */
@@ -1438,21 +1514,13 @@ static void page_fill(unsigned char *buf, uint64_t pg, uint64_t ver)
 	fill(buf, VFS_PAGE, pg * 131 + ver);
 }
 
-START_TEST(push_fsch)
+/* build_store's store in backing (a mkdtemp template) with its content
+   files, its id in sid, opened read-only without the lock: as beside a
+   daemon. */
+static struct vstore *fsch_store(char *backing, unsigned char sid[16])
 {
-	char backing[64] = "/tmp/cs-store.XXXXXX", spec[512], why[CS_WHY_LEN];
-	char path[256], cmd[256];
-	unsigned char pg[VFS_PAGE], *want = malloc(NPG * VFS_PAGE);
-	unsigned char *got = malloc(NPG * VFS_PAGE + 1);
-	struct cs_push_opts po = { .chunking = CS_FSCH };
-	struct cs_push_result res;
+	unsigned char pg[VFS_PAGE];
 	struct vstore *st;
-	struct cs_repo *r;
-	unsigned char sid[16];
-	char mname[128];
-	struct bt_ckpt ck2;
-	bt_txn *txn;
-	FILE *f;
 	int fd;
 
 	ck_assert_ptr_nonnull(mkdtemp(backing));
@@ -1473,9 +1541,41 @@ START_TEST(push_fsch)
 	close(fd);
 	ck_assert_int_eq(store_id(st, sid), 0);
 	store_close(st);
-	/* read-only, no lock: as beside a daemon */
 	ck_assert_int_eq(store_open(backing, STORE_RDONLY, &st), 0);
+	return st;
+}
 
+/* The end of a push test: the repository, the store and its directory,
+   the benefactors. */
+static void push_teardown(struct cs_repo *r, struct vstore *st,
+			  const char *backing)
+{
+	char cmd[128];
+
+	cs_repo_close(r);
+	store_close(st);
+	rm_benef();
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", backing);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(push_fsch)
+{
+	char backing[64] = "/tmp/cs-store.XXXXXX", spec[512], why[CS_WHY_LEN];
+	char path[256];
+	unsigned char *want = malloc(NPG * VFS_PAGE);
+	unsigned char *got = malloc(NPG * VFS_PAGE + 1);
+	struct cs_push_opts po = { .chunking = CS_FSCH };
+	struct cs_push_result res;
+	struct vstore *st;
+	struct cs_repo *r;
+	unsigned char sid[16];
+	char mname[128];
+	struct bt_ckpt ck2;
+	bt_txn *txn;
+	FILE *f;
+
+	st = fsch_store(backing, sid);
 	mk_benef();
 	spec_of(spec, sizeof(spec), "?rs=2+1");
 	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
@@ -1566,13 +1666,55 @@ START_TEST(push_fsch)
 		fclose(f);
 		ck_assert(!memcmp(got, want, NPG * VFS_PAGE));
 	}
-	cs_repo_close(r);
-	store_close(st);
-	rm_benef();
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", backing);
-	ck_assert_int_eq(system(cmd), 0);
+	push_teardown(r, st, backing);
 	free(want);
 	free(got);
+}
+END_TEST
+
+/*
+ * cs_pushed asks the chunk store, not a watermark: pushed, then taken by
+ * prune --keep-last 1, a checkpoint is no longer there, and a push
+ * writes it again (issue 28: the daemon answered "pushed" for a
+ * checkpoint whose manifest a prune had deleted).
+ */
+START_TEST(pushed_after_prune)
+{
+	char backing[64] = "/tmp/cs-store.XXXXXX", spec[512], why[CS_WHY_LEN];
+	struct cs_prune_opts prune = { .keep_last = 1 };
+	struct cs_push_opts po = { .chunking = CS_FSCH };
+	struct cs_push_result res;
+	unsigned char sid[16];
+	struct vstore *st;
+	struct cs_repo *r;
+	size_t removed;
+
+	st = fsch_store(backing, sid);
+	mk_benef();
+	spec_of(spec, sizeof(spec), "?rs=2+1");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_pushed(r, st, 2, why, sizeof(why)), 0);
+	for (uint64_t c = 1; c <= 3; c++)
+		ck_assert_msg(cs_push(r, st, c, &po, &res, why,
+				      sizeof(why)) == 0, "%s", why);
+	ck_assert_int_eq(cs_pushed(r, st, 2, why, sizeof(why)), 1);
+	ck_assert_int_eq(cs_pushed(r, st, 9, why, sizeof(why)), -ENOENT);
+	ck_assert_msg(strstr(why, "no checkpoint 9"), "%s", why);
+
+	ck_assert_int_eq(cs_prune(r, &prune, NULL, NULL, &removed, why,
+				  sizeof(why)), 0);
+	ck_assert_uint_eq(removed, 2);
+	ck_assert_int_eq(cs_pushed(r, st, 1, why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_pushed(r, st, 2, why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_pushed(r, st, 3, why, sizeof(why)), 1);
+	/* pushed again: written, not "already" */
+	ck_assert_msg(cs_push(r, st, 2, &po, &res, why, sizeof(why)) == 0,
+		      "%s", why);
+	ck_assert(!res.already);
+	ck_assert_int_eq(cs_pushed(r, st, 2, why, sizeof(why)), 1);
+
+	push_teardown(r, st, backing);
 }
 END_TEST
 
@@ -1606,7 +1748,6 @@ static int build_xattr_dir(bt_txn *txn, void *arg)
 START_TEST(push_meta_gone)
 {
 	char backing[64] = "/tmp/cs-store.XXXXXX", spec[512], why[CS_WHY_LEN];
-	char cmd[128];
 	struct cs_push_opts po = { .chunking = CS_FSCH };
 	struct cs_push_result res;
 	struct vstore *st;
@@ -1625,11 +1766,7 @@ START_TEST(push_meta_gone)
 	ck_assert_int_eq(cs_push(r, st, 1, &po, &res, why, sizeof(why)),
 			 -ENOENT);
 	ck_assert_msg(strstr(why, "metadata file"), "%s", why);
-	cs_repo_close(r);
-	store_close(st);
-	rm_benef();
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", backing);
-	ck_assert_int_eq(system(cmd), 0);
+	push_teardown(r, st, backing);
 }
 END_TEST
 
@@ -1950,10 +2087,12 @@ static Suite *chunk_suite(void)
 	tcase_add_test(tc, manifest_roundtrip);
 	tcase_add_test(tc, manifest_version1);
 	tcase_add_test(tc, manifest_names);
+	tcase_add_test(tc, prune_rank_line);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("push");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, push_fsch);
+	tcase_add_test(tc, pushed_after_prune);
 	tcase_add_test(tc, restore_plain_links);
 	tcase_add_test(tc, push_meta_gone);
 	suite_add_tcase(s, tc);

@@ -46,6 +46,18 @@
  * starts at the newest checkpoint: a chunk store added to a mount with a
  * long history does not receive all of it.
  *
+ * The watermark says what was pushed, not what the chunk store still
+ * holds: versionfs-chunk prune deletes manifests by a policy of its own.
+ * So a request (versionfs-ctl push, with --wait or not) for a checkpoint
+ * the watermark covers asks the chunk store for its manifest, by store id
+ * and GUID (cs_pushed, no lock), and pushes it again if it is gone.  It
+ * answered "pushed" from the watermark alone, and after a rollback to 10
+ * and a prune --keep-last 1 that kept a discarded 18 (pushed before the
+ * rollback), push --wait said 10 was in a chunk store that no longer had
+ * it (issue 28, t0740 seed 9).  The background pushes look no further
+ * than the watermark: that check is one lookup per request, not per
+ * checkpoint.
+ *
  * The chunk store unreachable (too few benefactors, no cluster): the
  * attempt fails, the checkpoint stays local, the thread retries after
  * chunkstore_retry seconds (default 30) or at the next checkpoint or
@@ -290,16 +302,59 @@ static int repo_open(const char *spec, struct cs_repo **r, char *err,
 }
 
 /*
+ * Checkpoint c, which spec's watermark counts as pushed, asked for by a
+ * caller: is it still in the chunk store?  versionfs-chunk prune may have
+ * taken its manifest since: its policy sees numbers, not our rollbacks
+ * (rolled back to c, a discarded checkpoint pushed before numbers
+ * higher, and --keep-last 1 keeps that one).  Gone: push it again, so
+ * that "pushed" is true when we say it.  The watermark stays: it says
+ * which checkpoints were pushed in order, not what the chunk store keeps.
+ * 0, or -errno with err.
+ */
+static int repush_gone(const char *spec, struct cs_repo **r, uint64_t c,
+		       char *err, size_t errlen)
+{
+	char why[CS_WHY_LEN] = "", err2[PU_ERR_LEN];
+	int rc;
+
+	if (!*r && (rc = repo_open(spec, r, err, errlen)))
+		return rc;
+	rc = cs_pushed(*r, vfs->st, c, why, sizeof(why));
+	if (rc == 1 || rc == -ENOENT)	/* there; or deleted meanwhile */
+		return 0;
+	if (rc < 0) {
+		snprintf(err, errlen, "checkpoint %" PRIu64 ": %s", c,
+			 why[0] ? why : strerror(-rc));
+		return rc;
+	}
+	vfs_log(LOG_NOTICE, "checkpoint %" PRIu64 " was pushed to %s but is "
+		"no longer there (pruned); pushing it again", c, spec);
+	if ((rc = push_one(*r, c, err2, sizeof(err2)))) {
+		snprintf(err, errlen, "checkpoint %" PRIu64 " is no longer in "
+			 "the chunk store (pruned) and pushing it again "
+			 "failed: %.300s", c, err2);
+		cs_repo_close(*r);
+		*r = NULL;
+	}
+	return rc;
+}
+
+/*
  * Push every checkpoint after spec's watermark up to upto, in order, on
  * repo *r (opened here if NULL; closed after a failure, so the next
  * attempt finds the benefactors again).  `mark` receives each new
- * watermark.  0 when nothing is left, or -errno with err.
+ * watermark.  With `verify` (a caller asked for upto), upto itself, if
+ * the watermark already covered it, is looked for in the chunk store and
+ * pushed again if it is gone (repush_gone).  0 when nothing is left, or
+ * -errno with err.
  */
 static int push_upto(const char *spec, struct cs_repo **r, uint64_t upto,
-		     void (*mark)(uint64_t v), char *err, size_t errlen)
+		     bool verify, void (*mark)(uint64_t v), char *err,
+		     size_t errlen)
 {
 	uint64_t last = mark_get(spec), c;
 	char err2[PU_ERR_LEN];
+	bool did_upto = false;
 	int rc = 0;
 
 	while ((c = pick_next(last, upto))) {
@@ -326,9 +381,12 @@ static int push_upto(const char *spec, struct cs_repo **r, uint64_t upto,
 			return rc;
 		}
 		last = c;
+		did_upto = did_upto || c == upto;
 		if (mark)
 			mark(c);
 	}
+	if (verify && !did_upto && ckpt_active(upto))
+		return repush_gone(spec, r, upto, err, errlen);
 	return 0;
 }
 
@@ -349,10 +407,10 @@ static void do_job(struct pu_job *j)
 	int rc;
 
 	if (pu.spec && !strcmp(j->spec, pu.spec)) {
-		rc = push_upto(pu.spec, &pu.repo, j->upto, mark_configured,
-			       j->err, sizeof(j->err));
+		rc = push_upto(pu.spec, &pu.repo, j->upto, true,
+			       mark_configured, j->err, sizeof(j->err));
 	} else {
-		rc = push_upto(j->spec, &r, j->upto, NULL, j->err,
+		rc = push_upto(j->spec, &r, j->upto, true, NULL, j->err,
 			       sizeof(j->err));
 		cs_repo_close(r);
 	}
@@ -413,8 +471,8 @@ static void *pu_thread(void *arg)
 		pu.kick = false;
 		pthread_mutex_unlock(&pu.lock);
 		err[0] = '\0';
-		rc = push_upto(pu.spec, &pu.repo, target, mark_configured, err,
-			       sizeof(err));
+		rc = push_upto(pu.spec, &pu.repo, target, false,
+			       mark_configured, err, sizeof(err));
 		pthread_mutex_lock(&pu.lock);
 		if (!rc || rc == -ECANCELED)
 			continue;
@@ -569,7 +627,11 @@ int pu_request(const char *spec, uint64_t upto, bool wait, uint64_t *pushed,
 		if (wait)
 			rc = wait_configured(upto, err, errlen);
 		pthread_mutex_unlock(&pu.lock);
-		return rc;
+		if (rc)
+			return rc;
+		/* pushed once; still there?  A job: the thread owns the
+		   repo (push_upto with verify, repush_gone) */
+		spec = pu.spec;
 	}
 	if (!(j = calloc(1, sizeof(*j))) || !(j->spec = strdup(spec))) {
 		free(j);
