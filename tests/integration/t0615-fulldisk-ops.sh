@@ -16,9 +16,10 @@
 #     the same, and it stops where the free space ends, not before;
 #   - writes the kernel cannot be asked about (a shared mapping) beyond
 #     the free space: msync, fsync or close fails with ENOSPC, and what
-#     reads back through the cache is what the store holds (the same
-#     before and after the caches are dropped), no page but its own data
-#     or zeros;
+#     reads back through the cache, once the daemon has put the kernel's
+#     view back (its space thread, right after the refusal), is what the
+#     store holds (the same before and after the caches are dropped), no
+#     page but its own data or zeros;
 #   - rm of a file written since the last checkpoint gives its space back
 #     at once (issue 27: checkpoint, fill the disk, rm the fill: the disk
 #     stayed full and every checkpoint was refused);
@@ -218,6 +219,17 @@ case_mmap_enospc() {
 	*=28*) ;;
 	*) fail "30 MiB through a mapping into 10 MiB: no ENOSPC: $out" ;;
 	esac
+	# the daemon's space thread puts the kernel's view of a file whose
+	# writeback it refused back to what it stored (space.c: fix_refused)
+	# right after the refusal, not before msync returns: wait until two
+	# reads half a second apart agree (CI once read before it had)
+	local prev="" cur i
+	for i in $(seq 20); do
+		cur=$("$FW" check "$m/mapped") || fail "check"
+		[ "$cur" = "$prev" ] && break
+		prev=$cur
+		sleep 0.5
+	done
 	c=$(same_after_drop "$m/mapped") || fail "$c"
 	[ "$(kv bad "$c")" = 0 ] || fail "pages neither data nor zeros: $c"
 	note "$1: mapping: $out; $c"
