@@ -222,18 +222,20 @@ static int drop_version(bt_txn *txn, uint64_t ino, uint64_t E)
 }
 
 /* Record E ends the live version before it, holding no data: its
-   attributes, an empty map of its own, no metadata file. */
+   attributes, an empty map of its own (a regular file), no metadata
+   file. */
 static int end_version(bt_txn *txn, const struct vnode *vn, uint64_t E)
 {
+	bool reg = S_ISREG(vn->type);
 	struct bt_inode rec = {
 		.ino = vn->vino, .ver = E, .type = vn->type,
-		.flags = BT_INO_DATA, .data_ver = E,
+		.flags = reg ? BT_INO_DATA : 0, .data_ver = reg ? E : 0,
 	};
 	int rc;
 
 	vm_to_rec(&vn->m, &rec);
 	rec.attr.flags &= ~(uint32_t)VM_XATTR;
-	if ((rc = bt_ext_truncate(txn, vn->vino, E, 0)) ||
+	if ((reg && (rc = bt_ext_truncate(txn, vn->vino, E, 0))) ||
 	    (rc = bt_inode_put(txn, &rec)))
 		return rc;
 	return bt_log_add_inode(txn, E, vn->vino);
@@ -250,11 +252,12 @@ static int reap_index(bt_txn *txn, struct vnode *vn, uint64_t E)
 	if ((rc = before_E(txn, ino, E, &end, &live)))
 		return rc;
 	if (!S_ISREG(vn->type)) {
-		/* no data: only a record that ends nothing goes; meta.E goes
-		   either way (a record that ends a live version keeps no
-		   file: one the flusher wrote before the unlink would keep
-		   the link count of that moment) */
-		if (!end && (rc = drop_version(txn, ino, E)))
+		/* no data: only a record that ends nothing goes; one that
+		   ends a live version stays without a metadata file, as a
+		   regular file's does (one the flusher wrote before the
+		   unlink kept the link count of that moment) */
+		if ((rc = end ? end_version(txn, vn, E) :
+			   drop_version(txn, ino, E)))
 			return rc;
 		return bt_trash_add(txn, ino, E, VFS_TRASH_META);
 	}
