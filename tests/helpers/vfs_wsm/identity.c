@@ -16,23 +16,26 @@
  *              too: versionfs-replicad holds nothing of it now, and P's
  *              next checkpoint sends its line again in full.
  *   forge      a store Q made without sinks, a checkpoint or three
- *              (numbered to take in the lowest of P's numbers the chunk
- *              store holds, the ones below taken and pruned), then
+ *              (the newest numbered as the lowest of P's numbers the
+ *              chunk store holds, the ones below taken and pruned), then
  *              P's format file copied over Q's (a format file "put back
  *              by hand") and Q mounted with the usual sinks: it names P's
  *              id.  Its replication must be refused (the replica is bound
  *              to P's key; the key file stays as it was) and discard
  *              nothing of P's; its daemon pushes its checkpoints under
- *              P's id.  Then Q is unmounted for good (retired, forged: no
+ *              P's id (its newest: a chunk store new to a store starts
+ *              there).  Then Q is unmounted for good (retired, forged: no
  *              replica of its own to check).
  *
- * One number twice under one id.  The forge is where it happens: Q's
- * checkpoints are numbered 1, 2, ... as P's first ones were, so the chunk
- * store holds two manifests of P's id for each number that P's are still
- * there for (manifest/<store>-<num16>-<guid32>).  The forge checks that
- * both are listed, that a restore by number says so ("in the chunk store
- * 2 times"), and check.c restores every checkpoint of a chunk store by
- * GUID, so each must read as the store that took it recorded it.  The
+ * One number twice under one id.  The forge is where it happens: Q
+ * numbers its checkpoints 1, 2, ... as P did, and its newest, which its
+ * daemon pushes under P's id, is numbered as a checkpoint of P's that the
+ * chunk store holds, so the chunk store holds two manifests of P's id
+ * under that number (manifest/<store>-<num16>-<guid32>).  The forge checks
+ * that both are listed, that a restore by number says so ("in the chunk
+ * store 2 times") and gives the newest, Q's; and check.c restores every
+ * checkpoint of a chunk store by GUID, so each must read as the store
+ * that took it recorded it.  The
  * other sequences that could make one by design no longer can: a
  * failover replica takes its own id before its first checkpoint of its
  * own (store_own_identity, in the checkpoint path); a copy takes one at
@@ -189,12 +192,14 @@ static unsigned twice(struct store *p, struct store *q)
 			have_p |= !strcmp(g, recs[pc->rec].guid);
 			have_q |= !strcmp(g, recs[qc->rec].guid);
 		}
-		if (!have_q)
+		/* its newest: the others are not pushed (a chunk store new
+		   to a store's mounts starts at its newest: sink_push.c) */
+		if (!have_q && qc->id == q->top)
 			fail("forge: s%d pushed, but the chunk store does not "
 			     "list its checkpoint %" PRIu64 " (GUID %s) under "
 			     "the id %s:\n%.3000s", q->idx, qc->id,
 			     recs[qc->rec].guid, p->id, list);
-		if (!have_p)
+		if (!have_p || !have_q)
 			continue;
 		n++;
 		count("one-number-twice");
@@ -310,12 +315,16 @@ void forge_store(struct store *p)
 		base_layer(q->backing);
 	store_mount(q);
 	populate(q);
-	/* q's last k numbers take in the lowest of P's in the chunk store
-	   (if not too far up: an empty store's checkpoints are quick, and
-	   pruned they cost the sinks nothing) */
+	/* q's newest (the one its first push takes) is numbered as the
+	   lowest of P's in the chunk store, if not too far up: an empty
+	   store's checkpoints are quick, and pruned they cost the sinks
+	   nothing */
 	low = lowest_pushed(p);
-	if (low > k && low <= 64)
+	if (low && low <= 64) {
+		if (k > low)
+			k = (unsigned)low;
 		filler_checkpoints(q, low - k + 1);
+	}
 	for (unsigned i = 0; i < k; i++) {
 		ops_burst(q, (unsigned)rnd(W.ops) + 1);
 		store_checkpoint(q);
