@@ -2,9 +2,10 @@
  * versionfs-restore — a checkpoint out of the chunk store, on any node
  * (versionfs-restore(8)).  Finds the manifest (the only store in the
  * chunk store, or --store ID; the newest checkpoint, or --checkpoint C,
- * or --guid G; of several manifests under one number — a failover
- * replica, which keeps its primary's id, numbered a new checkpoint the
- * same as one its primary pushed — the newest)
+ * or --guid G; of several manifests under one number — a store whose
+ * format file was put back by hand, or a replica of an older version
+ * (not marked as one) that failed over, numbered a new checkpoint the
+ * same as one another store of its id pushed — the newest)
  * and rebuilds it with libvfschunk.  --plain writes a plain tree; without
  * it the target is a backing directory that versionfs mounts at checkpoint
  * C, with every ancestor of C the chunk store holds (following the
@@ -248,9 +249,8 @@ int main(int argc, char **argv)
 		} else if (c ? ck != c : ck < best) {
 			continue;
 		} else if (pick && ck == best) {
-			/* one number, several checkpoints (a failover
-			   replica numbered one the same as its primary's):
-			   the newest */
+			/* one number, several checkpoints (two stores of
+			   one id, doc/design.md §8): the newest */
 			ties++;
 			if (newer(r, names[i], pick))
 				pick = names[i];

@@ -13,8 +13,9 @@
  *             the rollback discarded; its live tree is its newest
  *             checkpoint; it is fsck-clean.
  *   chunks    each checkpoint a chunk store lists is one of a store of
- *             this run, restored with --plain it reads as recorded (but
- *             for inode numbers); `versionfs-chunk check` at full checks.
+ *             this run, by store id, number and GUID; restored with
+ *             --plain (by GUID) it reads as recorded (but for inode
+ *             numbers); `versionfs-chunk check` at full checks.
  *
  * A checkpoint a sink holds stays as it was, so the sinks' checkpoints are
  * compared when new and then a few at each step, the least recently
@@ -230,7 +231,7 @@ void check_replica(struct store *s, bool full, bool synced)
 	fsck_store(R, "a replica");
 }
 
-struct row { struct store *s; struct sck *c; uint64_t last; };
+struct row { struct store *s; struct sck *c; uint64_t last; bool guid; };
 
 static int row_cmp(const void *a, const void *b)
 {
@@ -255,16 +256,15 @@ void check_chunks(const char *spec, bool full)
 	if (chunk_list(spec, list, sizeof(list)))
 		fail("versionfs-chunk list %s: %s", spec, errbuf);
 	for (p = list; (p = strchr(p, '\n')); ) {
-		char id[GUIDLEN];
+		char id[GUIDLEN], g[GUIDLEN];
 		struct store *s;
 		struct sck *c;
 		uint64_t ck;
 
 		p++;
-		if (sscanf(p, "%32s %" SCNu64, id, &ck) != 2 ||
-		    strlen(id) != 32)
+		if (!chunk_row(p, id, &ck, g))
 			continue;
-		s = store_of_id(id);
+		s = store_of_ck(id, ck, g);
 		if (!s)
 			fail("chunk store %d holds checkpoint %" PRIu64 " of "
 			     "store %s, which this run never made", k + 1, ck,
@@ -274,9 +274,18 @@ void check_chunks(const char *spec, bool full)
 			fail("chunk store %d holds checkpoint %" PRIu64 " of "
 			     "s%d, which s%d never printed", k + 1, ck, s->idx,
 			     s->idx);
+		if (strlen(g) == 32 && strcmp(g, recs[c->rec].guid)) {
+			struct rec *r = rec_of_guid(g, NULL);
+
+			fail("chunk store %d holds as checkpoint %" PRIu64
+			     " of store %s the GUID %s (%s), not s%d's %s",
+			     k + 1, ck, id, g, r ? "a checkpoint of another "
+			     "store" : "unknown", s->idx, recs[c->rec].guid);
+		}
 		rows = xrealloc(rows, (n + 1) * sizeof(*rows));
 		rows[n++] = (struct row){ s, c, c->chk_seen[k] ?
-					  c->chk_step[k] + 1 : 0 };
+					  c->chk_step[k] + 1 : 0,
+					  strlen(g) == 32 };
 	}
 	qsort(rows, n, sizeof(*rows), row_cmp);
 	snprintf(prog, sizeof(prog), "%s/versionfs-restore", W.bin);
@@ -294,9 +303,13 @@ void check_chunks(const char *spec, bool full)
 		rmtree(dir);
 		snprintf(idb, sizeof(idb), "%" PRIu64, c->id);
 		{
+			/* by GUID: under one id one number may stand for
+			   two checkpoints (identity.c) */
+			bool g = rows[i].guid;
 			char *argv[] = { prog, (char *)spec, "--store",
-					 rows[i].s->id, "--checkpoint", idb,
-					 "--plain", dir, NULL };
+					 rows[i].s->id, g ? "--guid" :
+					 "--checkpoint", g ? recs[c->rec].guid :
+					 idb, "--plain", dir, NULL };
 
 			rc = run(argv, 600);
 		}
@@ -351,6 +364,8 @@ void check_all(bool sync, bool full)
 	for (int i = 0; i < nstores; i++) {
 		struct store *s = &stores[i];
 
+		if (s->forged)		/* no replica of its own */
+			continue;
 		if ((s->live && (synced[i] || !repd_up())) ||
 		    (full && s->retired))
 			check_replica(s, full, synced[i] ||

@@ -6,7 +6,8 @@
  *           --peer-dir DIR --peer ADDR:PORT --secret FILE
  *           --spec1 SPEC --spec2 SPEC [--seed N] [--steps N] [--ops N]
  *           [--xattr-max BYTES] [--sync-secs N] [--bigwrite]
- *           [--no-copy] [--no-restore] [--log FILE] [--verbose]
+ *           [--no-copy] [--no-restore] [--no-failover] [--no-forge]
+ *           [--log FILE] [--verbose]
  *
  * What it does.  The unit of the test is a job's whole system: primaries
  * (versionfs mounts over backing directories in --work, on XFS) that
@@ -14,7 +15,8 @@
  * replicas in --peer-dir, on ext4) and push every checkpoint to a chunk
  * store (SPEC1), while their jobs write, checkpoint, roll back, delete
  * checkpoints by hand and by policy, clean, crash, restart from a restore
- * or a copy of their store and go on.  Each step is a burst of random
+ * or a copy of their store and go on, fail over to a replica, or meet a
+ * store that names another's id.  Each step is a burst of random
  * file-system operations (ops.c: vfs_model's generator, and the sequences
  * it never makes: scratch trees and create/unlink churn within one epoch,
  * xattrs up to 64 KiB, directories renamed over directories), then one
@@ -45,7 +47,7 @@
  * that step around open bugs so that the rest stays tested (the test
  * script names those it uses): --xattr-max (issue 28, reproduction 4: an
  * ext4 replica refuses xattrs an XFS primary holds), --no-copy,
- * --no-restore.
+ * --no-restore, --no-failover, --no-forge.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -81,7 +83,8 @@ static void usage(void)
 "               --peer-dir DIR --peer ADDR:PORT --secret FILE\n"
 "               --spec1 SPEC --spec2 SPEC [--seed N] [--steps N] [--ops N]\n"
 "               [--xattr-max BYTES] [--sync-secs N] [--bigwrite]\n"
-"               [--no-copy] [--no-restore] [--no-root-time]\n"
+"               [--no-copy] [--no-restore] [--no-failover] [--no-forge]\n"
+"               [--no-root-time]\n"
 "               [--no-restored-push] [--recover-stalled] [--no-id-check]\n"
 "               [--copy-not-pushed] [--no-symlink-links] [--no-live-times]\n"
 "               [--log FILE] [--verbose]\n");
@@ -121,6 +124,10 @@ int main(int argc, char **argv)
 			W.no_copy = true;
 		else if (!strcmp(a, "--no-restore"))
 			W.no_restore = true;
+		else if (!strcmp(a, "--no-failover"))
+			W.no_failover = true;
+		else if (!strcmp(a, "--no-forge"))
+			W.no_forge = true;
 		else if (!strcmp(a, "--no-root-time"))
 			W.no_root_time = true;
 		else if (!strcmp(a, "--no-restored-push"))

@@ -234,16 +234,37 @@ int chunk_list(const char *spec, char *out, size_t len)
 	return rc;
 }
 
-/* Does the chunk store's list show checkpoint id of store s? */
-static bool chunk_has(const char *list, const struct store *s, uint64_t id)
+/*
+ * One line of versionfs-chunk list (STORE CHECKPOINT TIME GUID TAG): the
+ * store id, the number and the GUID ("-": a manifest of version 1).
+ * false: not a checkpoint's line (the header).
+ */
+bool chunk_row(const char *line, char id[GUIDLEN], uint64_t *ck,
+	       char guid[GUIDLEN])
 {
+	char t[40];
+
+	snprintf(guid, GUIDLEN, "-");
+	return sscanf(line, "%32s %" SCNu64 " %39s %32s", id, ck, t,
+		      guid) >= 2 && strlen(id) == 32 &&
+	       strspn(id, "0123456789abcdef") == 32;
+}
+
+/* Does the chunk store's list show checkpoint id of store s, by s's id
+   and the GUID the model knows for it? */
+static bool chunk_has(const char *list, struct store *s, uint64_t id)
+{
+	struct sck *c = sck_find(s, id);
 	const char *p = list;
 
-	while ((p = strstr(p, s->id))) {
-		if ((p == list || p[-1] == '\n') &&
-		    strtoull(p + 32, NULL, 10) == id)
+	for (; p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		char sid[GUIDLEN], g[GUIDLEN];
+		uint64_t ck;
+
+		if (chunk_row(p, sid, &ck, g) && !strcmp(sid, s->id) &&
+		    ck == id &&
+		    (!c || !strcmp(g, "-") || !strcmp(g, recs[c->rec].guid)))
 			return true;
-		p += 32;
 	}
 	return false;
 }
@@ -377,13 +398,14 @@ void chunk_prune_gc(struct store *s)
 	count("chunk-prune-gc");
 }
 
-/* Make room for one more primary: unmount (and fsck) the oldest live. */
-static void retire_one(void)
+/* Make room for one more primary: unmount (and fsck) the oldest live
+   but keep. */
+void retire_one(const struct store *keep)
 {
 	for (int i = 0; i < nstores && nlive() >= MAXLIVE; i++) {
 		struct store *s = &stores[i];
 
-		if (!s->live)
+		if (!s->live || s == keep)
 			continue;
 		/* synced only if versionfs-replicad runs: killed, it is
 		   started again only by a later step */
@@ -397,7 +419,7 @@ static void retire_one(void)
 	}
 }
 
-struct cand { int store; uint64_t id; };
+struct cand { int store; uint64_t id; char guid[GUIDLEN]; };
 
 static int cand_cmp(const void *a, const void *b)
 {
@@ -405,7 +427,9 @@ static int cand_cmp(const void *a, const void *b)
 
 	if (x->store != y->store)
 		return x->store - y->store;
-	return x->id < y->id ? -1 : x->id > y->id;
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return strcmp(x->guid, y->guid);
 }
 
 /*
@@ -425,19 +449,21 @@ struct store *restore_store(void)
 	if (chunk_list(W.spec1, list, sizeof(list)))
 		fail("versionfs-chunk list: %s", errbuf);
 	for (p = list; (p = strchr(p, '\n')); ) {
-		char id[GUIDLEN];
+		char id[GUIDLEN], g[GUIDLEN];
 		struct store *o;
+		uint64_t ck;
 
 		p++;
-		if (sscanf(p, "%32s", id) != 1 || strlen(id) != 32)
+		if (!chunk_row(p, id, &ck, g))
 			continue;
-		o = store_of_id(id);
+		o = store_of_ck(id, ck, g);
 		if (!o)
 			fail("the chunk store holds checkpoints of a store "
 			     "this run never made: %.300s", p);
 		c = xrealloc(c, (n + 1) * sizeof(*c));
 		c[n].store = o->idx;
-		c[n++].id = strtoull(p + 32, NULL, 10);
+		c[n].id = ck;
+		snprintf(c[n++].guid, GUIDLEN, "%s", g);
 	}
 	if (!n) {
 		free(c);
@@ -447,15 +473,19 @@ struct store *restore_store(void)
 	pick = c[rnd(n)];
 	free(c);
 	src = &stores[pick.store];
-	retire_one();
+	retire_one(NULL);
 	snprintf(how, sizeof(how), "restore of s%d's %" PRIu64, src->idx,
 		 pick.id);
 	s = store_new(how);
 	snprintf(prog, sizeof(prog), "%s/versionfs-restore", W.bin);
 	snprintf(idb, sizeof(idb), "%" PRIu64, pick.id);
 	{
+		/* by GUID: a forged store's checkpoints share its numbers
+		   with those of the store whose id it names (identity.c) */
+		bool g = strlen(pick.guid) == 32;
 		char *argv[] = { prog, (char *)W.spec1, "--store", src->id,
-				 "--checkpoint", idb, s->backing, NULL };
+				 g ? "--guid" : "--checkpoint",
+				 g ? pick.guid : idb, s->backing, NULL };
 
 		rc = run(argv, 600);
 	}
@@ -488,7 +518,7 @@ struct store *copy_store(struct store *o)
 	struct store *s;
 	int rc;
 
-	retire_one();
+	retire_one(NULL);
 	if (!o->live)
 		return NULL;
 	snprintf(how, sizeof(how), "copy of s%d", o->idx);

@@ -30,6 +30,17 @@
  *   restore           a pushed checkpoint restored as a new primary,
  *                     which then works, replicates and pushes
  *   copy              cp -a of a backing directory, mounted beside it
+ *   failover          versionfs-replicad's replica of a primary mounted
+ *                     as a primary: its own id at its first checkpoint,
+ *                     then its own sinks; the primary goes on (identity.c)
+ *   forge             a store with another's format file copied over: its
+ *                     replication refused, nothing of the other's
+ *                     discarded; its pushes make one number twice under
+ *                     one id, each restored by GUID (identity.c)
+ *
+ * The last two are rare (weight 1 each); so that two seeds of a few dozen
+ * steps meet both, a run that has not drawn failover (odd seeds) or forge
+ * (even seeds) by 60 % of its steps runs it then.
  *
  * After the action the sinks are synced (waited for, with a bound) at
  * about half the steps and after every action that changes what they
@@ -50,13 +61,15 @@
 enum action {
 	A_NONE, A_CHECKPOINT, A_ROLLBACK, A_DELETE, A_DELETE_FRESH, A_POLICY,
 	A_PRUNE, A_CLEAN, A_REMOUNT, A_KILL_DAEMON, A_KILL_REPD, A_KILL_PUSH,
-	A_PUSH_OTHER, A_CHUNK_GC, A_RESTORE, A_COPY, NACTIONS
+	A_PUSH_OTHER, A_CHUNK_GC, A_RESTORE, A_COPY, A_FAILOVER, A_FORGE,
+	NACTIONS
 };
 
 static const char *const aname[NACTIONS] = {
 	"none", "checkpoint", "rollback", "delete", "delete-fresh", "policy",
 	"prune", "clean", "remount", "kill-daemon", "kill-replicad",
 	"kill-push", "push-other", "chunk-prune-gc", "restore", "copy",
+	"failover", "forge",
 };
 
 static const unsigned weight[NACTIONS] = {
@@ -64,8 +77,19 @@ static const unsigned weight[NACTIONS] = {
 	[A_DELETE_FRESH] = 2, [A_POLICY] = 4, [A_PRUNE] = 2, [A_CLEAN] = 4,
 	[A_REMOUNT] = 3, [A_KILL_DAEMON] = 4, [A_KILL_REPD] = 3,
 	[A_KILL_PUSH] = 3, [A_PUSH_OTHER] = 3, [A_CHUNK_GC] = 2,
-	[A_RESTORE] = 3, [A_COPY] = 1,
+	[A_RESTORE] = 3, [A_COPY] = 1, [A_FAILOVER] = 1, [A_FORGE] = 1,
 };
+
+static unsigned drawn[NACTIONS];
+
+/* An action an option turns off. */
+static bool off(int a)
+{
+	return (a == A_RESTORE && W.no_restore) ||
+	       (a == A_COPY && W.no_copy) ||
+	       (a == A_FAILOVER && W.no_failover) ||
+	       (a == A_FORGE && W.no_forge);
+}
 
 static void msleep(unsigned ms)
 {
@@ -79,13 +103,11 @@ static enum action pick_action(void)
 	unsigned total = 0, r;
 
 	for (int a = 0; a < NACTIONS; a++)
-		if (!((a == A_RESTORE && W.no_restore) ||
-		      (a == A_COPY && W.no_copy)))
+		if (!off(a))
 			total += weight[a];
 	r = (unsigned)rnd(total);
 	for (int a = 0; a < NACTIONS; a++) {
-		if ((a == A_RESTORE && W.no_restore) ||
-		    (a == A_COPY && W.no_copy))
+		if (off(a))
 			continue;
 		if (r < weight[a])
 			return (enum action)a;
@@ -293,6 +315,15 @@ void step(void)
 	if (!repd_up() && pct(40))
 		repd_start();
 	a = pick_action();
+	{
+		/* the rare one of this seed, if not drawn yet (above) */
+		enum action must = W.seed % 2 ? A_FAILOVER : A_FORGE;
+
+		if (stepno == W.steps * 3 / 5 && W.steps >= 10 &&
+		    !drawn[must] && !off(must))
+			a = must;
+	}
+	drawn[a]++;
 	s = pick_live();
 	logf_("action %s on s%d", aname[a], s->idx);
 	count(aname[a]);
@@ -358,6 +389,16 @@ void step(void)
 	case A_COPY:
 		sync_all();
 		copy_store(s);
+		sync = true;
+		break;
+	case A_FAILOVER:
+		sync_all();
+		failover_store(s);
+		sync = true;
+		break;
+	case A_FORGE:
+		sync_all();
+		forge_store(s);
 		sync = true;
 		break;
 	default:

@@ -191,6 +191,31 @@ struct store *store_of_id(const char *id)
 	return NULL;
 }
 
+/*
+ * The store that holds checkpoint ck of store id `id` with GUID guid (of a
+ * chunk store's list; "-" or NULL: none): among the stores of that id (a
+ * forged one names another's, identity.c) the one whose checkpoint ck has
+ * that GUID; else the first of that id (NULL: none).
+ */
+struct store *store_of_ck(const char *id, uint64_t ck, const char *guid)
+{
+	struct store *first = NULL;
+
+	for (int i = 0; i < nstores; i++) {
+		struct store *s = &stores[i];
+		struct sck *c;
+
+		if (!s->id[0] || strcmp(s->id, id))
+			continue;
+		if (!first)
+			first = s;
+		if (guid && strlen(guid) == 32 && (c = sck_find(s, ck)) &&
+		    !strcmp(recs[c->rec].guid, guid))
+			return s;
+	}
+	return first;
+}
+
 uint64_t store_newest(struct store *s)
 {
 	uint64_t m = 0;
@@ -329,14 +354,16 @@ void store_mount(struct store *s)
 	char o1[PATH_MAX], o2[PATH_MAX];
 	char *argv[] = { (char *)W.vfs, "-o", o1, "-o", o2, s->backing, s->mnt,
 			 NULL };
+	char *bare[] = { (char *)W.vfs, s->backing, s->mnt, NULL };
 	int rc;
 
 	snprintf(o1, sizeof(o1), "replicate=%s,secret=%s%s", W.peer_addr,
 		 W.secret, s->zstd ? ",compress=zstd" : "");
 	snprintf(o2, sizeof(o2), "chunkstore=%s,chunkstore_retry=1", W.spec1);
-	logf_("mount s%d (%s)", s->idx, s->zstd ? "zstd" : "plain");
+	logf_("mount s%d (%s)", s->idx, s->bare ? "no sinks" : s->zstd ?
+	      "zstd" : "plain");
 	for (int i = 0;; i++) {
-		rc = run(argv, 120);
+		rc = run(s->bare ? bare : argv, 120);
 		if (!rc || i == 20)
 			break;
 		/* the store's lock of a daemon still saving, or its

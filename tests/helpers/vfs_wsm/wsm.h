@@ -20,6 +20,10 @@
  *              store to list
  *   sinks.c    versionfs-replicad (started, killed), the replicas, the
  *              chunk stores (pushes, restores, prune and gc)
+ *   identity.c the sequences of store identity: a failover on a replica
+ *              taken from versionfs-replicad, a store that names another
+ *              store's id (its format file copied over), and what that
+ *              makes: one number twice under one id in the chunk store
  *   check.c    the invariant after every step: each checkpoint a primary
  *              lists reads as it was taken, on the primary and on every
  *              sink that acknowledged it; fsck on every store not in use
@@ -152,6 +156,10 @@ struct store {
 	uint64_t top;			/* highest id it printed */
 	unsigned keep_last;		/* its pruning policy, 0 none */
 	bool dirty;			/* operations since the last checkpoint */
+	bool bare;			/* mounted without sinks */
+	bool forged;			/* names another store's id (its
+					   format file copied over): no
+					   replica of its own */
 };
 
 extern struct rec *recs;
@@ -178,6 +186,7 @@ struct config {
 	bool bigwrite;			/* writes beyond 4 GiB */
 	bool verbose;
 	bool no_copy, no_restore;
+	bool no_failover, no_forge;	/* identity.c's actions */
 	bool no_root_time;		/* sinks: not the root's mtime */
 	bool no_restored_push;		/* chunk stores: not the pushes of
 					   a restore's own checkpoints */
@@ -206,6 +215,7 @@ struct rec *rec_of_guid(const char *guid, int *idx);
 struct sck *sck_find(struct store *s, uint64_t id);
 struct sck *sck_add(struct store *s, uint64_t id, int rec);
 struct store *store_of_id(const char *id);
+struct store *store_of_ck(const char *id, uint64_t ck, const char *guid);
 struct store *store_new(const char *how);
 void store_adopt(struct store *s, struct store *src);
 void store_mount(struct store *s);
@@ -234,10 +244,18 @@ bool repl_synced(struct store *s, bool must);
 void replica_path(const struct store *s, char *buf, size_t len);
 void chunk_sync(struct store *s);
 int chunk_list(const char *spec, char *out, size_t len);
+bool chunk_row(const char *line, char id[GUIDLEN], uint64_t *ck,
+	       char guid[GUIDLEN]);
 void chunk_push_killed(struct store *s, const char *spec);
 void chunk_prune_gc(struct store *s);
+void retire_one(const struct store *keep);
 struct store *restore_store(void);
 struct store *copy_store(struct store *s);
+
+/* ---- identity.c ---- */
+
+struct store *failover_store(struct store *p);
+void forge_store(struct store *p);
 
 /* ---- check.c ---- */
 
