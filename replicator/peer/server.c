@@ -376,14 +376,16 @@ int rep_peer_serve(struct rep_conn *c, int sock, const char *root,
 	x.version = w.version < REP_PEER_VERSION ? w.version : REP_PEER_VERSION;
 	hex_id(x.id, x.hex);
 	snprintf(x.dir, sizeof(x.dir), "%s/%s", root, x.hex);
+	/* the key first: a connection that does not prove it must not end
+	   the owner's (any primary knows the shared secret) */
+	if ((rc = admit(&x, &w, root)))
+		goto out;
 	if ((rc = reg_acquire(x.id, sock))) {
 		refuse(c, who, x.hex, -rc, "another connection of this store "
 		       "does not let go of it");
 		goto out;
 	}
 	acquired = true;
-	if ((rc = admit(&x, &w, root)))
-		goto out;
 	if ((rc = send_held(&x)))
 		goto out;
 	for (;;) {

@@ -944,6 +944,39 @@ START_TEST(test_owners)
 	/* the owner still is served */
 	ck_assert_int_eq(real_round(st, 3, err, sizeof(err)), 0);
 
+	/* a forger refused while the owner's connection is open leaves
+	   that connection alone (it was ended before the key was checked) */
+	{
+		struct srv so, sf;
+		struct rep_conn *co, *cf;
+		struct rep_wire ho = h, hf = h;
+		int ofd, ffd;
+
+		start_peer(&so, &co, &ofd);
+		ck_assert_int_eq(store_id(st, ho.store_id), 0);
+		ck_assert_int_eq(rep_owner_prove(st, co, ho.store_id,
+						 ho.owner_pub, ho.owner_sig,
+						 err, sizeof(err)), 0);
+		ck_assert_int_eq(rep_wire_send(co, &ho, NULL), 0);
+		ck_assert_int_eq(recv_msg(co, &mb, &cap, &w), 0);
+		ck_assert_uint_ne(w.type, RW_REFUSE);
+		start_peer(&sf, &cf, &ffd);
+		memcpy(hf.store_id, ho.store_id, 16);
+		ck_assert_int_eq(rep_owner_prove(st2, cf, hf.store_id,
+						 hf.owner_pub, hf.owner_sig,
+						 err, sizeof(err)), 0);
+		ck_assert_int_eq(rep_wire_send(cf, &hf, NULL), 0);
+		ck_assert_int_eq(recv_msg(cf, &mb, &cap, &w), 0);
+		ck_assert_uint_eq(w.type, RW_REFUSE);
+		ck_assert_int_eq(w.err, EACCES);
+		rep_conn_close(cf);
+		end_peer(&sf);
+		usleep(200000);
+		ck_assert_int_eq(pthread_tryjoin_np(so.t, NULL), EBUSY);
+		rep_conn_close(co);
+		end_peer(&so);
+	}
+
 	/* a proof replayed from another session */
 	pair(&c2, &fd, &c, &sfd);
 	ck_assert_int_eq(rep_owner_prove(st, c2, id, pub, sig, err,
