@@ -54,8 +54,20 @@ cycles() {
 		# with the plugin, a new complete record beside it
 		old=$(stamp "$ck"/ckpt_*.dmtcp)
 		oldrec=$(stamp "$ck"/ckpt_*.dmtcp.versionfs)
-		dmtcp_command -p "$PORT" --bcheckpoint >/dev/null ||
-			fail "cycle $r: dmtcp_command --bcheckpoint failed"
+		# refused: the control's restarted writer may die on its own
+		# (its files are not what its memory holds) between its last
+		# operation and the request ("no connected processes"), or
+		# the control's second request of the cycle before is still
+		# being served ("a checkpoint is currently happening")
+		for i in 1 2 3 4 5 6; do
+			dmtcp_command -p "$PORT" --bcheckpoint >/dev/null && break
+			if [ "$WRITER_MAY_DIE" = yes ] && ! alive "$wp"; then
+				WRITER_DIED="at $(ops "$st") operations, before its checkpoint: $(writer_why)"
+				return 0
+			fi
+			[ "$i" = 6 ] && fail "cycle $r: dmtcp_command --bcheckpoint failed"
+			sleep 1
+		done
 		# 60 s: under load (a build beside it) a checkpoint was seen to
 		# take over 20 s; the control half (plain DMTCP, not ours) asks
 		# again once at 20 s, as an operator would
