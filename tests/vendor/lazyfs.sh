@@ -17,12 +17,24 @@
 # HAVE_SETXATTR (its CMake files never define it): versionfs keeps user
 # xattrs on its metadata files, so it is defined (the cache directory's
 # name says so).
+#
+# One fix goes into the copy: lfs_truncate declares `int res;`, sets it
+# only when the file is not in LazyFS's cache, and ends with
+# `if (res == -1) return -errno;`.  For a cached file res is whatever the
+# stack held, and when that is -1 the truncate fails with the worker
+# thread's last errno: ENODATA after the kernel's security.capability
+# lookup that precedes a truncate, ENOENT after a lookup of a missing
+# name.  versionfs truncates LMDB's lock file at open and a metadata file
+# at every xattr change, so power-cut runs failed "mdb_env_open: No data
+# available" and setxattr/removexattr with ENODATA or ENOENT on a file
+# that exists (issue 27, t0630).  res starts at 0 here ("-trunc" in the
+# cache directory's name).
 set -u
 VENDOR_NAME=lazyfs
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 sum=$(vendor_archive lazyfs-a47a5ba.tar.gz) || exit 1
-dir="$VFS_TOOL_CACHE/lazyfs-a47a5ba-${sum:0:12}-xattr"
+dir="$VFS_TOOL_CACHE/lazyfs-a47a5ba-${sum:0:12}-xattr-trunc"
 
 # Every step is checked by hand: vendor_build runs this under set -e, but
 # bash ignores set -e in a function called from an || list.
@@ -54,6 +66,15 @@ build_lazyfs() {
 		s/^target_link_libraries(${CMAKE_PROJECT_NAME} fuse3 Threads::Threads libpcache.so)$/target_link_libraries(${CMAKE_PROJECT_NAME} fuse3 Threads::Threads libpcache.so spdlog::spdlog)/' "$pc"
 	grep -q 'libpcache.so spdlog::spdlog)' "$pc" ||
 		{ echo "lazyfs's CMakeLists.txt is not what lazyfs.sh expects"; return 1; }
+	# lfs_truncate's res, never set for a cached file (above)
+	pc=$src/lazyfs/src/lazyfs.cpp
+	awk '
+		/^int LazyFS::lfs_truncate *\(/ { inf = 1 }
+		inf && /^    int res;$/ { sub(/int res;/, "int res = 0;"); inf = 0; n++ }
+		{ print }
+		END { if (n != 1) exit 1 }
+	' "$pc" >"$pc.new" && mv "$pc.new" "$pc" ||
+		{ echo "lazyfs.cpp's lfs_truncate is not what lazyfs.sh expects"; return 1; }
 	cmake -S "$src/libs/libpcache" -B "$src/libs/libpcache/build" \
 		-DCMAKE_BUILD_TYPE=Release &&
 		cmake --build "$src/libs/libpcache/build" -j2 || return 1
