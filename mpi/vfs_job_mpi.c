@@ -25,8 +25,15 @@
  * node list decides there.
  *
  * Only libversionfs is used on a node: no process is started, nothing
- * waits on a launcher; the cost over one node's checkpoint is a barrier,
- * a broadcast, an allgather, an allreduce and a broadcast.
+ * waits on a launcher; the cost over one node's checkpoint is the
+ * allreduce of phase 0, a broadcast, an allgather, an allreduce and a
+ * broadcast, and the record's write.  The allreduce of phase 0 is also
+ * the barrier of phase 1: no rank leaves it before every rank entered
+ * it, that is, issued its writes.  The node and leader communicators are
+ * split once per comm and cached on it (an attribute, freed with comm);
+ * phase 0's allreduce says whether any rank needs them split again (its
+ * node index changed).  A leader keeps one control connection per mount
+ * for both phases.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -63,6 +70,7 @@ struct outcome {
 };
 
 struct settings {
+	vfs_client *c[NMOUNTS];		/* a leader's connections, or NULL */
 	char job[VFS_JOB_ID_MAX + 1];
 	char host[VFS_JOB_HOST_MAX + 1];
 	const char *mounts[NMOUNTS];
@@ -140,7 +148,7 @@ static int settings(struct settings *s, const char *tag,
 }
 
 /* Phase 1 on a leader: checkpoint every mount with mtag into li. */
-static void leader_checkpoint(const struct settings *s, const char *mtag,
+static void leader_checkpoint(struct settings *s, const char *mtag,
 			      struct linfo *li)
 {
 	char err[512];
@@ -156,6 +164,7 @@ static void leader_checkpoint(const struct settings *s, const char *mtag,
 			li->ok = 0;
 			break;
 		}
+		s->c[i] = c;		/* phase 2 and an abort use it too */
 		if (vfs_job_list(c, s->job, &v, &nv, li->store[i]) ||
 		    vfs_checkpoint(c, mtag, &li->ckpt[i])) {
 			snprintf(li->why, sizeof(li->why), "%s: %s",
@@ -166,20 +175,37 @@ static void leader_checkpoint(const struct settings *s, const char *mtag,
 			if (v[k].id > li->maxid)
 				li->maxid = v[k].id;
 		vfs_job_list_free(v, nv);
-		vfs_client_close(c);
 		li->nm = (int32_t)(i + 1);
 	}
 }
 
+/* Mount i's connection of phase 1, else a new one (NULL: err says why). */
+static vfs_client *leader_client(struct settings *s, size_t i, char *err,
+				 size_t errlen)
+{
+	if (!s->c[i] && vfs_client_open(s->mounts[i], &s->c[i], err, errlen))
+		s->c[i] = NULL;
+	return s->c[i];
+}
+
+static void leader_close(struct settings *s)
+{
+	for (size_t i = 0; i < NMOUNTS; i++)
+		if (s->c[i]) {
+			vfs_client_close(s->c[i]);
+			s->c[i] = NULL;
+		}
+}
+
 /* Abort on a leader: delete the checkpoints tagged mtag. */
-static void leader_abort(const struct settings *s, const char *mtag)
+static void leader_abort(struct settings *s, const char *mtag)
 {
 	for (size_t i = 0; i < s->nm; i++) {
 		struct vfs_ckpt_info *v;
 		vfs_client *c;
 		size_t nv;
 
-		if (vfs_client_open(s->mounts[i], &c, NULL, 0))
+		if (!(c = leader_client(s, i, NULL, 0)))
 			continue;
 		if (!vfs_list(c, &v, &nv)) {
 			for (size_t k = 0; k < nv; k++)
@@ -188,7 +214,6 @@ static void leader_abort(const struct settings *s, const char *mtag)
 						   VFS_DELETE_FORCE);
 			free(v);
 		}
-		vfs_client_close(c);
 	}
 }
 
@@ -235,7 +260,7 @@ static int build_record(const struct settings *s, const char *tag,
 }
 
 /* Phase 2 on a leader: keep j in every mount; 1 if all did. */
-static int leader_put(const struct settings *s, const struct vfs_job *j,
+static int leader_put(struct settings *s, const struct vfs_job *j,
 		      char *why, size_t whylen)
 {
 	int ok = 1;
@@ -244,7 +269,7 @@ static int leader_put(const struct settings *s, const struct vfs_job *j,
 		vfs_client *c;
 		char err[512];
 
-		if (vfs_client_open(s->mounts[i], &c, err, sizeof(err))) {
+		if (!(c = leader_client(s, i, err, sizeof(err)))) {
 			snprintf(why, whylen, "%.255s", err);
 			ok = 0;
 			continue;
@@ -254,13 +279,12 @@ static int leader_put(const struct settings *s, const struct vfs_job *j,
 				 vfs_client_error(c));
 			ok = 0;
 		}
-		vfs_client_close(c);
 	}
 	return ok;
 }
 
 /* The leaders' part: phases 1 and 2; the outcome into *out. */
-static void leaders(MPI_Comm lc, const struct settings *s, const char *tag,
+static void leaders(MPI_Comm lc, struct settings *s, const char *tag,
 		    long node, struct outcome *out)
 {
 	char mtag[VFS_TAG_MAX + 1] = "";
@@ -346,8 +370,84 @@ mpi_fail:
 	snprintf(out->msg, sizeof(out->msg), "MPI failed");
 	out->rc = -EREMOTEIO;
 done:
+	leader_close(s);
 	vfs_job_clear(&j);
 	free(all);
+}
+
+/* The communicators of comm, split once and cached on it. */
+struct split {
+	MPI_Comm nodec;			/* the ranks of this node */
+	MPI_Comm lc;			/* the leaders (MPI_COMM_NULL: not one) */
+	long node;			/* the node index they were split by */
+};
+
+static int split_keyval = MPI_KEYVAL_INVALID;
+
+static int split_free(MPI_Comm comm, int key, void *val, void *extra)
+{
+	struct split *sp = val;
+
+	(void)comm, (void)key, (void)extra;
+	if (sp->lc != MPI_COMM_NULL)
+		MPI_Comm_free(&sp->lc);
+	if (sp->nodec != MPI_COMM_NULL)
+		MPI_Comm_free(&sp->nodec);
+	free(sp);
+	return MPI_SUCCESS;
+}
+
+/* comm's cached split, or NULL (none yet, or split by another node). */
+static struct split *split_cached(MPI_Comm comm, long node)
+{
+	struct split *sp;
+	int found = 0;
+
+	if (split_keyval == MPI_KEYVAL_INVALID ||
+	    MPI_Comm_get_attr(comm, split_keyval, &sp, &found) !=
+	    MPI_SUCCESS || !found || sp->node != node)
+		return NULL;
+	return sp;
+}
+
+/* Split comm into nodes and leaders and cache it (collective). */
+static struct split *split_make(MPI_Comm comm, int rank, long node)
+{
+	struct split *sp;
+	int lrank, rc;
+
+	if (split_keyval == MPI_KEYVAL_INVALID &&
+	    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, split_free,
+				   &split_keyval, NULL) != MPI_SUCCESS)
+		return NULL;
+	/* an old split goes (its delete callback frees it); deleting an
+	   attribute comm lacks is an error, fatal by default */
+	{
+		void *old;
+		int found = 0;
+
+		if (MPI_Comm_get_attr(comm, split_keyval, &old, &found) ==
+		    MPI_SUCCESS && found)
+			MPI_Comm_delete_attr(comm, split_keyval);
+	}
+	if (!(sp = calloc(1, sizeof(*sp))))
+		return NULL;
+	sp->nodec = sp->lc = MPI_COMM_NULL;
+	sp->node = node;
+	if (node >= 0)
+		rc = MPI_Comm_split(comm, (int)node, rank, &sp->nodec);
+	else
+		rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank,
+					 MPI_INFO_NULL, &sp->nodec);
+	if (rc != MPI_SUCCESS ||
+	    MPI_Comm_rank(sp->nodec, &lrank) != MPI_SUCCESS ||
+	    MPI_Comm_split(comm, lrank ? MPI_UNDEFINED : 0, rank, &sp->lc) !=
+	    MPI_SUCCESS ||
+	    MPI_Comm_set_attr(comm, split_keyval, sp) != MPI_SUCCESS) {
+		split_free(comm, 0, sp, NULL);
+		return NULL;
+	}
+	return sp;
 }
 
 int vfs_job_checkpoint(MPI_Comm comm, const char *tag,
@@ -356,56 +456,54 @@ int vfs_job_checkpoint(MPI_Comm comm, const char *tag,
 {
 	struct outcome out = { 0 };
 	struct settings s;
-	MPI_Comm nodec = MPI_COMM_NULL, lc = MPI_COMM_NULL;
-	int rank, lrank, bad, rc, mine;
+	struct split *sp;
+	int rank, rc, mine[2], any[2];
 
 	rc = settings(&s, tag, mounts);
-	mine = rc ? 1 : 0;
+	/* phase 0, and the barrier of phase 1: a bad setting anywhere, and
+	   whether any rank needs comm split again */
+	mine[0] = rc ? 1 : 0;
+	mine[1] = rc || split_cached(comm, s.node) ? 0 : 1;
 	if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS ||
-	    MPI_Allreduce(&mine, &bad, 1, MPI_INT, MPI_MAX, comm) !=
+	    MPI_Allreduce(mine, any, 2, MPI_INT, MPI_MAX, comm) !=
 	    MPI_SUCCESS) {
 		msg(err, errlen, "MPI failed");
 		free(s.mbuf);
 		return -EREMOTEIO;
 	}
-	if (bad) {
+	if (any[0]) {
 		snprintf(out.msg, sizeof(out.msg), "%s", rc ? s.why :
 			 "another rank's settings are wrong");
 		msg(err, errlen, out.msg);
 		free(s.mbuf);
 		return -EINVAL;
 	}
-	/* every rank's writes issued before any node checkpoints */
-	if (MPI_Barrier(comm) != MPI_SUCCESS)
-		goto mpi_fail;
-	if (s.node >= 0)
-		rc = MPI_Comm_split(comm, (int)s.node, rank, &nodec);
-	else
-		rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank,
-					 MPI_INFO_NULL, &nodec);
-	if (rc != MPI_SUCCESS || MPI_Comm_rank(nodec, &lrank) != MPI_SUCCESS ||
-	    MPI_Comm_split(comm, lrank ? MPI_UNDEFINED : 0, rank, &lc) !=
-	    MPI_SUCCESS)
-		goto mpi_fail;
-	if (!lrank)
-		leaders(lc, &s, tag, s.node, &out);
+	if (any[1]) {
+		/* every rank must have its split, or none goes on */
+		sp = split_make(comm, rank, s.node);
+		mine[0] = sp ? 0 : 1;
+		if (MPI_Allreduce(mine, any, 1, MPI_INT, MPI_MAX, comm) !=
+		    MPI_SUCCESS || any[0])
+			sp = NULL;
+	} else {
+		sp = split_cached(comm, s.node);
+	}
+	if (!sp) {
+		free(s.mbuf);
+		msg(err, errlen, "MPI failed");
+		return -EREMOTEIO;
+	}
+	if (sp->lc != MPI_COMM_NULL)
+		leaders(sp->lc, &s, tag, s.node, &out);
 	/* comm's rank 0 is the first leader: its outcome is everyone's */
-	if (MPI_Bcast(&out, sizeof(out), MPI_BYTE, 0, comm) != MPI_SUCCESS)
-		goto mpi_fail;
-	if (lc != MPI_COMM_NULL)
-		MPI_Comm_free(&lc);
-	MPI_Comm_free(&nodec);
+	rc = MPI_Bcast(&out, sizeof(out), MPI_BYTE, 0, comm);
 	free(s.mbuf);
+	if (rc != MPI_SUCCESS) {
+		msg(err, errlen, "MPI failed");
+		return -EREMOTEIO;
+	}
 	msg(err, errlen, out.msg);
 	if (!out.rc && id)
 		*id = out.id;
 	return out.rc;
-mpi_fail:
-	if (lc != MPI_COMM_NULL)
-		MPI_Comm_free(&lc);
-	if (nodec != MPI_COMM_NULL)
-		MPI_Comm_free(&nodec);
-	free(s.mbuf);
-	msg(err, errlen, "MPI failed");
-	return -EREMOTEIO;
 }
