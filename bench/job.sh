@@ -16,6 +16,12 @@
 #   job        versionfs-job checkpoint over the four nodes (nsenter)
 #   mpi        vfs_job_checkpoint(3) in Open MPI, 8 ranks on the 4 nodes,
 #              a job checkpoint every step (the call's own time, rank 0)
+#   mpi1       the same call with 2 ranks on one node (n0): the call's
+#              own cost over that node's checkpoint, without the four
+#              nodes sharing two cores
+#   local1     its baseline in the same program, the same files dirty:
+#              a barrier, rank 0 checkpoints n0's mount alone, a broadcast
+#              (vfs_mpi_app with a negative EVERY)
 #   srun       under a real Slurm when it runs here: srun -N4 --overlap
 #              true, and versionfs-job checkpoint through srun, in one
 #              batch job
@@ -100,6 +106,27 @@ EOF
 	# the first call pays MPI's connection set-up: left out
 	awk '$1 == "jobckpt" && $2 > 1 { print $4 }' "$T/mpi.out" >"$T/mpi"
 	[ -s "$T/mpi" ] && stats mpi "$T/mpi" >>"$T/rows"
+	# one node: the call against the local checkpoint of the same work,
+	# in alternating runs (each its own directory and first step left out)
+	echo "n0 slots=2" >"$T/hosts1"
+	: >"$T/mpi1" ; : >"$T/local1"
+	for b in 1 2 3; do
+		for mode in 1 -1; do
+			node_exec n0 env OMPI_MCA_plm_rsh_agent="$T/mpi-agent" \
+				mpirun --allow-run-as-root --hostfile "$T/hosts1" -np 2 \
+				--mca plm_rsh_no_tree_spawn 1 --mca btl self,vader \
+				--mca mpi_yield_when_idle 1 \
+				-x VERSIONFS_JOB_ID=4343 -x VERSIONFS_JOB_MOUNTS="$JDIR" \
+				-x VERSIONFS_JOB_NODES=n0 -x PATH \
+				"$APP" "$JDIR/mpi1.$b.$mode" $((ROUNDS + 1)) "$mode" \
+				>"$T/mpi1.out" 2>&1 ||
+				echo "one-node mpi run failed: $(tail -3 "$T/mpi1.out")" >&2
+			awk '($1 == "jobckpt" || $1 == "localckpt") && $2 > 1 { print $4 }' \
+				"$T/mpi1.out" >>"$T/$([ "$mode" = 1 ] && echo mpi1 || echo local1)"
+		done
+	done
+	[ -s "$T/mpi1" ] && stats mpi1 "$T/mpi1" >>"$T/rows"
+	[ -s "$T/local1" ] && stats local1 "$T/local1" >>"$T/rows"
 fi
 
 # Slurm: srun's floor and versionfs-job through srun, in one batch job
@@ -144,6 +171,7 @@ ratio() { [ -n "$(med "$1")" ] && [ -n "$(med "$2")" ] &&
 	echo "- job (nsenter) / launcher floor: $(ratio job launcher)"
 	echo "- MPI call / local checkpoint: $(ratio mpi local) (target <= 1.5)"
 	echo "- MPI call / four local checkpoints at once: $(ratio mpi local4)"
+	echo "- MPI call on one node / that node's local checkpoint of the same work: $(ratio mpi1 local1) (target <= 1.5)"
 	echo "- job (nsenter) / four local checkpoints at once through it: $(ratio job local4)"
 	echo "- job through srun / srun floor: $(ratio job-srun srun-floor) (target <= 1.5)"
 	cat "$T/notes" 2>/dev/null

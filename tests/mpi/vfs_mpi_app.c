@@ -12,7 +12,13 @@
  * its state file names (the restart: after versionfs-job rollback, the
  * state file is the one of the job checkpoint).  Every EVERY steps, once
  * every rank wrote its step, the ranks take a job checkpoint tagged
- * "step<s>"; rank 0 prints "jobckpt S ID MICROSECONDS" (the call's time).  With CRASH, every rank stops
+ * "step<s>"; rank 0 prints "jobckpt S ID MICROSECONDS" (the call's time).
+ * A negative EVERY is the baseline of bench/job.sh instead: every -EVERY
+ * steps a barrier, rank 0 alone checkpoints the first mount of
+ * $VERSIONFS_JOB_MOUNTS (the node's local checkpoint, the same files
+ * dirty), and a broadcast of its result; rank 0 prints "localckpt S ID
+ * MICROSECONDS" (one node only: the others' mounts are not checkpointed).
+ * With CRASH, every rank stops
  * dead in the middle of step CRASH (half of its files written).  Exit
  * 0, or 1 with a message.
  */
@@ -28,6 +34,7 @@
 #include <mpi.h>
 
 #include "mpi/vfs_job_mpi.h"
+#include "versionfs/lib/client.h"
 
 static void die(int rank, const char *what)
 {
@@ -103,6 +110,37 @@ int main(int argc, char **argv)
 			snprintf(to, sizeof(to), "%s/state", dir);
 			if (rename(path, to))
 				die(rank, "rename state");
+		}
+		if (every < 0 && s % -every == 0) {
+			double t0, t1;
+			uint64_t lid = 0;
+			char m[4096], lerr[256];
+
+			t0 = MPI_Wtime();
+			MPI_Barrier(MPI_COMM_WORLD);
+			if (!rank) {
+				snprintf(m, sizeof(m), "%s",
+					 getenv("VERSIONFS_JOB_MOUNTS") ?
+					 getenv("VERSIONFS_JOB_MOUNTS") : "");
+				m[strcspn(m, ":")] = 0;
+				if (vfs_checkpoint_path(m, NULL, &lid, lerr,
+							sizeof(lerr)))
+					lid = 0;
+			}
+			MPI_Bcast(&lid, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+			t1 = MPI_Wtime();
+			if (!lid) {
+				if (!rank)
+					fprintf(stderr, "vfs_mpi_app: local "
+						"checkpoint at step %d failed"
+						"\n", s);
+				MPI_Finalize();
+				return 1;
+			}
+			if (!rank)
+				printf("localckpt %d %" PRIu64 " %.0f\n", s,
+				       lid, (t1 - t0) * 1e6);
+			fflush(stdout);
 		}
 		if (every > 0 && s % every == 0) {
 			char tag[32];
