@@ -22,7 +22,9 @@
 # replicates and pushes as one, while the primary goes on and sends its
 # line again to a new replica); a forged id (a store with another's format
 # file copied over: its replication refused, the replica's owner key and
-# checkpoints unchanged, its pushes under the other's id numbered as the
+# checkpoints unchanged, the owner's kept connection to versionfs-replicad
+# the one that carries the owner's next checkpoint (its log shows no new
+# connection of the id), its pushes under the other's id numbered as the
 # other's first ones were: one number twice under one id in the chunk
 # store, a restore by number saying so, each restored by GUID).  Those two
 # are rare; a run of 10 steps or more that has not drawn the one of its
@@ -83,7 +85,10 @@
 # never pushed; after a rollback to 10, versionfs-chunk prune --keep-last 1
 # kept a discarded 18 and took 10, and push --wait still answered 10 from
 # its watermark (seed 9, 40 steps: the pusher now looks for the manifest
-# and pushes it again; prune ranks by the store's line).
+# and pushes it again; prune ranks by the store's line); the forger's
+# connection, refused, ended the owner's kept one first (seed 2: the
+# owner connected again for its next checkpoint; versionfs-replicad now
+# checks the key before it takes a store id over).
 #
 # Duration here (2 cores, shared with other tests): 60-75 s a seed of 25
 # steps, about 2.3 min in make check; 125-200 s a seed of 60 steps; the

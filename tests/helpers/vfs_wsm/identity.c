@@ -25,7 +25,12 @@
  *              nothing of P's; its daemon pushes its checkpoints under
  *              P's id (its newest: a chunk store new to a store starts
  *              there).  Then Q is unmounted for good (retired, forged: no
- *              replica of its own to check).
+ *              replica of its own to check).  P checkpoints before and
+ *              after: the second must reach the replica over the
+ *              connection the first did (versionfs-replicad's log: no
+ *              new "connected" line of P's id, the same address and
+ *              port), since a forger refused must not end the owner's
+ *              kept connection (owner_kept).
  *
  * One number twice under one id.  The forge is where it happens: Q
  * numbers its checkpoints 1, 2, ... as P did, and its newest, which its
@@ -59,6 +64,10 @@
 #include <unistd.h>
 
 #include "tests/helpers/vfs_wsm/wsm.h"
+
+/* The forge's bound for the owner's kept connection: under P's daemon's
+   RP_IDLE_S (versionfs/daemon/sink_repl.c), with a margin */
+#define OWNER_IDLE_S	240
 
 static void msleep(unsigned ms)
 {
@@ -152,15 +161,46 @@ static size_t owner_key(const char *id, unsigned char key[64])
 	return n > 0 ? (size_t)n : 0;
 }
 
+/*
+ * Lines of versionfs-replicad's log that tell `what` of store id ("ADDR
+ * store ID: WHAT ..."), and in who (may be NULL) the connection (ADDR,
+ * its address and port) of the last ("" none).  A replica's lines are
+ * logged before the primary hears of what they tell (a "connected"
+ * before the HELD is answered, an "applied" before the ACK).
+ */
+static unsigned repd_lines(const char *id, const char *what, char *who,
+			   size_t len)
+{
+	char pat[160], *line = NULL;
+	size_t cap = 0;
+	unsigned n = 0;
+	FILE *f;
+
+	if (who)
+		who[0] = 0;
+	snprintf(pat, sizeof(pat), " store %s: %s", id, what);
+	if (!(f = fopen(W.repd_log, "re")))
+		fail("open %s: %s", W.repd_log, strerror(errno));
+	while (getline(&line, &cap, f) > 0) {
+		char *m = strstr(line, pat), *a = m;
+
+		if (!m)
+			continue;
+		n++;
+		while (a > line && a[-1] != ' ')
+			a--;
+		if (who)
+			snprintf(who, len, "%.*s", (int)(m - a), a);
+	}
+	free(line);
+	fclose(f);
+	return n;
+}
+
 /* Lines of versionfs-replicad's log that tell of a discard in store id. */
 static unsigned discards(const char *id)
 {
-	char pat[96];
-	char *argv[] = { "grep", "-c", pat, (char *)W.repd_log, NULL };
-
-	snprintf(pat, sizeof(pat), "store %s: discarded", id);
-	run(argv, 10);
-	return (unsigned)atoi(outbuf);
+	return repd_lines(id, "discarded", NULL, 0);
 }
 
 /* One number twice under P's id: both listed, a restore by number says
@@ -285,20 +325,68 @@ static void filler_checkpoints(struct store *q, uint64_t upto)
 	      " (to be pruned)", q->idx, n, q->top);
 }
 
+/*
+ * P's connection to versionfs-replicad outlived the forger's: a checkpoint
+ * of P's, once replicated, came over the connection P had before the
+ * forge (who0, the c0-th of P's id), not a new one.  A forger's
+ * connection refused only after it had taken P's id over ended P's
+ * (fixed: server.c checks the key first); P's daemon then connected
+ * again.  Unless the forge took longer than P's daemon keeps an idle
+ * connection (RP_IDLE_S: 300 s from P's checkpoint before it; a BYE, then
+ * a new connection for this checkpoint, as it should).
+ */
+static void owner_kept(struct store *p, struct store *q, unsigned c0,
+		       const char *who0, time_t t0)
+{
+	char who2[64], what[48];
+	long secs = (long)(time(NULL) - t0);
+	unsigned c1;
+
+	store_checkpoint(p);
+	repl_synced(p, true);
+	c1 = repd_lines(p->id, "connected", NULL, 0);
+	snprintf(what, sizeof(what), "checkpoint %" PRIu64 " applied",
+		 p->top);
+	repd_lines(p->id, what, who2, sizeof(who2));
+	logf_("forge: s%d's checkpoint %" PRIu64 " came over %s (before the "
+	      "forge, %s; connections of its id %u, then %u; %ld s)",
+	      p->idx, p->top, who2, who0, c0, c1, secs);
+	if (secs >= OWNER_IDLE_S) {
+		logf_("forge: longer than s%d's daemon keeps an idle "
+		      "connection: not checked", p->idx);
+		count("forge-owner-conn-unchecked");
+		return;
+	}
+	if (c1 != c0 || strcmp(who2, who0))
+		fail("forge: s%d's connection to versionfs-replicad (%s) did "
+		     "not outlive s%d's, refused: s%d's checkpoint %" PRIu64
+		     " came over %s, after %u new connection%s of its id %s "
+		     "(versionfs-replicad's log: %s)", p->idx, who0, q->idx,
+		     p->idx, p->top, who2[0] ? who2 : "none", c1 - c0,
+		     c1 - c0 == 1 ? "" : "s", p->id, W.repd_log);
+}
+
 void forge_store(struct store *p)
 {
 	unsigned char key0[64], key1[64];
 	size_t nk0, nk1;
 	char how[64], err[512] = "", src[PATH_MAX], dst[PATH_MAX];
-	unsigned k = (unsigned)rnd(3) + 1, d0;
+	unsigned k = (unsigned)rnd(3) + 1, d0, c0;
+	char who0[64];
 	uint64_t low;
 	struct store *q;
+	time_t t0;
 	char kb[8];
 	int rc;
 
 	retire_one(p);
 	if (!p->live || p->forged)
 		return;
+	/* a checkpoint of P's first: its kept connection to
+	   versionfs-replicad is fresh (its daemon ends one idle for
+	   RP_IDLE_S), the one the forger must leave alone */
+	t0 = time(NULL);
+	store_checkpoint(p);
 	settle(p);
 	nk0 = owner_key(p->id, key0);
 	if (!nk0) {
@@ -307,6 +395,10 @@ void forge_store(struct store *p)
 		return;
 	}
 	d0 = discards(p->id);
+	c0 = repd_lines(p->id, "connected", who0, sizeof(who0));
+	if (!c0)
+		fail("forge: versionfs-replicad's log tells of no connection "
+		     "of s%d's id %s, synced", p->idx, p->id);
 	snprintf(how, sizeof(how), "forger of s%d's id", p->idx);
 	q = store_new(how);
 	q->bare = true;
@@ -378,6 +470,7 @@ void forge_store(struct store *p)
 	if (discards(p->id) != d0)
 		fail("forge: versionfs-replicad discarded checkpoints of s%d's "
 		     "replica while s%d named its id", p->idx, q->idx);
+	owner_kept(p, q, c0, who0, t0);
 	/* P: the step's check (synced) sees that it goes on, and that its
 	   replica holds its checkpoints by GUID */
 }

@@ -35,8 +35,10 @@
  *                     then its own sinks; the primary goes on (identity.c)
  *   forge             a store with another's format file copied over: its
  *                     replication refused, nothing of the other's
- *                     discarded; its pushes make one number twice under
- *                     one id, each restored by GUID (identity.c)
+ *                     discarded, the other's connection to
+ *                     versionfs-replicad kept; its pushes make one number
+ *                     twice under one id, each restored by GUID
+ *                     (identity.c)
  *
  * The last two are rare (weight 1 each); so that two seeds of a few dozen
  * steps meet both, a run that has not drawn failover (odd seeds) or forge
