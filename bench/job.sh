@@ -112,6 +112,7 @@ EOF
 	: >"$T/mpi1" ; : >"$T/local1"
 	for b in 1 2 3; do
 		for mode in 1 -1; do
+			node_exec n0 mkdir -p "$JDIR/mpi1.$b.$mode"
 			node_exec n0 env OMPI_MCA_plm_rsh_agent="$T/mpi-agent" \
 				mpirun --allow-run-as-root --hostfile "$T/hosts1" -np 2 \
 				--mca plm_rsh_no_tree_spawn 1 --mca btl self,vader \
