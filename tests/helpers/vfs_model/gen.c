@@ -114,9 +114,18 @@ static void pick(char *out, unsigned mask, bool follow, int prefer,
 		memset(st, 0, sizeof(*st));
 }
 
+/* A regular file of REF for a descriptor to keep (keptfd.c): one that
+   exists, or (create) often a new name. */
+void pick_file(char *out, bool create, struct stat *st)
+{
+	pick(out, T_REG, true, 2, st);
+	if (create && pct(60))
+		rand_path(out, 2);
+}
+
 /* ---- offsets and lengths ---- */
 
-static uint64_t pick_off(uint64_t size)
+uint64_t pick_off(uint64_t size)
 {
 	unsigned r = (unsigned)rnd(100);
 	uint64_t pages = size / PAGE + 2;
@@ -138,7 +147,7 @@ static uint64_t pick_off(uint64_t size)
 	return rnd(256 * 1024);
 }
 
-static uint64_t pick_len(void)
+uint64_t pick_len(void)
 {
 	unsigned r = (unsigned)rnd(100);
 
@@ -153,7 +162,7 @@ static uint64_t pick_len(void)
 	return rnd(MAX_IO) + 1;
 }
 
-static uint64_t pick_size(uint64_t size)
+uint64_t pick_size(uint64_t size)
 {
 	unsigned r = (unsigned)rnd(100);
 

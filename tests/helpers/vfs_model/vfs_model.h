@@ -210,6 +210,7 @@ void inomap_free(struct inomap *m);
 int inomap_check(const struct inomap *m, const char *when);
 void witness_drop_all(void);
 void witness_touch(const char *rel, bool by_path);
+void witness_drop_ino(uint64_t ref_ino);	/* REF's inode changed */
 void witness_add(const char *rel);
 void witness_check(void);
 
@@ -252,6 +253,13 @@ extern const char *const kind_name[NKINDS];
 extern const unsigned weight_normal[NFSOPS], weight_crash[NFSOPS];
 enum kind pick_kind(const unsigned *w);
 void gen_op(struct op *o, enum kind k);
+/* The generator's pieces, for keptfd.c: a regular file of REF (create:
+   often a new name), an offset in or past a file of size, a length, a
+   new size. */
+void pick_file(char *out, bool create, struct stat *st);
+uint64_t pick_off(uint64_t size);
+uint64_t pick_len(void);
+uint64_t pick_size(uint64_t size);
 void describe(const struct op *o, char *buf, size_t len);
 
 /* ---- apply.c ---- */

@@ -169,6 +169,23 @@ void witness_touch(const char *rel, bool by_path)
 	}
 }
 
+/* Drop the witnesses of REF's inode ref_ino (changed through a descriptor
+   kept open, whatever its names are now). */
+void witness_drop_ino(uint64_t ref_ino)
+{
+	for (size_t i = 0; i < nwit;) {
+		if (wit[i].ref_ino == ref_ino) {
+			if (cfg.verbose)
+				printf("    (fsync witness %s dropped)\n",
+				       wit[i].path);
+			wit[i] = wit[--nwit];
+			stat_add("witness.dropped-by-op", true);
+		} else {
+			i++;
+		}
+	}
+}
+
 /* After a successful fsync of rel: remember what it holds. */
 void witness_add(const char *rel)
 {
