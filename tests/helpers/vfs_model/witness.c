@@ -9,8 +9,9 @@
  *
  * Fsync witnesses.  When fsync succeeds on a regular file, the model keeps
  * (path, size, mode, hash of its non-zero blocks).  A witness is dropped
- * when a later operation touches that inode or a namespace operation names
- * its path or a parent of it, and all of them at a rollback.  After a
+ * when a later operation touches that inode (also through a kept
+ * descriptor, by REF's inode number) or a namespace operation names its
+ * path or a parent of it, and all of them at a rollback.  After a
  * kill -9, before rolling back, every surviving witness must read back as
  * recorded: "the open epoch keeps at least what was fsync'ed".
  */
