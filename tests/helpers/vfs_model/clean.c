@@ -848,6 +848,7 @@ static void do_full(void)
 		pick_regular(r);
 		if (r->path[0]) {
 			log_op("full: rm %s", r->path);
+			witness_touch(r->path, true);	/* fsync'ed, gone */
 			snprintf(a, sizeof(a), "%s/%s", cfg.mnt, r->path);
 			if (unlink(a) < 0)
 				fail("full: rm %s: %s", r->path,
