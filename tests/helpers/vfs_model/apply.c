@@ -5,11 +5,11 @@
  * or errno, an auxiliary number (a size or an offset), the bytes read, and
  * a description of what stat or readdir saw.
  *
- * No descriptor stays open after an operation: closing flushes the
- * kernel's writeback cache, so the SEEK_DATA answers of a later comparison
- * are complete.  An mmap write that faults (SIGBUS past the end of a file
- * that shrank) is caught with a siglongjmp from on_bus and reported as
- * EFAULT.
+ * No descriptor stays open after an operation (keptfd.c keeps its own):
+ * closing flushes the kernel's writeback cache, so the SEEK_DATA answers
+ * of a later comparison are complete.  An mmap write that faults (SIGBUS
+ * past the end of a file that shrank) is caught with a siglongjmp from
+ * on_bus and reported as EFAULT.
  */
 #include <dirent.h>
 #include <errno.h>

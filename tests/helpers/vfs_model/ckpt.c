@@ -7,7 +7,10 @@
  * Checkpoint.  REF is copied with `cp -a` to SNAP/pending first, and
  * renamed SNAP/<id> once versionfs-ctl printed the id; the inode numbers of
  * the mount are recorded with it.  Rollback.  REF is restored from the
- * snapshot and the later checkpoints (and their snapshots) are dropped.
+ * snapshot and the later checkpoints (and their snapshots) are dropped;
+ * once the trees match, each kept descriptor is found stale or surviving
+ * (keptfd.c).  The live tree is compared after the kept descriptors'
+ * dirty pages were written (kept_sync).
  *
  * A kill -9 may cut a checkpoint or a rollback short (pending_ckpt,
  * pending_rb): after the remount either outcome is right, and the model
@@ -32,6 +35,7 @@ size_t ncks;
 uint64_t max_id;			/* highest id ever printed */
 uint64_t gone_ids[16];		/* checkpoints rollbacks discarded */
 unsigned ngone;
+const char *ckpt_context;		/* said when a checkpoint fails */
 static bool pending_ckpt;		/* a checkpoint the kill cut short */
 static uint64_t pending_rb;		/* a rollback the kill cut short */
 
@@ -243,6 +247,7 @@ int check_view(uint64_t id)
 /* Compare the live tree with REF (and the inode numbers of checkpoint c). */
 int check_live(const char *when, const struct inomap *m)
 {
+	kept_sync();
 	if (compare_trees(cfg.ref, cfg.mnt, when, false))
 		return -1;
 	if (m && inomap_check(m, when))
@@ -265,6 +270,7 @@ int do_checkpoint(void)
 	uint64_t id;
 	int rc;
 
+	kept_before_checkpoint();
 	snap_path(pend, 0);
 	rmtree(pend);
 	cp_a(cfg.ref, pend);
@@ -278,7 +284,9 @@ int do_checkpoint(void)
 	if (rc) {
 		if (crashed())
 			return -1;
-		fail("versionfs-ctl checkpoint: exit %d: %s", rc, err);
+		fail("versionfs-ctl checkpoint%s%s%s: exit %d: %s",
+		     ckpt_context ? " (" : "", ckpt_context ? ckpt_context :
+		     "", ckpt_context ? ")" : "", rc, err);
 	}
 	pending_ckpt = false;
 	id = strtoull(out, &end, 10);
@@ -342,9 +350,12 @@ int do_rollback_to(uint64_t id, bool check)
 	ck_drop_after(id);
 	mc_parent = id;
 	restore_ref(id);
+	kept_ref_replaced();
 	c = ck_find(id);
-	if (!check)
+	if (!check) {
+		kept_after_rollback(id);
 		return 0;
+	}
 	snprintf(label, sizeof(label), "after rollback to %" PRIu64, id);
 	if (check_listing(label) || check_live(label, c && c->have_map ?
 					      &c->map : NULL) ||
@@ -353,6 +364,7 @@ int do_rollback_to(uint64_t id, bool check)
 			return -1;
 		fail("%s", why);
 	}
+	kept_after_rollback(id);
 	return 0;
 }
 

@@ -820,7 +820,8 @@ static void wait_writable(void)
  * the disk is full; deleting every live checkpoint but the oldest, the
  * parent with --force, and an online clean, after which nothing waits; a
  * remount.  Then the ballast goes, and once the mount writes again the
- * live tree and every view are compared.
+ * live tree and every view are compared.  The kept descriptors are closed
+ * before the fill.
  */
 static void do_full(void)
 {
@@ -836,6 +837,9 @@ static void do_full(void)
 	snap_path(pend, 0);
 	rmtree(pend);
 	cp_a(cfg.ref, pend);
+	/* no kept file's dirty pages meet the full disk, and the rm below
+	   removes no kept file before its checkpoint (--no-kept-orphan) */
+	kept_close_all(true);
 	nb = fill_fs(dir);
 	log_op("full (%u ballast files)", nb);
 	if (pct(70)) {
@@ -844,6 +848,7 @@ static void do_full(void)
 		pick_regular(r);
 		if (r->path[0]) {
 			log_op("full: rm %s", r->path);
+			witness_touch(r->path, true);	/* fsync'ed, gone */
 			snprintf(a, sizeof(a), "%s/%s", cfg.mnt, r->path);
 			if (unlink(a) < 0)
 				fail("full: rm %s: %s", r->path,

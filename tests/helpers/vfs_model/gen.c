@@ -9,7 +9,9 @@
  * and now and then any path, so that errors are exercised too.  Offsets
  * and lengths favour page boundaries, the bytes around them, the end of
  * the file and beyond 4 GiB.  Every choice depends only on REF and the
- * generator, so a seed replays exactly.
+ * generator, so a seed replays exactly.  The kind `kept` is keptfd.c's:
+ * it takes the pieces (pick_file, pick_off, pick_len, pick_size) and
+ * chooses by the descriptors it keeps.
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -26,7 +28,7 @@ const char *const kind_name[NKINDS] = {
 	"create", "pwrite", "append", "truncate", "bigwrite", "mmap",
 	"fallocate", "read", "unlink", "mkdir", "rmdir", "rename", "link",
 	"symlink", "mkfifo", "chmod", "utimens", "setxattr", "removexattr",
-	"getxattr", "fsync", "stat", "readdir", "viewro", "scratch",
+	"getxattr", "fsync", "stat", "readdir", "viewro", "scratch", "kept",
 	"checkpoint", "rollback", "view", "remount", "kill9", "check", "diff",
 	"delete", "prune", "policy", "clean", "full",
 };
@@ -39,7 +41,7 @@ const unsigned weight_normal[NFSOPS] = {
 	[OP_RENAME] = 60, [OP_LINK] = 30, [OP_SYMLINK] = 20, [OP_MKFIFO] = 8,
 	[OP_CHMOD] = 20, [OP_UTIMENS] = 15, [OP_SETXATTR] = 30,
 	[OP_RMXATTR] = 20, [OP_GETXATTR] = 15, [OP_FSYNC] = 25, [OP_STAT] = 30,
-	[OP_READDIR] = 20, [OP_VIEWRO] = 3, [OP_SCRATCH] = 30,
+	[OP_READDIR] = 20, [OP_VIEWRO] = 3, [OP_SCRATCH] = 30, [OP_KEPT] = 40,
 };
 const unsigned weight_crash[NFSOPS] = {
 	[OP_CREATE] = 80, [OP_PWRITE] = 200, [OP_APPEND] = 60,
@@ -48,7 +50,7 @@ const unsigned weight_crash[NFSOPS] = {
 	[OP_RENAME] = 40, [OP_LINK] = 20, [OP_SYMLINK] = 10, [OP_MKFIFO] = 4,
 	[OP_CHMOD] = 10, [OP_UTIMENS] = 5, [OP_SETXATTR] = 20,
 	[OP_RMXATTR] = 10, [OP_GETXATTR] = 5, [OP_FSYNC] = 120, [OP_STAT] = 10,
-	[OP_READDIR] = 5, [OP_VIEWRO] = 0, [OP_SCRATCH] = 20,
+	[OP_READDIR] = 5, [OP_VIEWRO] = 0, [OP_SCRATCH] = 20, [OP_KEPT] = 0,
 };
 
 /* ---- choosing paths ---- */
@@ -114,9 +116,18 @@ static void pick(char *out, unsigned mask, bool follow, int prefer,
 		memset(st, 0, sizeof(*st));
 }
 
+/* A regular file of REF for a descriptor to keep (keptfd.c): one that
+   exists, or (create) often a new name. */
+void pick_file(char *out, bool create, struct stat *st)
+{
+	pick(out, T_REG, true, 2, st);
+	if (create && pct(60))
+		rand_path(out, 2);
+}
+
 /* ---- offsets and lengths ---- */
 
-static uint64_t pick_off(uint64_t size)
+uint64_t pick_off(uint64_t size)
 {
 	unsigned r = (unsigned)rnd(100);
 	uint64_t pages = size / PAGE + 2;
@@ -138,7 +149,7 @@ static uint64_t pick_off(uint64_t size)
 	return rnd(256 * 1024);
 }
 
-static uint64_t pick_len(void)
+uint64_t pick_len(void)
 {
 	unsigned r = (unsigned)rnd(100);
 
@@ -153,7 +164,7 @@ static uint64_t pick_len(void)
 	return rnd(MAX_IO) + 1;
 }
 
-static uint64_t pick_size(uint64_t size)
+uint64_t pick_size(uint64_t size)
 {
 	unsigned r = (unsigned)rnd(100);
 

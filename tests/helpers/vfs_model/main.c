@@ -41,6 +41,15 @@
  *                runs on the unmounted store and any leak it reports (an
  *                orphan file or map, data only removed files use) fails
  *                the run, so the store cannot grow without bound.
+ *   kept         descriptors kept open across steps (up to three): a file
+ *                opened O_RDWR on both sides, then pwrite, fallocate,
+ *                ftruncate, fsync and close through both descriptors,
+ *                compared, across checkpoints and rollbacks.  After a
+ *                rollback that took its inode away it must answer
+ *                ESTALE, and the next checkpoint must still work (the
+ *                kernel's flush of its times once failed it); one whose
+ *                inode survived is adopted again or closed.  Every
+ *                unmount and kill closes them (keptfd.c).
  *   kill -9      then fusermount3 -u -z and mount again.  The open epoch is
  *                not predictable after that, except that what was fsync'ed
  *                must be there ("fsync witnesses", below); the model rolls
@@ -92,9 +101,10 @@
  * with --seed and depends only on REF, so a seed replays exactly (the
  * moment of a crash-mode kill is the exception).  Operations run in this
  * process (thousands per second); it forks only for versionfs-ctl, cp,
- * versionfs and fusermount3.  No descriptor stays open between operations:
- * closing flushes the kernel's writeback cache, so SEEK_DATA answers are
- * complete when trees are compared.
+ * versionfs and fusermount3.  No descriptor stays open between operations
+ * but the kept ones: closing flushes the kernel's writeback cache, so
+ * SEEK_DATA answers are complete when trees are compared (the kept ones
+ * are fdatasync'ed first).
  *
  * On a mismatch: seed, operation number, the last operations and the
  * difference are printed, exit status 1.
@@ -110,6 +120,10 @@
  *                     (stale size of a linked file after a rollback)
  *   --no-aligned-punch  PUNCH_HOLE and ZERO_RANGE never end on a page
  *                     boundary (data after such a hole reads as zeros)
+ *   --no-kept-orphan  a kept file that was removed is closed before the
+ *                     next checkpoint (a deleted parent that recorded a
+ *                     file removed while open, closed since, merges only
+ *                     at the next checkpoint: deleted_waiting, keptfd.c)
  *   --mount-retry     retry a mount whose control socket name is still
  *                     held by an unmounted daemon that is saving (only
  *                     seen when several mounts come and go at once)
@@ -150,7 +164,8 @@ static void usage(void)
 "                  [--fsck-rounds] [--power CMD]] [--no-KIND]...\n"
 "                 [--torture [--rounds N] [--seconds S] [--seq NAME]]\n"
 "                 [--seed-base [--no-base-xattr]] [--no-otrunc]\n"
-"                 [--no-link] [--no-aligned-punch] [--mount-retry]\n"
+"                 [--no-link] [--no-aligned-punch] [--no-kept-orphan]\n"
+"                 [--mount-retry]\n"
 "       vfs_model --compare DIR_A DIR_B [--skip-store]\n"
 "\n"
 "KIND is one of:");
@@ -204,6 +219,9 @@ int main(int argc, char **argv)
 			takes = false;
 		} else if (!strcmp(a, "--no-aligned-punch")) {
 			cfg.no_aligned_punch = true;
+			takes = false;
+		} else if (!strcmp(a, "--no-kept-orphan")) {
+			cfg.no_kept_orphan = true;
 			takes = false;
 		} else if (!strcmp(a, "--mount-retry")) {
 			cfg.mount_retry = true;

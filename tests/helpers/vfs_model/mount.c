@@ -1,7 +1,9 @@
 /*
  * mount.c — the daemon's life: mounting (and finding the new daemon's pid
  * in the store's lock file), unmounting and waiting for the daemon to
- * exit, and the lazy unmount of a mount whose daemon was killed.
+ * exit, and the lazy unmount of a mount whose daemon was killed.  Both
+ * close the kept descriptors first (keptfd.c): an open file keeps the
+ * mount busy, and a killed daemon's descriptors answer ENOTCONN.
  *
  * A daemon is dead only once all its threads are: a killed thread-group
  * leader turns zombie while other threads still finish their I/O, and they
@@ -189,6 +191,7 @@ void do_umount(void)
 	int rc = -1;
 
 	watchdog();
+	kept_close_all(true);		/* an open file keeps the mount busy */
 	for (int i = 0; i < 50; i++) {
 		if ((rc = run_cmd(argv, NULL, 0, err, sizeof(err))) == 0)
 			break;
@@ -203,7 +206,10 @@ void lazy_umount(void)
 {
 	char *argv[] = { "fusermount3", "-u", "-z", (char *)cfg.mnt, NULL };
 	char err[1024];
-	int rc = run_cmd(argv, NULL, 0, err, sizeof(err));
+	int rc;
+
+	kept_close_all(false);		/* the dead daemon's: ENOTCONN */
+	rc = run_cmd(argv, NULL, 0, err, sizeof(err));
 
 	if (rc)
 		fail("fusermount3 -u -z %s: %s", cfg.mnt, err);

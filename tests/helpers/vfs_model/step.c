@@ -4,9 +4,12 @@
  * A step is a meta operation now and then (checkpoint, rollback, view,
  * remount, kill -9, and clean.c's delete, prune, policy and clean), else a
  * file-system operation: generated (gen.c), applied to REF and then to the
- * mount (apply.c), and the two results compared.  Every --check-every
- * steps, and after every rollback and remount, the whole trees are
- * compared.  A write through a checkpoint view must fail.
+ * mount (apply.c), and the two results compared; the kind `kept` works
+ * through descriptors kept open across steps instead (keptfd.c), and
+ * after a rollback that took one's file away, now and then, a fallocate
+ * through it then a checkpoint.  Every --check-every steps, and after
+ * every rollback and remount, the whole trees are compared.  A write
+ * through a checkpoint view must fail.
  *
  * Crash mode's rounds are crash.c's; they run these steps until the kill.
  */
@@ -170,6 +173,11 @@ static void fs_step(enum kind k)
 	char desc[OPLOG_LINE];
 	double t0 = elapsed();
 
+	if (k == OP_KEPT) {
+		kept_step();
+		stat_time(kind_name[k], elapsed() - t0);
+		return;
+	}
 	gen_op(&o, k);
 	describe(&o, desc, sizeof(desc));
 	log_op("%s", desc);
@@ -337,6 +345,18 @@ static void meta_step(enum kind k)
 
 		log_op("rollback %" PRIu64, id);
 		do_rollback_to(id, true);
+		/* a descriptor the rollback took away fails; the kernel's
+		   flush of its times must not fail the next checkpoint */
+		if (kept_stale_probe()) {
+			log_res(" | checkpoint");
+			ckpt_context = "right after a write through a "
+				       "descriptor the rollback took away: "
+				       "its ESTALE must not become the "
+				       "mount's writeback error";
+			do_checkpoint();
+			ckpt_context = NULL;
+			stat_add("kept.stale-then-checkpoint", true);
+		}
 		break;
 	}
 	case OP_VIEW: {

@@ -11,6 +11,9 @@
  *              both sides compared), periodic checks, crash mode
  *   gen.c      generating an operation: kind, paths, offsets, lengths
  *   apply.c    applying it to one side (REF, the reference, or the mount)
+ *   keptfd.c   descriptors kept open across steps, checkpoints and
+ *              rollbacks (the kind `kept`): live ones compared with their
+ *              twins on REF, those a rollback took away must answer ESTALE
  *   ckpt.c     checkpoints, rollbacks, views, listings, recovery after a
  *              kill -9
  *   crash.c    crash mode: the killer thread, aimed kills, the rounds
@@ -62,6 +65,7 @@ enum kind {
 	OP_FALLOC, OP_READ, OP_UNLINK, OP_MKDIR, OP_RMDIR, OP_RENAME, OP_LINK,
 	OP_SYMLINK, OP_MKFIFO, OP_CHMOD, OP_UTIMENS, OP_SETXATTR, OP_RMXATTR,
 	OP_GETXATTR, OP_FSYNC, OP_STAT, OP_READDIR, OP_VIEWRO, OP_SCRATCH,
+	OP_KEPT,
 	NFSOPS,
 	OP_CHECKPOINT = NFSOPS, OP_ROLLBACK, OP_VIEW, OP_REMOUNT, OP_KILL9,
 	OP_CHECK, OP_DIFF, OP_DELETE, OP_PRUNE, OP_POLICY, OP_CLEAN,
@@ -84,6 +88,8 @@ struct model_cfg {
 					   still held by an exiting daemon */
 	bool no_aligned_punch;		/* --no-aligned-punch: data after a
 					   hole reads as zeros */
+	bool no_kept_orphan;		/* --no-kept-orphan: no checkpoint
+					   while a kept file is removed */
 	unsigned rounds, kill_max_ms;
 	bool skip[NKINDS];
 	/* crash mode (power.c) */
@@ -210,6 +216,7 @@ void inomap_free(struct inomap *m);
 int inomap_check(const struct inomap *m, const char *when);
 void witness_drop_all(void);
 void witness_touch(const char *rel, bool by_path);
+void witness_drop_ino(uint64_t ref_ino);	/* REF's inode changed */
 void witness_add(const char *rel);
 void witness_check(void);
 
@@ -230,6 +237,8 @@ extern uint64_t max_id;			/* highest id ever printed */
 extern uint64_t gone_ids[16];		/* checkpoints that must not answer
 					   stat in .checkpoints/ any more */
 extern unsigned ngone;
+extern const char *ckpt_context;	/* why a checkpoint must work now,
+					   for the failure report */
 int u64_cmp(const void *a, const void *b);
 struct ckpt *ck_find(uint64_t id);
 void ck_forget(size_t i);		/* cks[i] left the mount: drop it */
@@ -252,6 +261,13 @@ extern const char *const kind_name[NKINDS];
 extern const unsigned weight_normal[NFSOPS], weight_crash[NFSOPS];
 enum kind pick_kind(const unsigned *w);
 void gen_op(struct op *o, enum kind k);
+/* The generator's pieces, for keptfd.c: a regular file of REF (create:
+   often a new name), an offset in or past a file of size, a length, a
+   new size. */
+void pick_file(char *out, bool create, struct stat *st);
+uint64_t pick_off(uint64_t size);
+uint64_t pick_len(void);
+uint64_t pick_size(uint64_t size);
 void describe(const struct op *o, char *buf, size_t len);
 
 /* ---- apply.c ---- */
@@ -261,6 +277,29 @@ void on_bus(int sig);
 long write_all(int fd, const unsigned char *buf, size_t len, bool pos,
 	       uint64_t off);
 void apply(int side, const struct op *o, struct res *r);
+
+/* ---- keptfd.c: descriptors kept open across steps ---- */
+
+/* One operation of kind OP_KEPT: open, or use or close a kept one. */
+void kept_step(void);
+/* Right after a rollback's checks, now and then: a fallocate or a write
+   through a descriptor the rollback took away (ESTALE).  True if done:
+   the caller then takes a checkpoint, which must work. */
+bool kept_stale_probe(void);
+/* REF was replaced (a rollback): the twins are closed, and every kept
+   descriptor waits for kept_after_rollback. */
+void kept_ref_replaced(void);
+/* After a rollback and its checks: which kept inodes survived. */
+void kept_after_rollback(uint64_t id);
+/* Before a checkpoint: with --no-kept-orphan, close the kept
+   descriptors whose file was removed. */
+void kept_before_checkpoint(void);
+/* fdatasync the mount's live kept descriptors (before trees are
+   compared: SEEK_DATA must see their dirty pages). */
+void kept_sync(void);
+/* Close every kept descriptor: before an unmount (check: a live one must
+   close cleanly) or after a kill (no check: ENOTCONN). */
+void kept_close_all(bool check);
 
 /* ---- step.c ---- */
 

@@ -9,8 +9,9 @@
  *
  * Fsync witnesses.  When fsync succeeds on a regular file, the model keeps
  * (path, size, mode, hash of its non-zero blocks).  A witness is dropped
- * when a later operation touches that inode or a namespace operation names
- * its path or a parent of it, and all of them at a rollback.  After a
+ * when a later operation touches that inode (also through a kept
+ * descriptor, by REF's inode number) or a namespace operation names its
+ * path or a parent of it, and all of them at a rollback.  After a
  * kill -9, before rolling back, every surviving witness must read back as
  * recorded: "the open epoch keeps at least what was fsync'ed".
  */
@@ -165,6 +166,23 @@ void witness_touch(const char *rel, bool by_path)
 				wit[i] = wit[--nwit];
 			else
 				i++;
+		}
+	}
+}
+
+/* Drop the witnesses of REF's inode ref_ino (changed through a descriptor
+   kept open, whatever its names are now). */
+void witness_drop_ino(uint64_t ref_ino)
+{
+	for (size_t i = 0; i < nwit;) {
+		if (wit[i].ref_ino == ref_ino) {
+			if (cfg.verbose)
+				printf("    (fsync witness %s dropped)\n",
+				       wit[i].path);
+			wit[i] = wit[--nwit];
+			stat_add("witness.dropped-by-op", true);
+		} else {
+			i++;
 		}
 	}
 }
