@@ -58,12 +58,26 @@ else
 	seeds="1 2 3"
 	ops=${VFS_OPS:-8000}
 fi
-[ -n "${VFS_SEED:-}" ] && seeds=$VFS_SEED
+# Seeds that once failed, replayed after the others (FS:SEED:OPS):
+#   xfs:302:3000  a descriptor kept open across a checkpoint cached the
+#                 file of content.V; the cleaner deleted it (the epoch's
+#                 map gave it no page) and a consolidation made content.V
+#                 again with a page of a merged checkpoint: the live file
+#                 read zeros there until a remount (versionfs/daemon/
+#                 node.c, rfd_fresh)
+regress="xfs:302:3000"
+[ -n "${VFS_SEED:-}" ] && seeds=$VFS_SEED regress=
 
 for fs in ext4 xfs; do
 	# not in $(...): make_fs must record the loop mount in this shell
 	make_fs $fs 3G >/dev/null
-	for seed in $seeds; do
+	runs=
+	for seed in $seeds; do runs+=" $seed:$ops"; done
+	for r in $regress; do
+		[ "${r%%:*}" = "$fs" ] && runs+=" ${r#*:}"
+	done
+	for run in $runs; do
+		seed=${run%:*} ops=${run#*:}
 		d=$T/$fs/s$seed
 		mnt=$T/mnt-$fs-$seed
 		mkdir -p "$d/backing" "$d/ref" "$mnt"

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "versionfs/daemon/daemon.h"
@@ -746,6 +747,32 @@ int vn_wfd(struct vnode *vn)
 	return fd;
 }
 
+/*
+ * A cached descriptor of content.V whose file was deleted since (link
+ * count 0) is replaced by the file of that name now, if there is one.  The
+ * cleaner deletes a content file once no map references it (the open
+ * epoch's content file that its map did not use, after the checkpoint that
+ * closed the epoch), and a consolidation may create content.V again, with
+ * pages a map then gives to V: read through the old descriptor they were a
+ * hole, zeros (issue 27's model test, kept descriptors: XFS seed 302).
+ * With no file of that name the old descriptor stays: a read that resolved
+ * a page of V before its file went keeps its bytes (consolidate.c).
+ */
+static int rfd_fresh(struct vnode *vn, int i)
+{
+	struct stat st;
+	int fd;
+
+	if (fstat(vn->rfd[i].fd, &st) < 0 || st.st_nlink > 0)
+		return vn->rfd[i].fd;
+	fd = store_open_content(vfs->st, vn->vino, vn->rfd[i].ver, O_RDONLY);
+	if (fd < 0)
+		return vn->rfd[i].fd;
+	close(vn->rfd[i].fd);
+	vn->rfd[i].fd = fd;
+	return fd;
+}
+
 int vn_content_fd(struct vnode *vn, uint64_t ver)
 {
 	unsigned slot;
@@ -758,7 +785,7 @@ int vn_content_fd(struct vnode *vn, uint64_t ver)
 	(void)vn_cur_wfd(vn);	/* a retired one serves reads of its version */
 	for (int i = 0; i < VN_RFDS; i++)
 		if (vn->rfd[i].fd >= 0 && vn->rfd[i].ver == ver)
-			return vn->rfd[i].fd;
+			return rfd_fresh(vn, i);
 	fd = store_open_content(vfs->st, vn->vino, ver, O_RDONLY);
 	if (fd < 0) {
 		char name[64];
