@@ -45,11 +45,6 @@ need_root
 export VFS_TEST_FLUSH_FILES=5
 model="$VFS_BUILD/tests/vfs_model"
 [ -x "$model" ] || fail "$model missing (make tests-build)"
-# --no-kept-orphan: a deleted parent that recorded a file removed while
-# open, closed since across a remount, merges into the open epoch only at
-# the next checkpoint (tests/helpers/vfs_model/keptfd.c); drop it with the
-# fix
-
 
 if [ "${VFS_LONG:-0}" = 1 ]; then
 	seeds="1 2 3 4 5 6"
@@ -87,7 +82,7 @@ for fs in ext4 xfs; do
 		# shellcheck disable=SC2086
 		"$model" --mnt "$mnt" --backing "$d/backing" --ref "$d/ref" \
 			--snap "$d/snap" --bin "$VFS_BUILD" --seed "$seed" \
-			--ops "$ops" --seed-base --no-kept-orphan \
+			--ops "$ops" --seed-base \
 			${VFS_MODEL_ARGS:-} ||
 			fail "model test on $fs, seed $seed (replay: VFS_SEED=$seed)"
 		note "$fs seed $seed: passed in $(($(date +%s) - start)) s"

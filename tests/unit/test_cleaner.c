@@ -1155,7 +1155,7 @@ static int mat_txn(bt_txn *txn, void *arg)
 }
 
 static int o_materialize(void *arg, const uint64_t *inos, size_t n,
-			 bool *done)
+			 unsigned char *done)
 {
 	struct opened *o = arg;
 
@@ -1166,7 +1166,7 @@ static int o_materialize(void *arg, const uint64_t *inos, size_t n,
 			o->asked[o->nasked++] = inos[i];
 		run(o->st, mat_txn, &m);
 		write_meta(o->st, inos[i], o->epoch);
-		done[i] = true;
+		done[i] = CL_MAT_DONE;
 	}
 	return 0;
 }

@@ -74,9 +74,12 @@ struct cl_policy {
  *                whose metadata files the daemon writes: give each of
  *                inos[0..n) a record of the open epoch and write its
  *                metadata file now, so that the merge need write none and
- *                may delete the old ones; done[i] false where that could
- *                not be done (a full disk: that inode waits); 0 or an
- *                error
+ *                may delete the old ones; state[i] CL_MAT_DONE, or
+ *                CL_MAT_WAIT where that could not be done (a full disk:
+ *                that inode waits), or CL_MAT_GONE for an inode the
+ *                daemon will never load again (a dead record nothing has
+ *                open): the merge writes its file itself and frees its
+ *                dead map, as offline; 0 or an error
  *   reparent     that merge is complete: the live state descends from
  *                `parent` where it descended from c
  *   nospace      the cleaner's own files (metadata files a merge
@@ -84,6 +87,8 @@ struct cl_policy {
  *                the daemon keeps for this (0 if space was freed)
  * NULL members of a non-NULL hooks struct are skipped.
  */
+enum { CL_MAT_WAIT, CL_MAT_DONE, CL_MAT_GONE };	/* materialize's */
+
 struct cl_hooks {
 	void *arg;
 	void (*lock)(void *arg);
@@ -93,7 +98,7 @@ struct cl_hooks {
 	void (*release)(void *arg, void *held, uint64_t from, uint64_t to);
 	bool (*stopping)(void *arg);
 	int (*materialize)(void *arg, const uint64_t *inos, size_t n,
-			   bool *done);
+			   unsigned char *state);
 	void (*reparent)(void *arg, uint64_t c, uint64_t parent);
 	int (*nospace)(void *arg);
 };

@@ -43,7 +43,10 @@
  * and holds E's records in its vnodes, so the merge writes none of E's
  * files: the daemon first gives every inode of the batch without a record
  * of E one (hook materialize, as its next persist would), and the merge
- * then only drops c's versions.  When c's log is empty the live state
+ * then only drops c's versions.  An inode the daemon will never load again
+ * (a dead record nothing holds open: a file removed while open across c,
+ * closed since) gets none from it; that one is merged as offline, its
+ * metadata file of E written here and its dead map freed.  When c's log is empty the live state
  * descends from c's parent (kv parent, and hook reparent).  The open
  * epoch's map is not final: it may stop using content.c later (a
  * truncation, an overwrite), and no checkpoint map holds content.c any
@@ -88,6 +91,8 @@ struct mentry {
 	bool copy_meta;			/* write meta.n from record c */
 	bool deferred;			/* left in c's log for a later batch:
 					   no space for its metadata file */
+	bool gone;			/* n open, and the daemon will never
+					   load the inode again (CL_MAT_GONE) */
 	struct vmeta m;			/* ... with these attributes */
 };
 
@@ -392,8 +397,9 @@ static int merge_inode(bt_txn *txn, struct mbatch *b, size_t i)
 	} else
 		rc = bt_trash_add(txn, ino, c, VFS_TRASH_CONTENT);
 	/* a dead record of the open epoch is the daemon's reaper's (the
-	   file may still be open; the mount's recovery lists it offline) */
-	if (!rc && !b->open)
+	   file may still be open; the mount's recovery lists it offline),
+	   unless the daemon said it will never load it again */
+	if (!rc && (!b->open || b->v[i].gone))
 		rc = merge_dead(txn, b, ino);
 	b->st->inodes_merged++;
 	return rc;
@@ -504,7 +510,7 @@ static int mi_txn(bt_txn *txn, void *arg)
 	int rc = 0;
 
 	for (size_t i = 0; i < b->cnt && !rc; i++)
-		if (b->v[i].copy_meta)
+		if (b->v[i].copy_meta && !b->v[i].deferred)
 			rc = bt_trash_add(txn, b->v[i].l.ino, b->n,
 					  VFS_TRASH_META);
 	return rc;
@@ -566,38 +572,48 @@ static int mb_materialize(struct mbatch *b)
 	struct cleaner *cl = b->cl;
 	uint64_t *inos;
 	size_t n = 0, *at;
-	bool *done;
+	unsigned char *state;
 	int rc;
 
 	inos = calloc(b->cnt ? b->cnt : 1, sizeof(*inos));
 	at = calloc(b->cnt ? b->cnt : 1, sizeof(*at));
-	done = calloc(b->cnt ? b->cnt : 1, sizeof(*done));
-	if (!inos || !at || !done) {
+	state = calloc(b->cnt ? b->cnt : 1, sizeof(*state));
+	if (!inos || !at || !state) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	for (size_t i = 0; i < b->cnt; i++)
+	for (size_t i = 0; i < b->cnt; i++) {
+		b->v[i].gone = false;
 		if (b->v[i].l.kind == BT_LOG_INODE) {
 			at[n] = i;
 			inos[n++] = b->v[i].l.ino;
 		}
-	rc = n ? cl->h.materialize(cl->h.arg, inos, n, done) : 0;
+	}
+	rc = n ? cl->h.materialize(cl->h.arg, inos, n, state) : 0;
 	if (rc)
 		goto out;
 	/* what the daemon could not write waits (meta.c still has its
 	   xattrs: the merge would delete it) */
-	for (size_t k = 0; k < n; k++)
-		if (!done[k])
+	for (size_t k = 0; k < n; k++) {
+		if (state[k] == CL_MAT_WAIT)
 			b->v[at[k]].deferred = true;
+		else if (state[k] == CL_MAT_GONE)
+			b->v[at[k]].gone = true;
+	}
 	if ((rc = mb_decide(b)))
 		goto out;
+	/* a record without one of E waits, but for an inode the daemon
+	   will never load: its metadata file of E is the merge's to write
+	   (merge_batch), as offline; before, such a file removed while open
+	   across c and closed since kept c deleted, unmerged, until the
+	   next checkpoint (issue 27: the model test's kept descriptors) */
 	for (size_t i = 0; i < b->cnt; i++)
-		if (b->v[i].copy_meta)
+		if (b->v[i].copy_meta && !b->v[i].gone)
 			b->v[i].deferred = true;
 out:
 	free(inos);
 	free(at);
-	free(done);
+	free(state);
 	return rc;
 }
 
@@ -658,24 +674,22 @@ static int merge_batch(struct mbatch *b)
 	qsort(b->inos, b->ninos, sizeof(*b->inos), cmp_u64);
 	if ((rc = mb_decide(b)))
 		return rc;
-	if (b->open && cl->h.materialize) {
-		rc = mb_materialize(b);
-	} else {
-		/* new metadata files first, on disk before the index names
-		   them, and in the trash before they exist, durably (a power
-		   loss that took the entries back would leave files no one
-		   lists) */
-		for (size_t i = 0; i < b->cnt && !cp; i++)
-			cp = b->v[i].copy_meta && !b->v[i].deferred;
-		if (cp && ((rc = bt_txn_run(cl->env, mi_txn, b)) ||
-			   (rc = bt_env_sync(cl->env))))
-			return rc;
-		if (cp)
-			cl_crash_point("merge-meta-intent");
-		cp = 0;
-		rc = mb_copy_metas(b, &cp);
-	}
-	if (rc)
+	/* online into the open epoch, the daemon writes E's files: only
+	   those of inodes it will never load are left to the copy below */
+	if (b->open && cl->h.materialize && (rc = mb_materialize(b)))
+		return rc;
+	/* new metadata files first, on disk before the index names them,
+	   and in the trash before they exist, durably (a power loss that
+	   took the entries back would leave files no one lists) */
+	for (size_t i = 0; i < b->cnt && !cp; i++)
+		cp = b->v[i].copy_meta && !b->v[i].deferred;
+	if (cp && ((rc = bt_txn_run(cl->env, mi_txn, b)) ||
+		   (rc = bt_env_sync(cl->env))))
+		return rc;
+	if (cp)
+		cl_crash_point("merge-meta-intent");
+	cp = 0;
+	if ((rc = mb_copy_metas(b, &cp)))
 		return rc;
 	if (cp && (rc = store_sync_all(cl->st)))
 		return rc;

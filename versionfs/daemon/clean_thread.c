@@ -150,7 +150,7 @@ static void h_release(void *arg, void *held, uint64_t from, uint64_t to)
  * made from it.  Called with the epoch lock shared, no other.
  */
 static int h_materialize(void *arg, const uint64_t *inos, size_t n,
-			 bool *done)
+			 unsigned char *state)
 {
 	int rc = 0;
 
@@ -158,10 +158,15 @@ static int h_materialize(void *arg, const uint64_t *inos, size_t n,
 	for (size_t i = 0; i < n && !rc; i++) {
 		struct vnode *vn;
 
-		done[i] = true;
+		state[i] = CL_MAT_DONE;
 		if ((rc = vn_get(0, inos[i], &vn))) {
-			if (rc == -ENOENT || rc == -ESTALE)
-				rc = 0;		/* nothing left to give one */
+			/* nothing left to give one: no vnode has it, and none
+			   can load it (a dead record, or none), which the
+			   batch's hold keeps so */
+			if (rc == -ENOENT || rc == -ESTALE) {
+				state[i] = CL_MAT_GONE;
+				rc = 0;
+			}
 			continue;
 		}
 		pthread_mutex_lock(&vn->lock);
@@ -178,7 +183,7 @@ static int h_materialize(void *arg, const uint64_t *inos, size_t n,
 		pthread_mutex_unlock(&vn->lock);
 		vn_put(vn);
 		if (rc == -ENOSPC || rc == -EDQUOT) {
-			done[i] = false;  /* that one waits; the others go on */
+			state[i] = CL_MAT_WAIT;	/* waits; the others go on */
 			rc = 0;
 		}
 	}

@@ -38,14 +38,13 @@
  * find the mount busy; so does the lazy unmount after a kill -9, where the
  * old mount's descriptors answer ENOTCONN, which says nothing.
  *
- * --no-kept-orphan steps around a daemon bug: a checkpoint c that recorded
- * a file removed while open, closed since across a remount, does not
- * merge into the open epoch when c, the parent, is deleted (the cleaner
- * wants a record of the open epoch the daemon can no longer give a file
- * it reaped; deleted_waiting until the next checkpoint).  With it a kept
- * file that was removed is closed before the next checkpoint, so none is
- * "removed before c and open then"; stale ones are then those created
- * after c.
+ * --no-kept-orphan closes a kept file that was removed before the next
+ * checkpoint, so none is "removed before c and open then"; stale ones are
+ * then those created after c.  It stepped around a daemon bug, fixed since
+ * (a checkpoint c that recorded a file removed while open, closed since
+ * across a remount, did not merge into the open epoch when deleted: the
+ * cleaner waited for a record of the open epoch the daemon could not give;
+ * t0040's orphan_merge_case); t0200 runs without it.
  *
  * Dirty pages of a live slot are the kernel's until written back, and
  * SEEK_DATA answers what the daemon holds: before the trees are compared

@@ -121,9 +121,8 @@
  *   --no-aligned-punch  PUNCH_HOLE and ZERO_RANGE never end on a page
  *                     boundary (data after such a hole reads as zeros)
  *   --no-kept-orphan  a kept file that was removed is closed before the
- *                     next checkpoint (a deleted parent that recorded a
- *                     file removed while open, closed since, merges only
- *                     at the next checkpoint: deleted_waiting, keptfd.c)
+ *                     next checkpoint (it stepped around a merge that
+ *                     waited, fixed since: keptfd.c)
  *   --mount-retry     retry a mount whose control socket name is still
  *                     held by an unmounted daemon that is saving (only
  *                     seen when several mounts come and go at once)
