@@ -43,7 +43,7 @@ static void usage(FILE *f)
 "usage: versionfs-send [-v] [--compress] BACKING|MOUNT CHECKPOINT\n"
 "                      [--from BASE]\n"
 "       versionfs-send [-v] [--compress] BACKING|MOUNT --peer HOST:PORT\n"
-"                      --secret-file F [--bwlimit RATE]\n"
+"                      --secret-file F [--bwlimit RATE] [--label L]\n"
 "\n"
 "Write checkpoint CHECKPOINT (an id or a tag) of the versionfs store of\n"
 "BACKING, or of the store mounted on MOUNT, to standard output as a\n"
@@ -59,6 +59,7 @@ static void usage(FILE *f)
 "  --compress    zstd-compress the stream (the receiver detects it)\n"
 "  --peer HOST:PORT, --secret-file FILE (mode 600), --bwlimit RATE (bytes\n"
 "                per second, with K, M or G)\n"
+"  --label L     the peer keeps label L beside the replica (.labels/ID)\n"
 "  -v            print the totals on standard error\n"
 "  -h, --help    this help\n"
 "\n"
@@ -101,9 +102,11 @@ static int backing_of(const char *path, char *out, size_t len)
 
 /* The --peer form: bring the peer up to date. */
 static int to_peer(const char *backing, const char *peer, const char *sfile,
-		   uint64_t bwlimit, bool compress, bool verbose)
+		   uint64_t bwlimit, bool compress, const char *label,
+		   bool verbose)
 {
-	struct rep_peer_opts o = { .bwlimit = bwlimit, .compress = compress };
+	struct rep_peer_opts o = { .bwlimit = bwlimit, .compress = compress,
+				   .label = label };
 	struct rep_wire bye = { .type = RW_BYE };
 	struct rep_peer_stats s;
 	struct rep_conn *c = NULL;
@@ -165,10 +168,11 @@ int main(int argc, char **argv)
 		{ "secret-file", required_argument, NULL, 'S' },
 		{ "bwlimit", required_argument, NULL, 'b' },
 		{ "compress", no_argument, NULL, 'z' },
+		{ "label", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *from_s = NULL, *peer = NULL, *sfile = NULL;
+	const char *from_s = NULL, *peer = NULL, *sfile = NULL, *label = NULL;
 	uint64_t bwlimit = 0;
 	bool compress = false;
 	struct rep_zsink *z = NULL;
@@ -186,6 +190,16 @@ int main(int argc, char **argv)
 		case 'p': peer = optarg; break;
 		case 'z': compress = true; break;
 		case 'S': sfile = optarg; break;
+		case 'l':
+			if (rep_label_check(optarg, strlen(optarg))) {
+				fprintf(stderr, "versionfs-send: --label %s: "
+					"1 to %d printable characters, no "
+					"blank or '/'\n", optarg,
+					REP_LABEL_MAX);
+				return 2;
+			}
+			label = optarg;
+			break;
 		case 'b':
 			if (rep_parse_rate(optarg, &bwlimit)) {
 				fprintf(stderr, "versionfs-send: bad rate %s\n",
@@ -198,7 +212,7 @@ int main(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	if (peer || sfile) {
+	if (peer || sfile || label) {
 		if (!peer || !sfile || from_s || argc - optind != 1) {
 			usage(stderr);
 			return 2;
@@ -207,7 +221,7 @@ int main(int argc, char **argv)
 		vfs_log_init(true, false);
 		if ((rc = backing_of(argv[optind], backing, sizeof(backing))))
 			return 1;
-		return to_peer(backing, peer, sfile, bwlimit, compress,
+		return to_peer(backing, peer, sfile, bwlimit, compress, label,
 			       verbose);
 	}
 	/* --from may also follow the operands */

@@ -248,6 +248,10 @@ static int hello(struct vstore *st, struct rep_conn *c,
 	int rc;
 
 	memcpy(h.store_id, id, 16);
+	if (offer >= REP_PEER_VERSION_LABEL && o->label) {
+		h.label = o->label;
+		h.label_len = (uint32_t)strlen(o->label);
+	}
 	if (offer >= REP_PEER_VERSION_OWNER &&
 	    (rc = rep_owner_prove(st, c, id, h.owner_pub, h.owner_sig, err,
 				  errlen)))

@@ -1,5 +1,6 @@
 /*
- * owner.c — which primary a replica belongs to (peer.h, OWNERS).
+ * owner.c — which primary a replica belongs to (peer.h, OWNERS), and
+ * what its primary calls it (LABELS).
  *
  * The transport's shared secret says only that a connection comes from
  * one of the primaries a peer serves; any of them could name another's
@@ -104,8 +105,10 @@ int rep_owner_verify(struct rep_conn *c, const unsigned char id[16],
 	return ok ? 0 : -EACCES;
 }
 
-/* root/.owners, made if missing: a descriptor (fsync-able), or -errno. */
-static int owners_dir(const char *root, char *why, size_t len)
+/* root/name (.owners, .labels), made if missing: a descriptor (fsync-
+   able), or -errno. */
+static int peer_dir(const char *root, const char *name, char *why,
+		    size_t len)
 {
 	struct vfs_trust own;
 	int rfd, fd;
@@ -115,17 +118,16 @@ static int owners_dir(const char *root, char *why, size_t len)
 	if (rfd < 0)
 		return vfs_errf(why, len, -errno, "%s: %s", root,
 				strerror(errno));
-	if (mkdirat(rfd, REP_OWNERS_DIR, 0700) && errno != EEXIST) {
-		fd = vfs_errf(why, len, -errno, "%s/%s: %s", root,
-			      REP_OWNERS_DIR, strerror(errno));
+	if (mkdirat(rfd, name, 0700) && errno != EEXIST) {
+		fd = vfs_errf(why, len, -errno, "%s/%s: %s", root, name,
+			      strerror(errno));
 	} else {
 		char w[160] = "";
 
-		fd = vfs_open_dir(rfd, REP_OWNERS_DIR, O_RDONLY, &own, w,
-				  sizeof(w));
+		fd = vfs_open_dir(rfd, name, O_RDONLY, &own, w, sizeof(w));
 		if (fd < 0)
-			vfs_errf(why, len, fd, "%s/%s: %s", root,
-				 REP_OWNERS_DIR, w[0] ? w : strerror(-fd));
+			vfs_errf(why, len, fd, "%s/%s: %s", root, name,
+				 w[0] ? w : strerror(-fd));
 	}
 	close(rfd);
 	return fd;
@@ -141,7 +143,7 @@ int rep_owner_admit(const char *root, const char *hex,
 	int dfd, fd, rc = 0, tries = 0;
 
 	vfs_trust_own(&own);
-	if ((dfd = owners_dir(root, why, len)) < 0)
+	if ((dfd = peer_dir(root, REP_OWNERS_DIR, why, len)) < 0)
 		return dfd;
 again:
 	fd = vfs_open_file(dfd, hex, O_RDONLY, 0, &own, w, sizeof(w));
@@ -190,6 +192,68 @@ again:
 			      "%s/%s/%s on the peer to give the replica to "
 			      "this one)", root, REP_OWNERS_DIR, hex);
 	}
+out:
+	close(dfd);
+	return rc;
+}
+
+/* ---- labels (peer.h, LABELS) ---------------------------------------- */
+
+int rep_label_check(const char *label, size_t len)
+{
+	if (!len || len > REP_LABEL_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++)
+		if (label[i] <= ' ' || label[i] > '~' || label[i] == '/')
+			return -EINVAL;
+	return 0;
+}
+
+/*
+ * root/.labels/<hex>: "LABEL\n", replaced through a new file and a
+ * rename (a crash leaves the old label or the new one), never followed
+ * through a link; left alone when it already says the same.
+ */
+int rep_label_put(const char *root, const char *hex, const char *label,
+		  size_t llen, char *why, size_t len)
+{
+	char have[REP_LABEL_MAX + 2], tmp[80], w[160] = "";
+	struct vfs_trust own;
+	ssize_t n;
+	int dfd, fd, rc = 0;
+
+	if (rep_label_check(label, llen))
+		return vfs_errf(why, len, -EINVAL, "not a label");
+	vfs_trust_own(&own);
+	if ((dfd = peer_dir(root, REP_LABELS_DIR, why, len)) < 0)
+		return dfd;
+	fd = vfs_open_file(dfd, hex, O_RDONLY, 0, &own, w, sizeof(w));
+	if (fd >= 0) {
+		n = read(fd, have, sizeof(have));
+		close(fd);
+		if (n == (ssize_t)llen + 1 && !memcmp(have, label, llen) &&
+		    have[llen] == '\n')
+			goto out;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.new", hex);
+	unlinkat(dfd, tmp, 0);
+	fd = vfs_open_file(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600, &own,
+			   w, sizeof(w));
+	if (fd < 0) {
+		rc = vfs_errf(why, len, fd, "%s/%s/%s: %s", root,
+			      REP_LABELS_DIR, tmp, w[0] ? w : strerror(-fd));
+		goto out;
+	}
+	errno = 0;
+	if (write(fd, label, llen) != (ssize_t)llen ||
+	    write(fd, "\n", 1) != 1 || fsync(fd) ||
+	    renameat(dfd, tmp, dfd, hex) || fsync(dfd)) {
+		rc = vfs_errf(why, len, errno ? -errno : -EIO, "%s/%s/%s: %s",
+			      root, REP_LABELS_DIR, hex,
+			      strerror(errno ? errno : EIO));
+		unlinkat(dfd, tmp, 0);
+	}
+	close(fd);
 out:
 	close(dfd);
 	return rc;

@@ -5,7 +5,7 @@
  * run by the daemon's replication thread and by `versionfs-send --peer`;
  * the peer's side (rep_peer_serve) by versionfs-replicad(8).
  *
- * PROTOCOL (version 3; versions 1 and 2 are still spoken).  Every message is one
+ * PROTOCOL (version 4; versions 1 to 3 are still spoken).  Every message is one
  * transport message (already authenticated and encrypted, transport.h):
  * a little-endian u32 type, a u32 that must be 0, then the type's fields.
  * Every length is checked against the message length before use
@@ -15,6 +15,7 @@
  *   primary                                 peer
  *   HELLO  version, store id      ->              } a round
  *          (version 3: owner key, signature; see OWNERS)
+ *          (version 4: a label; see LABELS)
  *                                 <-  HELD  version, first, n, n ids
  *                                           (the last REP_HELD_MAX held)
  *   DISCARD to                    ->        (only if the peer holds
@@ -90,6 +91,19 @@
  * a key of its own (store_secret), so it gets a replica of its own.
  * owner.c has the details.
  *
+ * LABELS (version 4).  A HELLO of version 4 also carries a label: up to
+ * REP_LABEL_MAX printable ASCII bytes without blanks or '/' (0: none),
+ * the name the primary's administrator gave the store (versionfs(8)
+ * -o replicate_label, versionfs-send --label; the Slurm prolog names a
+ * job's store "vfsjob:JOB:NODEINDEX:UID:NODE:RESTARTS", versionfs-cr-
+ * hooks(7)).  The peer keeps the label of a connection's first HELLO,
+ * once the owner check admitted it, in root/.labels/<id in hex> (one
+ * line; replaced when a HELLO names another, never followed through a
+ * link), so that root on the peer's node can tell which replica is
+ * whose without reading it.  A label is only as trustworthy as the
+ * shared secret: any primary may label its own replica as it likes,
+ * never another's.
+ *
  * OLDER PEERS.  A peer refuses a HELLO of a version it does not speak
  * with a REFUSE EPROTO whose reason begins "expected HELLO" (version 1:
  * "expected HELLO version 1", version 2: "expected HELLO of a version
@@ -108,8 +122,10 @@
 #include "replicator/replicator.h"
 #include "replicator/transport/transport.h"
 
-#define REP_PEER_VERSION	3	/* the highest version spoken */
+#define REP_PEER_VERSION	4	/* the highest version spoken */
 #define REP_PEER_VERSION_OWNER	3	/* the first whose HELLO proves a key */
+#define REP_PEER_VERSION_LABEL	4	/* the first whose HELLO has a label */
+#define REP_LABEL_MAX		200	/* bytes of a label */
 #define REP_PEER_VERSION_MIN	1	/* the lowest */
 #define REP_KEEPALIVE_S		30	/* a kept connection's round, at least */
 #define REP_PEER_IDLE_S		120	/* the peer ends a silent connection */
@@ -139,6 +155,8 @@ struct rep_wire {
 	bool owned;			/* HELLO of version >= 3: */
 	unsigned char owner_pub[32];	/*   the store's public key */
 	unsigned char owner_sig[64];	/*   its signature (owner.c) */
+	const char *label;		/* HELLO of version >= 4: the label, */
+	uint32_t label_len;		/*   not NUL-terminated (0: none) */
 	uint64_t first;			/* HELD */
 	uint32_t n;			/* HELD: ids */
 	const unsigned char *ids;	/* HELD: n little-endian u64 */
@@ -207,6 +225,9 @@ struct rep_peer_opts {
 					   known (the keep-alive) */
 	/* called after each acknowledgement (ack of a discard: shipped 0) */
 	void (*acked)(void *arg, uint64_t ckpt, uint64_t shipped);
+	/* the store's label (LABELS; NULL: none), sent when version 4 is
+	   offered */
+	const char *label;
 	/* polled between streams and DATA messages: stop when true */
 	bool (*stop)(void *arg);
 	void *arg;
@@ -295,6 +316,16 @@ int rep_owner_verify(struct rep_conn *c, const unsigned char id[16],
  */
 int rep_owner_admit(const char *root, const char *hex,
 		    const unsigned char *pub, char *why, size_t len);
+
+/* ---- labels (owner.c; see LABELS) ------------------------------------- */
+
+#define REP_LABELS_DIR	".labels"	/* in the peer's root */
+/* Whether label[0..len) is a valid label: 0 or -EINVAL. */
+int rep_label_check(const char *label, size_t len);
+/* Keep the label of replica `hex` under root (made or replaced, durable,
+   unchanged if the same): 0 or -errno with why[len] set. */
+int rep_label_put(const char *root, const char *hex, const char *label,
+		  size_t llen, char *why, size_t len);
 
 /* ---- the peer's side (server.c) --------------------------------------- */
 

@@ -380,6 +380,12 @@ int rep_peer_serve(struct rep_conn *c, int sock, const char *root,
 	   the owner's (any primary knows the shared secret) */
 	if ((rc = admit(&x, &w, root)))
 		goto out;
+	/* its label (LABELS): advisory, so a failure to keep it is logged,
+	   not refused */
+	if (w.label_len && rep_label_put(root, x.hex, w.label, w.label_len,
+					 why, sizeof(why)))
+		vfs_log(LOG_WARNING, "%s store %s: keeping its label: %s",
+			who, x.hex, why);
 	if ((rc = reg_acquire(x.id, sock))) {
 		refuse(c, who, x.hex, -rc, "another connection of this store "
 		       "does not let go of it");

@@ -22,6 +22,7 @@
 #define HEAD		8
 #define FX_HELLO	(HEAD + 4 + 4 + 16)	/* version, 0, store id */
 #define FX_HELLO3	(FX_HELLO + REP_OWNER_PUB + REP_OWNER_SIG) /* + owner */
+#define FX_HELLO4	(FX_HELLO3 + 4)		/* + label length, label */
 #define FX_HELD		(HEAD + 4 + 4 + 8)	/* version, n, first */
 #define FX_U64		(HEAD + 8)		/* DISCARD, ACK */
 #define FX_STREAM	(HEAD + 16)
@@ -43,8 +44,15 @@ ssize_t rep_wire_encode(const struct rep_wire *w, const uint64_t *held,
 
 	switch (w->type) {
 	case RW_HELLO:
-		len = w->version >= REP_PEER_VERSION_OWNER ? FX_HELLO3 :
-		      FX_HELLO;
+		if (w->version >= REP_PEER_VERSION_LABEL) {
+			if (w->label_len &&
+			    rep_label_check(w->label, w->label_len))
+				return -EINVAL;
+			len = FX_HELLO4 + w->label_len;
+		} else {
+			len = w->version >= REP_PEER_VERSION_OWNER ?
+			      FX_HELLO3 : FX_HELLO;
+		}
 		break;
 	case RW_HELD:
 		if (w->n > REP_HELD_MAX)
@@ -72,10 +80,14 @@ ssize_t rep_wire_encode(const struct rep_wire *w, const uint64_t *held,
 	case RW_HELLO:
 		le32_put(b + HEAD, w->version);
 		memcpy(b + HEAD + 8, w->store_id, 16);
-		if (len == FX_HELLO3) {
+		if (len >= FX_HELLO3) {
 			memcpy(b + FX_HELLO, w->owner_pub, REP_OWNER_PUB);
 			memcpy(b + FX_HELLO + REP_OWNER_PUB, w->owner_sig,
 			       REP_OWNER_SIG);
+		}
+		if (len >= FX_HELLO4) {
+			le32_put(b + FX_HELLO3, w->label_len);
+			memcpy(b + FX_HELLO4, w->label, w->label_len);
 		}
 		break;
 	case RW_HELD:
@@ -121,9 +133,21 @@ int rep_wire_decode(const void *p, size_t len, struct rep_wire *w,
 	case RW_HELLO:
 		if (len < FX_HELLO)
 			return bad(err, errlen, "HELLO of %zu bytes", len);
-		/* version 3 on: the owner's key and signature follow */
-		want = le32_get(b + HEAD) >= REP_PEER_VERSION_OWNER ?
-		       FX_HELLO3 : FX_HELLO;
+		/* version 3 on: the owner's key and signature follow;
+		   version 4 on: a label's length and the label */
+		if (le32_get(b + HEAD) >= REP_PEER_VERSION_LABEL) {
+			if (len < FX_HELLO4)
+				return bad(err, errlen, "HELLO of %zu bytes",
+					   len);
+			w->label_len = le32_get(b + FX_HELLO3);
+			if (w->label_len > REP_LABEL_MAX)
+				return bad(err, errlen, "label of %u bytes",
+					   w->label_len);
+			want = FX_HELLO4 + w->label_len;
+		} else {
+			want = le32_get(b + HEAD) >= REP_PEER_VERSION_OWNER ?
+			       FX_HELLO3 : FX_HELLO;
+		}
 		break;
 	case RW_HELD:
 		if (len < FX_HELD)
@@ -162,11 +186,18 @@ int rep_wire_decode(const void *p, size_t len, struct rep_wire *w,
 		if (le32_get(b + HEAD + 4))
 			return bad(err, errlen, "HELLO flags not zero");
 		memcpy(w->store_id, b + HEAD + 8, 16);
-		if (len == FX_HELLO3) {
+		if (len >= FX_HELLO3) {
 			w->owned = true;
 			memcpy(w->owner_pub, b + FX_HELLO, REP_OWNER_PUB);
 			memcpy(w->owner_sig, b + FX_HELLO + REP_OWNER_PUB,
 			       REP_OWNER_SIG);
+		}
+		if (w->label_len) {
+			w->label = (const char *)b + FX_HELLO4;
+			if (rep_label_check(w->label, w->label_len))
+				return bad(err, errlen, "label with a byte "
+					   "that is not printable, a blank or "
+					   "'/'");
 		}
 		break;
 	case RW_HELD:

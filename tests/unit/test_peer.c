@@ -798,6 +798,7 @@ START_TEST(test_peer_order)
 	struct rep_wire h2 = { .type = RW_HELLO, .version = 2 };
 	struct rep_wire h3 = { .type = RW_HELLO, .version = 3 };
 	struct rep_wire h4 = { .type = RW_HELLO, .version = 4 };
+	struct rep_wire h5 = { .type = RW_HELLO, .version = 5 };
 	struct rep_wire h0 = { .type = RW_HELLO, .version = 0 };
 	struct rep_wire other = h2, bye = { .type = RW_BYE };
 	struct rep_wire data = { .type = RW_DATA, .data = "x", .len = 1 };
@@ -812,6 +813,7 @@ START_TEST(test_peer_order)
 	memset(h2.store_id, 7, 16);
 	memset(h3.store_id, 7, 16);
 	memset(h4.store_id, 7, 16);
+	memset(h5.store_id, 7, 16);
 	memset(other.store_id, 8, 16);
 	play_st = st;
 	{	/* version 2: rounds, then BYE ends it */
@@ -824,8 +826,14 @@ START_TEST(test_peer_order)
 				    { bye, 0, 0 } };
 		play(s, 3);
 	}
-	{	/* a later version is answered with ours */
-		struct step s[] = { { h4, RW_HELD, 3 }, { h4, RW_HELD, 3 },
+	{	/* version 4: rounds, the label optional */
+		struct step s[] = { { h4, RW_HELD, 4 }, { h4, RW_HELD, 4 },
+				    { bye, 0, 0 } };
+		play(s, 3);
+	}
+	{	/* a later version is answered with ours (its HELLO laid
+		   out as version 4's) */
+		struct step s[] = { { h5, RW_HELD, 4 }, { h5, RW_HELD, 4 },
 				    { bye, 0, 0 } };
 		play(s, 3);
 	}
@@ -870,10 +878,10 @@ END_TEST
 
 /* One round of a kept client offering `offer` for st against the real
    peer: its result, err filled. */
-static int real_round(struct vstore *st, uint32_t offer, char *err,
-		      size_t errlen)
+static int real_round_l(struct vstore *st, uint32_t offer,
+			const char *label, char *err, size_t errlen)
 {
-	struct rep_peer_opts o = { .timeout_ms = 5000 };
+	struct rep_peer_opts o = { .timeout_ms = 5000, .label = label };
 	struct rep_peer_stats s;
 	struct rep_client *cl;
 	struct rep_conn *c;
@@ -887,6 +895,12 @@ static int real_round(struct vstore *st, uint32_t offer, char *err,
 	rep_client_close(cl);
 	end_peer(&sv);
 	return rc;
+}
+
+static int real_round(struct vstore *st, uint32_t offer, char *err,
+		      size_t errlen)
+{
+	return real_round_l(st, offer, NULL, err, errlen);
 }
 
 /* root/.owners/<hex of st's id>: its size, -1 if absent. */
@@ -1019,6 +1033,109 @@ START_TEST(test_owners)
 }
 END_TEST
 
+/* root/.labels/<hex of st's id> into buf ("" if absent). */
+static void label_file(struct vstore *st, char *out, size_t len)
+{
+	unsigned char id[16];
+	char path[512], hex[33];
+	FILE *f;
+
+	ck_assert_int_eq(store_id(st, id), 0);
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", id[i]);
+	snprintf(path, sizeof(path), "%s/%s/%s", root, REP_LABELS_DIR, hex);
+	out[0] = 0;
+	if ((f = fopen(path, "r"))) {
+		if (!fgets(out, (int)len, f))
+			out[0] = 0;
+		fclose(f);
+	}
+}
+
+/* LABELS: version 4 carries a label, the peer keeps the first HELLO's
+   (replaced by the next connection's), an older version none; a label
+   with a blank, a '/' or too long is refused on both ends. */
+START_TEST(test_labels)
+{
+	struct vstore *st = empty_store();
+	struct rep_wire w = { .type = RW_HELLO, .version = 4 }, o;
+	char err[512], lab[REP_LABEL_MAX + 8], big[REP_LABEL_MAX + 2];
+	unsigned char msg[1024];
+	ssize_t n;
+
+	w.label = "vfsjob:42:1:1000:n1:0";
+	w.label_len = (uint32_t)strlen(w.label);
+	roundtrip(&w, NULL, &o);
+	ck_assert_uint_eq(o.label_len, w.label_len);
+	ck_assert(!memcmp(o.label, w.label, w.label_len));
+	ck_assert(o.owned);
+	w.label_len = 0;		/* version 4 without a label */
+	roundtrip(&w, NULL, &o);
+	ck_assert_uint_eq(o.label_len, 0);
+	ck_assert_ptr_null(o.label);
+	w.label = "a b";
+	w.label_len = 3;
+	ck_assert_int_eq(rep_wire_encode(&w, NULL, msg, sizeof(msg)), -EINVAL);
+	w.label = "a/b";
+	ck_assert_int_eq(rep_wire_encode(&w, NULL, msg, sizeof(msg)), -EINVAL);
+	memset(big, 'x', sizeof(big));
+	ck_assert_int_eq(rep_label_check(big, REP_LABEL_MAX), 0);
+	ck_assert_int_eq(rep_label_check(big, REP_LABEL_MAX + 1), -EINVAL);
+	ck_assert_int_eq(rep_label_check("", 0), -EINVAL);
+	/* a forged message: a blank in the label, or a length over the
+	   maximum, is refused by the decoder */
+	w.label = "ab";
+	w.label_len = 2;
+	n = rep_wire_encode(&w, NULL, msg, sizeof(msg));
+	ck_assert_int_gt(n, 0);
+	msg[n - 1] = ' ';
+	ck_assert_int_eq(rep_wire_decode(msg, (size_t)n, &o, err, sizeof(err)),
+			 -EBADMSG);
+	msg[n - 1] = 'b';
+	msg[n - 6] = 0xff;		/* the length: 255 bytes */
+	ck_assert_int_eq(rep_wire_decode(msg, (size_t)n, &o, err, sizeof(err)),
+			 -EBADMSG);
+
+	/* the real peer keeps it */
+	ck_assert_int_eq(real_round_l(st, REP_PEER_VERSION, "job:1", err,
+				      sizeof(err)), 0);
+	label_file(st, lab, sizeof(lab));
+	ck_assert_str_eq(lab, "job:1\n");
+	/* no label, or an older version: the label stays */
+	ck_assert_int_eq(real_round_l(st, REP_PEER_VERSION, NULL, err,
+				      sizeof(err)), 0);
+	ck_assert_int_eq(real_round_l(st, 3, "job:2", err, sizeof(err)), 0);
+	label_file(st, lab, sizeof(lab));
+	ck_assert_str_eq(lab, "job:1\n");
+	/* another label replaces it */
+	ck_assert_int_eq(real_round_l(st, REP_PEER_VERSION, "job:2", err,
+				      sizeof(err)), 0);
+	label_file(st, lab, sizeof(lab));
+	ck_assert_str_eq(lab, "job:2\n");
+	/* a link planted where the new label is written is removed, never
+	   followed: its target is not made, the label is kept */
+	{
+		unsigned char id[16];
+		char hex[33], path[600], target[600];
+		struct stat sb;
+
+		ck_assert_int_eq(store_id(st, id), 0);
+		for (int i = 0; i < 16; i++)
+			snprintf(hex + 2 * i, 3, "%02x", id[i]);
+		snprintf(path, sizeof(path), "%s/%s/%s.new", root,
+			 REP_LABELS_DIR, hex);
+		snprintf(target, sizeof(target), "%s/target", root);
+		ck_assert_int_eq(symlink(target, path), 0);
+		ck_assert_int_eq(real_round_l(st, REP_PEER_VERSION, "job:3",
+					      err, sizeof(err)), 0);
+		ck_assert_int_ne(stat(target, &sb), 0);
+		label_file(st, lab, sizeof(lab));
+		ck_assert_str_eq(lab, "job:3\n");
+	}
+	drop_store(st);
+}
+END_TEST
+
 static Suite *peer_suite(void)
 {
 	Suite *s = suite_create("peer");
@@ -1039,6 +1156,7 @@ static Suite *peer_suite(void)
 	tcase_add_test(tc, test_fallback);
 	tcase_add_test(tc, test_peer_order);
 	tcase_add_test(tc, test_owners);
+	tcase_add_test(tc, test_labels);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -566,6 +566,9 @@ void *dc_thread(void *arg);
 int rp_start(const char *peer, const char *secret_file, uid_t owner,
 	     uint64_t bwlimit, bool wait_peer, bool compress, char *err,
 	     size_t errlen);
+/* The label every HELLO carries from now on (peer.h, LABELS; NULL:
+   none): the mount's replicate_label=, set before rp_start. */
+void rp_set_label(const char *label);
 /* Stop it; forget: clear the acknowledged id (the cleaner's hold). */
 void rp_stop(bool forget);
 /* The replication fields of status (also as rp_sink.status). */

@@ -45,7 +45,7 @@ struct opts {
 	char *backing;
 	char *owner;
 	char *replicate, *repl_secret, *repl_bwlimit, *repl_wait;
-	char *repl_compress;
+	char *repl_compress, *repl_label;
 	double timeout;
 	unsigned max_read;
 	int help, version;
@@ -75,6 +75,7 @@ static const struct fuse_opt vfs_optspec[] = {
 	{ "repl_wait=%s", offsetof(struct opts, repl_wait), 0 },
 	{ "repl_compress=%s", offsetof(struct opts, repl_compress), 0 },
 	{ "compress=%s", offsetof(struct opts, repl_compress), 0 },
+	{ "replicate_label=%s", offsetof(struct opts, repl_label), 0 },
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -208,6 +209,8 @@ static void usage(void)
 "    -o wait=peer           checkpoint returns once the peer has it\n"
 "                           (default wait=local)\n"
 "    -o compress=zstd       zstd-compress what is shipped\n"
+"    -o replicate_label=L   the peer keeps L beside the replica (its\n"
+"                           .labels/ID): the Slurm prolog's job names\n"
 "                           (also spelled repl_secret=, repl_bwlimit=,\n"
 "                           repl_wait=peer|local, repl_compress=)\n"
 "    -o chunkstore=SPEC     push every checkpoint to this chunk store in\n"
@@ -407,10 +410,10 @@ static int check_repl_opts(struct opts *o, struct vfs *v)
 
 	if (!o->replicate) {
 		if (o->repl_secret || o->repl_bwlimit || o->repl_wait ||
-		    o->repl_compress) {
+		    o->repl_compress || o->repl_label) {
 			fprintf(stderr, "versionfs: secret=, bwlimit=, "
-				"compress= and wait=peer (or repl_*) need "
-				"-o replicate=HOST:PORT\n");
+				"compress=, wait=peer and replicate_label= "
+				"(or repl_*) need -o replicate=HOST:PORT\n");
 			return -1;
 		}
 		return 0;
@@ -418,6 +421,13 @@ static int check_repl_opts(struct opts *o, struct vfs *v)
 	if (!strchr(o->replicate, ':') || !o->repl_secret) {
 		fprintf(stderr, "versionfs: -o replicate=HOST:PORT needs "
 			"-o secret=FILE\n");
+		return -1;
+	}
+	if (o->repl_label && rep_label_check(o->repl_label,
+					     strlen(o->repl_label))) {
+		fprintf(stderr, "versionfs: replicate_label=%s: 1 to %d "
+			"printable characters, no blank or '/'\n",
+			o->repl_label, REP_LABEL_MAX);
 		return -1;
 	}
 	if (o->repl_bwlimit && rep_parse_rate(o->repl_bwlimit,
@@ -609,6 +619,8 @@ int main(int argc, char *argv[])
 	if (o.replicate) {
 		char err[512] = "";
 
+		rp_set_label(o.repl_label);
+
 		if ((rc = rp_start(o.replicate, o.repl_secret,
 				   REP_SECRET_ANY_OWNER, v.repl_bwlimit,
 				   v.repl_wait, v.repl_zstd, err,
@@ -690,6 +702,7 @@ out_args:
 	free(o.repl_bwlimit);
 	free(o.repl_wait);
 	free(o.repl_compress);
+	free(o.repl_label);
 	free(o.chunkstore);
 	free(o.cs_chunking);
 	free(o.sync);

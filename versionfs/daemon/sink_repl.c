@@ -110,6 +110,7 @@ static struct {
 	uint64_t shipped, bytes, discarded;	/* since the mount */
 	char state[32];
 	char err[256];
+	char label[REP_LABEL_MAX + 1];	/* set once, before the thread */
 } rp = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.cond = PTHREAD_COND_INITIALIZER,
@@ -254,6 +255,7 @@ static int rp_round(struct rp_link *l, const struct rp_cfg *g, bool hello,
 	struct rep_peer_opts o = {
 		.bwlimit = g->bwlimit, .compress = g->compress,
 		.acked = on_acked, .stop = should_stop, .hello = hello,
+		.label = rp.label[0] ? rp.label : NULL,
 	};
 	struct rep_peer_stats s;
 	bool retried = false, kept;
@@ -488,6 +490,13 @@ void rp_stop(bool forget)
 			bt_last_error());
 	if (was)
 		vfs_log(LOG_INFO, "replication stopped");
+}
+
+void rp_set_label(const char *label)
+{
+	pthread_mutex_lock(&rp.lock);
+	snprintf(rp.label, sizeof(rp.label), "%s", label ? label : "");
+	pthread_mutex_unlock(&rp.lock);
 }
 
 int rp_start(const char *peer, const char *secret_file, uid_t owner,
