@@ -25,6 +25,11 @@
 #   srun       under a real Slurm when it runs here: srun -N4 --overlap
 #              true, and versionfs-job checkpoint through srun, in one
 #              batch job
+#   rebuild    a lost node's store rebuilt on another node from its
+#              partner's replica as the Slurm prolog does (versionfs-send
+#              to that node's versionfs-replicad, moved into place)
+#   rebuild-cp cp -a of the same replica directory between the two
+#              nodes' disks, in alternating rounds
 # Before each checkpoint every node dirties 100 small files (the job's
 # and the local checkpoints see the same work).  Medians of N rounds
 # (quick 7, full 21) with min and max; ratios of medians.  Writes
@@ -154,6 +159,52 @@ else
 	echo "# Slurm: not run ($(tail -1 "$T/slurm-up.log" 2>/dev/null))" >>"$T/notes"
 fi
 
+# Rebuilding a lost node's store on another node (the Slurm prolog's
+# handoff, versionfs-slurm-prolog): n0 replicates to n1 (wait=peer); the
+# replica on n1 is sent to n2's versionfs-replicad with versionfs-send and
+# moved into place there, against cp -a of the same replica directory
+# from n1's disk to n2's (through /proc/PID/root: no network), alternating
+REPPORT=$((20000 + $$ % 20000))
+partners_up "$REPPORT"
+NODE_NO_FSCK=1 node_umount n0
+node_mount n0 -o "replicate=$(node_addr n1):$REPPORT,secret=$T/secret,wait=peer"
+MB=32
+[ "$MODE" = full ] && MB=128
+node_exec n0 sh -c "mkdir -p '$JDIR/rb' && for i in 1 2 3 4; do head -c $((MB / 4))M /dev/urandom > '$JDIR/rb/f'\$i; done"
+node_exec n0 "$VFSCTL" checkpoint "$JDIR" >/dev/null || echo "checkpoint to the partner failed" >&2
+node_exec n0 sh -c "dd if=/dev/urandom of='$JDIR/rb/f1' bs=1M count=$((MB / 8)) conv=notrunc status=none"
+node_exec n0 "$VFSCTL" checkpoint "$JDIR" >/dev/null || echo "checkpoint to the partner failed" >&2
+sid=$(node_exec n1 ls "$JDISK/replicas" | grep -E '^[0-9a-f]{32}$' | head -1)
+: >"$T/rebuild" ; : >"$T/cp"
+if [ -n "$sid" ]; then
+	src=/proc/$(node_pid n1)/root$JDISK/replicas/$sid
+	dst=/proc/$(node_pid n2)/root$JDISK
+	for ((r = 0; r < ROUNDS; r++)); do
+		node_exec n2 rm -rf "$JDISK/rb.$r" "$JDISK/replicas/$sid" \
+			"$JDISK/replicas/.owners/$sid" "$JDISK/replicas/.labels/$sid"
+		sync
+		a=$(now_us)
+		node_exec n1 "$VFS_BUILD/versionfs-send" "$JDISK/replicas/$sid" \
+			--peer "$(node_addr n2):$REPPORT" --secret-file "$T/secret" \
+			--label "vfsjob:1:0:0:n0:0:sent" &&
+			node_exec n2 mv -T "$JDISK/replicas/$sid" "$JDISK/rb.$r" &&
+			node_exec n2 sync -f "$JDISK/rb.$r" &&
+			echo $(($(now_us) - a)) >>"$T/rebuild"
+		rm -rf "$dst/cp.$r"
+		sync
+		a=$(now_us)
+		cp -a "$src" "$dst/cp.$r" && sync -f "$dst/cp.$r" &&
+			echo $(($(now_us) - a)) >>"$T/cp"
+		rm -rf "$dst/cp.$r"
+		node_exec n2 rm -rf "$JDISK/rb.$r"
+	done
+	[ -s "$T/rebuild" ] && stats rebuild "$T/rebuild" >>"$T/rows"
+	[ -s "$T/cp" ] && stats rebuild-cp "$T/cp" >>"$T/rows"
+	echo "- rebuild: a store of $MB MiB in 2 checkpoints ($(du -sm "$src" | cut -f1) MiB on disk as a replica)" >>"$T/notes"
+else
+	echo "# rebuild: no replica on n1" >>"$T/notes"
+fi
+
 med() { awk -v n="$1" '$1 == n { print $2 }' "$T/rows"; }
 ratio() { [ -n "$(med "$1")" ] && [ -n "$(med "$2")" ] &&
 	awk -v a="$(med "$1")" -v b="$(med "$2")" 'BEGIN { printf "%.2f", a / b }'; }
@@ -175,6 +226,7 @@ ratio() { [ -n "$(med "$1")" ] && [ -n "$(med "$2")" ] &&
 	echo "- MPI call on one node / that node's local checkpoint of the same work: $(ratio mpi1 local1) (target <= 1.5)"
 	echo "- job (nsenter) / four local checkpoints at once through it: $(ratio job local4)"
 	echo "- job through srun / srun floor: $(ratio job-srun srun-floor) (target <= 1.5)"
+	echo "- a lost node's store rebuilt from its partner's replica (versionfs-send to the new node's replicad, moved into place) / cp -a of the same replica: $(ratio rebuild rebuild-cp)"
 	cat "$T/notes" 2>/dev/null
 } >"$RES/job.md"
 cat "$RES/job.md"

@@ -1208,7 +1208,7 @@ vcr_slurm_setup() {
 	declare -gA VCR_KV=([select]=comment [keyword]=versionfs
 		[umount_timeout]=60 [lazy_umount]=no [mount_options]=""
 		[copy_out]="" [dir]="" [versionfs]="" [partner_port]=""
-		[partner_secret]="")
+		[partner_secret]="" [partner_dir]="" [restore_wait]=120)
 	if [ -e "$conf" ]; then
 		while IFS= read -r line || [ -n "$line" ]; do
 			n=$((n + 1))
@@ -1275,6 +1275,29 @@ vcr_slurm_setup() {
 		[[ ${VCR_KV[partner_secret]} =~ ^/[^,[:space:]]+$ ]] ||
 			vcr_die 1 "$conf: partner_port needs partner_secret, an absolute path without commas"
 	fi
+	if [ -n "${VCR_KV[partner_dir]}" ]; then
+		[ -n "${VCR_KV[partner_port]}" ] ||
+			vcr_die 1 "$conf: partner_dir needs partner_port"
+		[[ ${VCR_KV[partner_dir]} =~ ^/ ]] ||
+			vcr_die 1 "$conf: partner_dir must be an absolute path"
+	fi
+	[[ ${VCR_KV[restore_wait]} =~ ^[0-9]+$ ]] ||
+		vcr_die 1 "$conf: restore_wait must be a number of seconds"
+}
+
+# vcr_slurm_nodes: VCR_NODES, the job's nodes in order (SLURM_JOB_NODELIST
+# expanded by scontrol), and VCR_INDEX, this node's index among them
+# (SLURMD_NODENAME); 1 if either is unknown.
+vcr_slurm_nodes() {
+	local list=${SLURM_JOB_NODELIST:-${SLURM_NODELIST:-}} me=${SLURMD_NODENAME:-}
+	local i
+	VCR_NODES=() VCR_INDEX=
+	[ -n "$list" ] && [ -n "$me" ] || return 1
+	mapfile -t VCR_NODES < <(scontrol show hostnames "$list" 2>/dev/null)
+	for ((i = 0; i < ${#VCR_NODES[@]}; i++)); do
+		[ "${VCR_NODES[$i]}" = "$me" ] && VCR_INDEX=$i
+	done
+	[ -n "$VCR_INDEX" ]
 }
 
 # vcr_slurm_partner: print the node that replicates this node's store

@@ -474,10 +474,22 @@ int do_rollback(struct jctx *ctx, int argc, char **argv)
 			refuse("no job checkpoint %s%s%.0" PRIu64 " of job %s",
 			       tag ? "tagged " : "", tag ? tag : "", want,
 			       ctx->job);
-		else
+		else if (q.nrecs)
 			refuse("no complete job checkpoint of job %s is "
-			       "recoverable on these nodes%s", ctx->job,
-			       q.nrecs ? "" : " (none recorded)");
+			       "recoverable on these nodes", ctx->job);
+		else {
+			/* a requeued job whose nodes were all lost with
+			   their partners: say which nodes have nothing */
+			for (size_t i = 0; i < ctx->nnodes; i++)
+				refuse("node%zu (%s) has no record of job %s: "
+				       "its store holds none of this job's "
+				       "checkpoints (its node lost, and the "
+				       "copy on its partner too?)", i,
+				       ctx->nodes[i], ctx->job);
+			refuse("no complete job checkpoint of job %s is "
+			       "recoverable on these nodes (none recorded)",
+			       ctx->job);
+		}
 		goto out;
 	}
 	/* phase 1: every node can */

@@ -11,6 +11,7 @@
 #   node_mount NODE          versionfs over $JDIR on NODE
 #   node_umount NODE         unmount it, wait for the daemon, fsck the store
 #   node_kill9 NODE          kill -9 NODE's daemon, detach the dead mount
+#   node_lose NODE           every process of NODE, then its disk (dead)
 #   node_fsck NODE           versionfs-fsck of NODE's store (unmounted)
 #   node_addr NODE           its address on the bridge
 #   JRAW                     the node's disk seen without the mount:
@@ -174,6 +175,22 @@ node_kill9() {
 	return 0
 }
 
+# node_lose NODE: every process of NODE (its daemons, its namespace
+# holder), then its disk: a node that died
+node_lose() {
+	local pid ns p i
+	# (the namespace read once: the loop kills its holder too, and a
+	# process listed after it would then be compared with nothing)
+	pid=$(node_pid "$1")
+	ns=$(readlink "/proc/$pid/ns/mnt") || fail "$1 has no namespace"
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] &&
+			kill -9 "${p#/proc/}" 2>/dev/null
+	done
+	for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	rm -f "$T/$1.img"
+}
+
 # cluster_hosts: the nodes' names resolve on every node (an /etc/hosts of
 # the cluster bind-mounted over the node's own, in its mount namespace)
 cluster_hosts() {
@@ -271,7 +288,9 @@ select always
 versionfs $VFS
 umount_timeout 20
 ${SLURM_PARTNER_PORT:+partner_port $SLURM_PARTNER_PORT
-partner_secret $T/secret}
+partner_secret $T/secret
+partner_dir $JDISK/replicas}
+${SLURM_RESTORE_WAIT:+restore_wait $SLURM_RESTORE_WAIT}
 EOC
 	for hook in prolog epilog; do
 		cat >"$T/slurm/$hook" <<EOC

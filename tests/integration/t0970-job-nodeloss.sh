@@ -76,15 +76,8 @@ case_partner() {
 test_case "partner replication: node i to node i+1, job checkpoints acknowledged by the partners" case_partner
 
 case_lost() {
-	local pid p
 	# n1 dies: every process of it, then its disk
-	pid=$(node_pid n1)
-	for p in /proc/[0-9]*; do
-		[ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$(readlink "/proc/$pid/ns/mnt")" ] &&
-			kill -9 "${p#/proc/}" 2>/dev/null
-	done
-	for p in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-	rm -f "$T/n1.img"
+	node_lose n1
 	# a spare with nothing for rank 1 (its partner lost too): refused
 	node_mount n5
 	RANKS=(n0 n5 n2 n3)
