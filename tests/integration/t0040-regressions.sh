@@ -34,7 +34,14 @@
 #     a remount (the merge waited for the daemon to give that dead inode a
 #     record of the open epoch, which it never loads again: the checkpoint
 #     stayed deleted, unmerged, until the next one; the model test's kept
-#     descriptors found it).
+#     descriptors found it);
+#   - a directory the kernel saw removed (rmdir, or a rename over it)
+#     while a descriptor of a file inside kept its inode, brought back by
+#     a rollback, takes new entries, lists them, and keeps its st_ino (the
+#     daemon answered the same node id and generation, so the kernel took
+#     its dead inode again, which it had marked S_DEAD: mkdir inside failed
+#     with ENOENT and readdir listed nothing; the model test's kept
+#     descriptors found it on XFS).
 # timeout: 900
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -309,6 +316,43 @@ orphan_merge_case() {
 	vfs_fsck "$b"
 }
 
+dead_dir_case() {
+	local b=$root/deaddir m=$root/mnt-deaddir c0 c1 ino round
+	fresh deaddir
+	vfs_mount "$b" "$m"
+	mkdir -p "$m/d/n" "$m/q/sub"
+	echo kept >"$m/d/f"
+	echo n >"$m/d/n/f"
+	echo q >"$m/q/sub/f"
+	ino=$(stat -c %i "$m/d")
+	# the descriptors pin the directories' inodes in the kernel
+	exec 7<"$m/d/f" 8<"$m/d/n/f" 9<"$m/q/sub/f"
+	c0=$(ctl checkpoint "$m") || fail "checkpoint"
+	for round in 1 2; do
+		rm -r "$m/d"		# in a checkpointed epoch
+		c1=$(ctl checkpoint "$m") || fail "checkpoint"
+		rm -f "$m/q/sub/f" "$m/q/sub/g"	# in the open epoch: a rename over it
+		mkdir "$m/q/new"
+		mv -T "$m/q/new" "$m/q/sub" || fail "rename over q/sub"
+		ctl rollback "$m" "$c0" --force >/dev/null || fail "rollback"
+		mkdir "$m/d/x" ||
+			fail "round $round: mkdir in d, revived by the rollback"
+		mkdir "$m/d/n/x" || fail "round $round: mkdir in d/n"
+		: >"$m/q/sub/g" || fail "round $round: create in q/sub"
+		assert_eq "$(ls "$m/d" | tr '\n' ' ')" "f n x " "ls d"
+		assert_eq "$(ls "$m/q/sub" | tr '\n' ' ')" "f g " "ls q/sub"
+		assert_eq "$(stat -c %i "$m/d")" "$ino" "st_ino of d"
+		assert_eq "$(cat "$m/d/n/f")" n "d/n/f"
+		assert_eq "$(cat <&7)" kept "the kept descriptor of d/f"
+		exec 7<"$m/d/f"
+		c1=$(ctl checkpoint "$m") || fail "checkpoint after the rollback"
+		assert_eq "$(ls "$m/.checkpoints/$c1/d" | tr '\n' ' ')" "f n x " \
+			"checkpoint $c1's view of d"
+	done
+	exec 7<&- 8<&- 9<&-
+	vfs_umount "$m"
+}
+
 for fs in ext4 xfs; do
 	# 1 GiB, and on ext4 an inode per 4 KiB: remount_saving_case creates
 	# 60,000 files, whose index and metadata files (a 4 KiB block and an
@@ -332,6 +376,7 @@ for fs in ext4 xfs; do
 	test_case "$fs: an offline holder of the store lock is waited for" lock_holder_case
 	test_case "$fs: a fallocate to a file a rollback took away does not fail the next checkpoint" gone_times_case
 	test_case "$fs: the newest checkpoint, holding a file removed while open and closed since, merges when deleted" orphan_merge_case
+	test_case "$fs: a directory the kernel saw removed, revived by a rollback, takes new entries" dead_dir_case
 done
 cases_done
 exit 0

@@ -96,6 +96,9 @@ struct vnode {
 	bool loaded;			/* attributes below are valid */
 	bool stale;			/* rollback changed it: reload */
 	bool gone;			/* no longer exists in its view */
+	uint32_t kgen;			/* generation of its entry replies:
+					   +1 when the kernel takes it for a
+					   removed directory (node.c) */
 	bool dirty;			/* on a dirty list */
 	bool meta_checked;		/* metadata file of mfile_ver verified */
 	bool mfile_dirty;		/* metadata file of meta_ver to write */

@@ -724,6 +724,8 @@ int dir_unlink(struct vnode *dir, const char *name, bool isdir)
 		rc = ns_commit(&op);
 		if (rc)
 			vn->stale = dir->stale = true;
+		else if (isdir)
+			vn->kgen++;	/* the kernel marks it dead (node.c) */
 	}
 	pthread_mutex_unlock(&vn->lock);
 out:
@@ -856,6 +858,8 @@ int dir_rename(struct vnode *dir, const char *name, struct vnode *ndir,
 		vn_set_name(src, ndir->vino, nname, false);
 		if (dst && (flags & RENAME_EXCHANGE))
 			vn_set_name(dst, dir->vino, name, false);
+		else if (ddir)
+			dst->kgen++;	/* replaced: dead to the kernel */
 	}
 out_dst:
 	if (dst)

@@ -6,7 +6,8 @@
  * Every operation takes epoch_lock shared for its duration, so checkpoint
  * and rollback (exclusive) see no operation half done.  The lock is released
  * before replying.  Node ids are vnode addresses (node.c); each entry reply
- * adds one lookup, forget removes them.
+ * adds one lookup, forget removes them; its generation is the vnode's
+ * kgen, new for a directory the kernel saw removed (node.c).
  *
  * Views (.checkpoints/ID/...) are read-only: every mutating operation on
  * them answers EROFS.  A vnode whose inode a rollback removed answers
@@ -59,6 +60,7 @@ static void reply_entry_t(fuse_req_t req, struct vnode *vn, int rc,
 	pthread_mutex_lock(&vn->lock);
 	vn_stat(vn, &e.attr);
 	writers = vn->wopens;
+	e.generation = vn->kgen;	/* a new one after rmdir (node.c) */
 	pthread_mutex_unlock(&vn->lock);
 	e.ino = vn_nodeid(vn);
 	e.attr_timeout = e.entry_timeout = timeout;

@@ -10,6 +10,20 @@
  * holds references (refs: operations in flight, open handles, and the dirty
  * list).
  *
+ * Generation.  Entry replies carry vn->kgen with the node id.  A directory
+ * the kernel saw removed (rmdir, or a rename over it) is dead to it for
+ * good: the VFS sets S_DEAD on the inode, and mkdir, create, lookup and
+ * readdir in it fail with ENOENT.  A descriptor of a file inside (or a cwd)
+ * keeps that inode, and its nlookup, alive; if a rollback then brings the
+ * directory back and a lookup answered the same (node id, generation), the
+ * kernel would take the dead inode again (fuse_iget finds it by node id).
+ * So the removal adds one to kgen: the kernel sees a new generation for the
+ * node id, marks its dead inode bad (EIO through what still holds it) and
+ * makes a new one.  The vnode, st_ino and nlookup stay (the forget of the
+ * old inode comes with its own count, which nlookup includes).  Node ids and
+ * kgen live as long as the vnode; a vnode freed at nlookup 0 is unknown to
+ * the kernel, so a new one starts again at 0.
+ *
  * State of a live vnode.  Its attributes (m), the version of its inode
  * record in force (meta_ver) and of its extent map (data_ver) say what LMDB
  * and the store hold; mfile_ver is the newest version whose metadata file
