@@ -87,7 +87,8 @@ ssize_t rep_wire_encode(const struct rep_wire *w, const uint64_t *held,
 		}
 		if (len >= FX_HELLO4) {
 			le32_put(b + FX_HELLO3, w->label_len);
-			memcpy(b + FX_HELLO4, w->label, w->label_len);
+			if (w->label_len)
+				memcpy(b + FX_HELLO4, w->label, w->label_len);
 		}
 		break;
 	case RW_HELD:
