@@ -142,7 +142,8 @@ static int query(const struct jctx *ctx, struct jquery *q)
 		}
 		free(acc);
 	}
-	qsort(q->recs, q->nrecs, sizeof(*q->recs), rec_cmp);
+	if (q->nrecs)		/* (no records: recs is NULL) */
+		qsort(q->recs, q->nrecs, sizeof(*q->recs), rec_cmp);
 	return 0;
 }
 
