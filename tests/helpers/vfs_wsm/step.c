@@ -172,22 +172,40 @@ static void a_delete_fresh(struct store *s)
 	sck_find(s, s->top)->state = CK_DELETED;
 }
 
-static void a_policy(struct store *s)
+/*
+ * A keep-last policy makes the checkpoints older than the newest n
+ * PRUNABLE at once, not at the next checkpoint: the daemon applies its
+ * stored policy after each checkpoint and also whenever a push lands (what
+ * the policy left for a sink may go then).  A copy, a restore or a failover
+ * of the store carries the policy and starts its sinks over under its new
+ * id, so it prunes these at its mount, with no checkpoint taken (seed 1 of
+ * the long run: s22's 6, still ALIVE here, gone from its copy at step 239).
+ */
+static void set_policy(struct store *s, unsigned keep_last)
 {
-	char n[8];
+	uint64_t ids[4096];
+	size_t nc;
+	char n[16];
 	int rc;
 
-	if (pct(30)) {
+	s->keep_last = keep_last;
+	if (!keep_last) {
 		rc = vctl(s, 60, "policy", "@", "--keep-all", NULL, NULL);
-		s->keep_last = 0;
 	} else {
-		s->keep_last = (unsigned)rnd(4) + 1;
-		snprintf(n, sizeof(n), "%u", s->keep_last);
+		snprintf(n, sizeof(n), "%u", keep_last);
 		rc = vctl(s, 60, "policy", "@", "--keep-last", n, NULL);
 	}
 	logf_("policy s%d keep-last %u -> %d", s->idx, s->keep_last, rc);
 	if (rc)
 		fail("policy of s%d: %s", s->idx, errbuf);
+	nc = store_certain(s, ids, 4096);
+	for (size_t i = 0; keep_last && i + keep_last < nc; i++)
+		sck_find(s, ids[i])->state = CK_PRUNABLE;
+}
+
+static void a_policy(struct store *s)
+{
+	set_policy(s, pct(30) ? 0 : (unsigned)rnd(4) + 1);
 }
 
 static void a_prune(struct store *s)
