@@ -208,6 +208,27 @@ static void a_policy(struct store *s)
 	set_policy(s, pct(30) ? 0 : (unsigned)rnd(4) + 1);
 }
 
+/*
+ * cp -a of s, mounted beside it.  Half the time (always when forced) a
+ * keep-last policy is set first over a backlog of at least two
+ * checkpoints, as in seed 1 of the long run at step 239: the copy's
+ * sinks start over under its new id and it prunes the backlog as its
+ * pushes land, in the background while the step's check reads its views.
+ */
+static void a_copy(struct store *s, bool forced)
+{
+	uint64_t ids[4096];
+
+	sync_all();
+	if (forced || pct(50)) {
+		while (store_certain(s, ids, 4096) < 3)
+			store_checkpoint(s);
+		set_policy(s, 1);
+		count("copy-with-backlog");
+	}
+	copy_store(s);
+}
+
 static void a_prune(struct store *s)
 {
 	uint64_t ids[4096];
@@ -328,7 +349,7 @@ void step(void)
 	struct store *s = pick_live();
 	unsigned nops = (unsigned)rnd(W.ops + 1);
 	enum action a;
-	bool sync = pct(50), full = stepno % 10 == 0;
+	bool sync = pct(50), full = stepno % 10 == 0, forced = false;
 
 	ops_burst(s, nops);
 	/* versionfs-replicad down: back at about every other step */
@@ -342,6 +363,12 @@ void step(void)
 		if (stepno == W.steps * 3 / 5 && W.steps >= 10 &&
 		    !drawn[must] && !off(must))
 			a = must;
+		/* and a copy over a policy's backlog (a_copy) */
+		if (stepno == W.steps * 2 / 5 && W.steps >= 10 &&
+		    !drawn[A_COPY] && !off(A_COPY)) {
+			a = A_COPY;
+			forced = true;
+		}
 	}
 	drawn[a]++;
 	s = pick_live();
@@ -407,8 +434,7 @@ void step(void)
 		sync = true;
 		break;
 	case A_COPY:
-		sync_all();
-		copy_store(s);
+		a_copy(s, forced);
 		sync = true;
 		break;
 	case A_FAILOVER:
