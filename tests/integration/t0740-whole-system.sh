@@ -35,11 +35,14 @@
 # during the step's check (the long run, seed 1, step 239 failed there:
 # the model kept checkpoints ALIVE until the next checkpoint under a new
 # policy, and its walks took a view pruned from under them for a broken
-# one; a pruned view vanishes whole, which t0735 checks).  OPEN: seed 2
-# (25 steps, step 25) then stalls a copy's replication for good: its
-# first full stream (of 9) reached the peer while the pushes' policy
-# pruned 9, and the next stream "shares no checkpoint" with the replica.  No other sequence makes one number twice under
-# one id any more (tests/helpers/vfs_wsm/identity.c says why).
+# one; a pruned view vanishes whole, which t0735 checks).  Seed 2 then
+# stalled a copy's replication for good: its first full stream reached
+# the peer while the pushes' policy pruned that checkpoint and the
+# cleaner merged it, and the next round "shared no checkpoint" with the
+# replica (the replicator now holds a checkpoint from before its stream,
+# kv rep.sending: t0710's in-flight cases).  No other sequence makes one
+# number twice under one id any more (tests/helpers/vfs_wsm/identity.c
+# says why).
 # After every step, every checkpoint a primary lists and a sink
 # acknowledged reads on that sink (mounted replica views, trees restored
 # with --plain) exactly as the primary's .checkpoints/ID/ did when taken
