@@ -34,10 +34,11 @@
  *
  * PROGRESS.  What a sink has of this store belongs to its id: a push
  * watermark is kept under a name with the id in it (store_progress_*),
- * and a new identity clears rep.acked (the replica that acknowledged it
- * is the original's; the copy's own peer says what it holds), so that a
- * copy neither skips pushes nor keeps the original's acknowledged
- * checkpoint from the cleaner.
+ * and a new identity clears rep.acked and rep.sending (the replica that
+ * acknowledged them, or was being sent one, is the original's; the
+ * copy's own peer says what it holds), so that a copy neither skips
+ * pushes nor keeps the original's replicated checkpoints from the
+ * cleaner.
  *
  * OLD CHECKPOINTS.  Records of format 1 have no GUID: a read-write open
  * gives each a random one, marked BT_CKPT_GUID_LOCAL (it names the
@@ -220,7 +221,10 @@ static int home_txn(bt_txn *txn, void *arg)
 	    (rc = bt_kv_put_u64(txn, KV_ORIGIN_LO, be64_get(h->origin + 8))) ||
 	    (rc = bt_kv_put_u64(txn, KV_REPLICA, 0)))
 		return rc;
-	/* the original's replica acknowledged it, not ours (PROGRESS) */
+	/* the original's replica acknowledged it, not ours (PROGRESS); nor
+	   is a stream of the original's in flight to ours */
+	if ((rc = bt_kv_put_u64(txn, "rep.sending", 0)))
+		return rc;
 	return bt_kv_put_u64(txn, "rep.acked", 0);
 }
 

@@ -15,6 +15,24 @@
  * precedes.  A deleted checkpoint not merged yet stops the walk: its
  * successor's stream needs it merged (rep_send), and the cleaner will.
  *
+ * HOLDS.  Whatever the peer holds must stay on the primary's line, or the
+ * next round finds no common point and replication stops for good ("shares
+ * no checkpoint").  A checkpoint is the peer's from the moment its stream
+ * may be applied there, not from its ACK: the ACK of a full stream of 9
+ * came after a keep-last policy had deleted 9 and the cleaner had merged
+ * it (t0740 seed 2).  So before each STREAM the owner is asked to keep the
+ * checkpoint, and its base, from its cleaner (o->hold: the daemon's kv
+ * rep.sending and rep.acked, which the cleaner honours: cleaner/merge.c);
+ * it refuses (-ESTALE) a checkpoint deleted or merged since the line was
+ * read, and the round ends there for the next one to read the line again.
+ * The hold outlives a failed stream (the peer may have applied it and
+ * lost only the ACK) until the next round's HELD says whether the peer
+ * has it: o->hold(common, 0) then says nothing is in flight and the
+ * peer's newest is common.  Without that, a stream abandoned because its
+ * checkpoint was deleted meanwhile (rep_send refuses to finish one) kept
+ * that checkpoint unmerged, and the round, which stops at a deleted
+ * checkpoint until it is merged, never shipped again.
+ *
  * Nothing of what the peer holds is kept between rounds: each round
  * starts from the peer's HELD, also a round on a connection kept open
  * (rep_client, version 2), so after a disconnect or a restart of either
@@ -351,6 +369,13 @@ static int round_on(struct vstore *st, struct rep_conn *c, uint32_t offer,
 		rc = -EPROTO;
 		goto out;
 	}
+	/* the peer's word: whatever was in flight it has (then it is
+	   common) or never will */
+	if (o->hold && (rc = o->hold(o->arg, common, 0))) {
+		rep_errf(err, errlen, "recording the peer's checkpoint %llu: "
+			 "%s", (unsigned long long)common, strerror(-rc));
+		goto out;
+	}
 	if (common && last_held != common) {
 		struct rep_wire d = { .type = RW_DISCARD, .ckpt = common };
 
@@ -382,6 +407,17 @@ ship:
 			break;		/* the cleaner merges it first */
 		if (o->stop && o->stop(o->arg))
 			break;
+		/* the owner keeps it from its cleaner before it leaves (HOLDS) */
+		if (o->hold && (rc = o->hold(o->arg, from, line[i].id))) {
+			if (rc == -ESTALE) {
+				rc = 0;	/* deleted since: the next round */
+				break;
+			}
+			rep_errf(err, errlen, "holding checkpoint %llu for its "
+				 "stream: %s", (unsigned long long)line[i].id,
+				 strerror(-rc));
+			goto out;
+		}
 		rc = ship(st, c, o, line[i].id, from, &bytes, buf, cap, err,
 			  errlen);
 		if (rc)

@@ -228,6 +228,14 @@ struct rep_peer_opts {
 	/* the store's label (LABELS; NULL: none), sent when version 4 is
 	   offered */
 	const char *label;
+	/* NULL, or called before the STREAM of ckpt from base (0: full):
+	   keep both from the cleaner until an acknowledgement (acked) or
+	   the next hold moves on (client.c, HOLDS).  0; -ESTALE: ckpt was
+	   deleted or merged meanwhile, the round ends without it (pending
+	   left > 0); another -errno fails the round.  With ckpt 0, after
+	   HELD: nothing is in flight, the peer's newest on the line is
+	   base (0: none of it) */
+	int (*hold)(void *arg, uint64_t base, uint64_t ckpt);
 	/* polled between streams and DATA messages: stop when true */
 	bool (*stop)(void *arg);
 	void *arg;

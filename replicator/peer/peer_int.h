@@ -53,4 +53,7 @@ int in_finish(struct inbound *in, bool applied, int sock);
 const struct in_result *in_result(const struct inbound *in);
 void in_free(struct inbound *in);
 
+/* VFS_PEER_STOP: stop here if a test asked to (testpoint.c). */
+void rep_peer_test_point(const char *where);
+
 #endif /* VFS_REP_PEER_INT_H */

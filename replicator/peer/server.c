@@ -184,6 +184,7 @@ static void ack_stream(struct strm *x, bool held, bool before,
 	vfs_log(LOG_INFO, "%s store %s: checkpoint %llu %s (%llu bytes)",
 		x->who, x->hex, (unsigned long long)x->ckpt, before ?
 		"held already" : "applied", (unsigned long long)bytes);
+	rep_peer_test_point("ack");
 	x->acked = rep_wire_send(x->c, &a, NULL) == 0;
 }
 

@@ -26,7 +26,11 @@
 # wait=peer's reply after the acknowledgement, the link cut while it
 # idles (and the receiver restarted behind the cut: a dead connection),
 # the receiver restarted while the primary idles; owners: a store naming
-# another's id refused, a copy given a replica of its own.
+# another's id refused, a copy given a replica of its own; keep-last 1
+# deleting the acknowledged checkpoint; the checkpoint of a first full
+# stream, applied by the peer (stopped before its ACK: VFS_PEER_STOP=ack),
+# deleted and cleaned on the primary, with the primary's daemon killed
+# meanwhile or not: kept until the ACK, the next ships from it.
 # Nothing acknowledged is lost, no partial checkpoint is visible, both
 # stores are fsck-clean; the replica mounts and rolls back.
 # timeout: 600
@@ -37,6 +41,7 @@ command -v setfattr >/dev/null || skip "setfattr (attr) not installed"
 SEND="$VFS_BUILD/versionfs-send"
 REPD="$VFS_BUILD/versionfs-replicad"
 FSCK="$VFS_BUILD/versionfs-fsck"
+CLEAN="$VFS_BUILD/versionfs-clean"
 
 NSP=vfsp$$ NSQ=vfsq$$ PX=() QX=() ADDR=127.0.0.1 NETNS=0
 _repd_pids=()
@@ -590,6 +595,119 @@ acked_deleted() {
 	vfs_umount "$RM"
 }
 
+# stopped PID: wait (bounded) until process PID is stopped (SIGSTOP)
+stopped() {
+	local i
+	for i in $(seq 300); do
+		[ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = T ] &&
+			return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# inflight_setup TAG PORT: a store of three checkpoints (1, 2, 3) that the
+# daemon cleans only when asked, and a receiver that stops itself once it
+# has applied the first checkpoint it receives, before its ACK
+# (VFS_PEER_STOP=ack); replication started.  Sets ib, im, ip, ipid.
+inflight_setup() {
+	local i
+	ib=$prim/ib$1 im=$prim/im$1 ip=$peer/ireplicas$1
+	mkdir -p "$ip"
+	VFS_TEST_MANUAL_CLEAN=1 vfs_mount "$ib" "$im"
+	for i in 1 2 3; do
+		head -c $((i * 40000)) /dev/urandom >"$im/f$i"
+		echo "$i" >>"$im/log"
+		ctl checkpoint "$im" >/dev/null || fail "checkpoint $i"
+	done
+	VFS_PEER_STOP=ack start_repd "$ip" "$2"
+	ipid=$(cat "$T/repd.$2.pid")
+	ctl replicate "$im" --peer "$ADDR:$2" --secret-file "$T/secret" \
+		>/dev/null || fail "ctl replicate"
+	stopped "$ipid" || fail "the receiver did not stop before its ACK"
+	grep -q "checkpoint 1 applied" "$T/repd.$2.log" ||
+		fail "stopped, but not after applying 1: $(tail -3 "$T/repd.$2.log")"
+}
+
+# inflight_merged WHAT: after "delete 1 2" and a clean, 2 is merged into 3
+# (whose parent is 1 then) and 1, deleted, is not (list shows active
+# checkpoints only; status counts the deleted ones)
+inflight_merged() {
+	local p d
+	p=$(ctl --json list "$im" | grep -o '"id":3,"parent":[0-9]*' | cut -d: -f3)
+	d=$(ctl --json status "$im" | grep -o '"deleted":[0-9]*' | cut -d: -f2)
+	[ "$p" = 0 ] && fail "$1 was merged away (3's parent is 0)"
+	[ "$p" = 1 ] || fail "3's parent is '$p' after the clean, want 1"
+	[ "$d" = 1 ] || fail "$d deleted checkpoints left by the clean, want 1 (1)"
+}
+
+# inflight_check PORT: 1 deleted and 2 merged on the primary; the
+# receiver goes on: 3 ships from 1, then 4; both read on the replica as on
+# the primary
+inflight_check() {
+	local i c s
+	kill -CONT "$ipid"
+	for i in $(seq 300); do
+		grep -q "checkpoint 3 applied" "$T/repd.$1.log" && break
+		sleep 0.1
+	done
+	s=$(ctl replicate "$im")
+	grep -q "checkpoint 3 applied" "$T/repd.$1.log" ||
+		fail "3 not shipped after 1 was acknowledged: $s"
+	echo 4 >>"$im/log"
+	c=$(ctl checkpoint "$im") || fail "checkpoint 4"
+	for i in $(seq 300); do
+		grep -q "checkpoint $c applied" "$T/repd.$1.log" && break
+		sleep 0.1
+	done
+	grep -q "checkpoint $c applied" "$T/repd.$1.log" ||
+		fail "$c not shipped: $(ctl replicate "$im")"
+	vfs_mount "$ip/$(ls "$ip" | head -1)" "$RM"
+	for c in 3 "$c"; do
+		diff <(sig "$im/.checkpoints/$c") <(sig "$RM/.checkpoints/$c") \
+			>"$T/diff" || { head -20 "$T/diff"; fail "checkpoint $c differs on the peer"; }
+	done
+	[ "$(ls "$RM/.checkpoints" | tr '\n' ' ')" = "1 3 $c " ] ||
+		fail "the replica holds $(ls "$RM/.checkpoints" | tr '\n' ' '), want 1 3 $c"
+	vfs_umount "$RM"
+	ctl replicate "$im" --stop >/dev/null || fail "--stop"
+	kill "$ipid"
+	vfs_umount "$im"
+}
+
+# The checkpoint of a first full stream, applied on the peer but not yet
+# acknowledged, deleted with its successor and cleaned (t0740 seed 2: a
+# copy's keep-last policy pruned it as the pushes landed).  The cleaner
+# merged it away, so the peer held a checkpoint the primary's line had
+# no more, and replication stopped for good ("shares no checkpoint").
+# The replicator holds it from before its stream (rep.sending): it stays,
+# deleted, until the ACK; 2 is merged into 3, which ships from 1.
+inflight_deleted() {
+	inflight_setup 1 $((PORT + 12))
+	ctl delete "$im" 1 2 >/dev/null || fail "delete 1 2"
+	"${PX[@]}" "$CLEAN" "$im" >"$T/clean.out" 2>&1 ||
+		fail "clean: $(cat "$T/clean.out")"
+	inflight_merged "1, streamed and not acknowledged yet,"
+	inflight_check $((PORT + 12))
+}
+
+# The same with the primary's daemon killed while the peer holds 1 and
+# its ACK is not back, then mounted again (not replicating), 1 and 2
+# deleted and cleaned: the hold is in the store, and outlives the daemon.
+inflight_killed() {
+	inflight_setup 2 $((PORT + 13))
+	vfs_kill9 "$im"
+	VFS_TEST_MANUAL_CLEAN=1 vfs_mount "$ib" "$im"
+	ctl delete "$im" 1 2 >/dev/null || fail "delete 1 2"
+	"${PX[@]}" "$CLEAN" "$im" >"$T/clean.out" 2>&1 ||
+		fail "clean: $(cat "$T/clean.out")"
+	inflight_merged "1, streamed before the kill,"
+	kill -CONT "$ipid"	# its ACK goes nowhere
+	ctl replicate "$im" --peer "$ADDR:$((PORT + 13))" \
+		--secret-file "$T/secret" >/dev/null || fail "ctl replicate"
+	inflight_check $((PORT + 13))
+}
+
 test_case "many checkpoints over one connection" one_connection
 test_case "wait=peer: the reply after the peer's acknowledgement" wait_peer_path
 if [ "$NETNS" = 1 ]; then
@@ -600,6 +718,8 @@ fi
 test_case "versionfs-replicad restarted while the primary idles" repd_restart_idle
 test_case "a replica belongs to its store's key; a copy gets its own" owners
 test_case "keep-last 1 deletes the acknowledged checkpoint while the peer is away" acked_deleted
+test_case "a checkpoint deleted and cleaned between the peer's apply and its ACK" inflight_deleted
+test_case "... and the primary killed meanwhile: the hold outlives it" inflight_killed
 vfs_umount "$M"
 cases_done
 

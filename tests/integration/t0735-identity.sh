@@ -26,7 +26,15 @@
 #     (it kept the original's watermark and pushed nothing);
 #   - a restored store pushes the checkpoints it was rebuilt with whole
 #     (they were pushed as empty trees), and --plain restores a hard link
-#     to a symlink as one inode.
+#     to a symlink as one inode;
+#   - a copy of a store whose keep-last policy was set after its last
+#     checkpoint keeps its backlog until its own sinks (under its new id)
+#     hold it, then prunes it as its pushes land, with no checkpoint
+#     taken; a view pruned while read vanishes whole (its path ENOENT, a
+#     descriptor into it ESTALE), never reads as another checkpoint; the
+#     kept views read as the original's (t0740's long run, seed 1, step
+#     239: its check took that prune, during its walk of the copy's view,
+#     for a broken view).
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -336,6 +344,67 @@ restored_push() {
 	vfs_fsck "$root/rpb"
 }
 
+# jids: the checkpoint ids a mount lists, on one line
+jids() { ctl --json list "$1" | grep -o '"id":[0-9]*' | cut -d: -f2 | xargs; }
+
+copy_backlog() {
+	local b=$root/kb1 m=$root/kbm1 c=$root/kb2 cm=$root/kbm2 i id2 got
+	local spec="dir:$root/kbbene" spec2="dir:$root/kbbene2"
+	mkdir -p "$root/kbbene" "$root/kbbene2"
+	"$CHUNK" init "$spec" >/dev/null || fail "chunk init"
+	vfs_mount "$b" "$m" -o "chunkstore=$spec"
+	mkdir "$m/d0"
+	for i in 1 2 3 4 5; do
+		echo "v$i" >>"$m/d0/f1"
+		echo "x$i" >"$m/f$i"
+		ctl checkpoint "$m" >/dev/null || fail "checkpoint $i"
+	done
+	[ "$(ctl push "$m" --wait)" = 5 ] || fail "push --wait"
+	ctl policy "$m" --keep-last 2 >/dev/null || fail "policy"
+	[ "$(jids "$m")" = "1 2 3 4 5" ] ||
+		fail "the policy pruned before a checkpoint or a push: $(jids "$m")"
+	for i in 4 5; do cat "$m/.checkpoints/$i/d0/f1" >"$T/kb.$i"; done
+	vfs_umount "$m"
+	cp -a "$b" "$c" || fail "cp -a"
+	# the copy's chunk store is not there yet: its pushes wait
+	vfs_mount "$c" "$cm" -o "chunkstore=$spec2,chunkstore_retry=3600"
+	id2=$(ctl --json status "$cm" | jget store_id)
+	[ "$(jids "$cm")" = "1 2 3 4 5" ] ||
+		fail "the copy pruned what its sinks do not hold: $(jids "$cm")"
+	exec 3<"$cm/.checkpoints/1/d0/f1" || fail "open in view 1"
+	[ "$(ls "$cm/.checkpoints/1/d0")" = f1 ] || fail "view 1 lists"
+	"$CHUNK" init "$spec2" >/dev/null || fail "chunk init 2"
+	[ "$(ctl push "$cm" --wait)" = 5 ] || fail "push --wait on the copy"
+	for i in $(seq 50); do
+		[ "$(jids "$cm")" = "4 5" ] && break
+		sleep 0.2
+	done
+	[ "$(jids "$cm")" = "4 5" ] ||
+		fail "the copy did not prune its backlog: $(jids "$cm")"
+	"$CHUNK" list "$spec2" >"$T/kblist" || fail "chunk list"
+	[ "$(grep -c "^$id2 " "$T/kblist")" = 5 ] ||
+		fail "the copy pruned before pushing: $(cat "$T/kblist")"
+	got=$(stat -c %s "$cm/.checkpoints/1/d0/f1" 2>&1) &&
+		fail "a pruned view's path still answers: $got"
+	case $got in *"No such file"*) ;; *) fail "pruned view: $got" ;; esac
+	got=$(cat <&3 2>&1) && fail "a descriptor into a pruned view reads: $got"
+	case $got in *"Stale file handle"*) ;; *) fail "pruned view's fd: $got" ;; esac
+	exec 3<&-
+	for i in 4 5; do
+		cmp -s "$T/kb.$i" "$cm/.checkpoints/$i/d0/f1" ||
+			fail "the copy's view $i reads otherwise"
+	done
+	vfs_umount "$cm"
+	# the original kept its backlog: its policy runs at its next checkpoint
+	vfs_mount "$b" "$m"
+	[ "$(jids "$m")" = "1 2 3 4 5" ] ||
+		fail "the original lost checkpoints: $(jids "$m")"
+	echo v6 >>"$m/d0/f1"
+	ctl checkpoint "$m" >/dev/null || fail "checkpoint 6"
+	[ "$(jids "$m")" = "5 6" ] || fail "the original's policy: $(jids "$m")"
+	vfs_umount "$m"
+}
+
 test_case "GUIDs for every checkpoint, chained, stable" guids
 test_case "a copied store is a store of its own" copied
 test_case "streams carry GUIDs; another checkpoint under the base's number refused" streams
@@ -343,4 +412,5 @@ test_case "a restored store's checkpoints pushed as what they are" restored
 test_case "a failover replica becomes a store of its own; one id, one number, two checkpoints kept by GUID" renumbered
 test_case "a copy pushes its checkpoints under its own id" copy_pushed
 test_case "a restored store pushes what it was rebuilt with; --plain keeps symlink links" restored_push
+test_case "a copy prunes a policy's backlog once its own sinks hold it; a pruned view vanishes whole" copy_backlog
 cases_done

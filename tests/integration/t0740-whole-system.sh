@@ -29,8 +29,20 @@
 # store, a restore by number saying so, each restored by GUID).  Those two
 # are rare; a run of 10 steps or more that has not drawn the one of its
 # seed (failover odd, forge even) runs it at 60 % of its steps, so the two
-# default seeds meet both.  No other sequence makes one number twice under
-# one id any more (tests/helpers/vfs_wsm/identity.c says why).
+# default seeds meet both.  A copy is rare too; half of them (and one
+# forced at 40 % of the steps, if none was drawn) follow a keep-last
+# policy set over a backlog: the copy prunes it as its own sinks take it,
+# during the step's check (the long run, seed 1, step 239 failed there:
+# the model kept checkpoints ALIVE until the next checkpoint under a new
+# policy, and its walks took a view pruned from under them for a broken
+# one; a pruned view vanishes whole, which t0735 checks).  Seed 2 then
+# stalled a copy's replication for good: its first full stream reached
+# the peer while the pushes' policy pruned that checkpoint and the
+# cleaner merged it, and the next round "shared no checkpoint" with the
+# replica (the replicator now holds a checkpoint from before its stream,
+# kv rep.sending: t0710's in-flight cases).  No other sequence makes one
+# number twice under one id any more (tests/helpers/vfs_wsm/identity.c
+# says why).
 # After every step, every checkpoint a primary lists and a sink
 # acknowledged reads on that sink (mounted replica views, trees restored
 # with --plain) exactly as the primary's .checkpoints/ID/ did when taken

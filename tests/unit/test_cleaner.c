@@ -1042,6 +1042,137 @@ static int third_txn(bt_txn *txn, void *arg)
 	return rc ? rc : set_epoch(txn, 4, 3);
 }
 
+static int sending_txn(bt_txn *txn, void *arg)
+{
+	return bt_kv_put_u64(txn, "rep.sending", *(uint64_t *)arg);
+}
+
+/*
+ * The checkpoint the replicator streams (rep.sending) is neither merged
+ * away nor merged into until its ACK; then it is the acknowledged one,
+ * which still waits, while what was merged into it goes.
+ */
+START_TEST(test_sending)
+{
+	char *dir = mk_dir(), err[128];
+	struct vstore *st = two_store(dir);
+	struct cl_stats cs;
+	struct bt_ckpt c;
+	uint64_t id = 1, v = 2;
+	size_t left;
+	int rc;
+
+	/* 2 in flight, 1 deleted: 1 does not merge into it */
+	run(st, sending_txn, &v);
+	ck_assert_int_eq(cl_mark_deleted(st, &id, 1, false, 2, err,
+					 sizeof(err)), 0);
+	ck_assert_int_eq(pass(st, NULL, &cs, &left), 0);
+	ck_assert_uint_eq(cs.ckpts_merged, 0);
+	ck_assert_uint_eq(left, 1);
+	/* 2 deleted too (forced: the live state's parent): both wait */
+	id = 2;
+	ck_assert_int_eq(cl_mark_deleted(st, &id, 1, true, 2, err,
+					 sizeof(err)), 0);
+	ck_assert_int_eq(pass(st, NULL, &cs, &left), 0);
+	ck_assert_uint_eq(cs.ckpts_merged, 0);
+	ck_assert_uint_eq(left, 2);
+	c = ckpt(st, 2, &rc);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(c.state, BT_CKPT_DELETED);
+	/* its ACK: rep.acked 2, nothing in flight; 1 merges into 2, which
+	   waits as the acknowledged one */
+	run(st, acked_txn, &v);
+	v = 0;
+	run(st, sending_txn, &v);
+	ck_assert_int_eq(pass(st, NULL, &cs, &left), 0);
+	ck_assert_uint_eq(cs.ckpts_merged, 1);
+	ck_assert_uint_eq(left, 1);
+	c = ckpt(st, 1, &rc);
+	ck_assert_int_eq(rc, -ENOENT);
+	c = ckpt(st, 2, &rc);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(c.parent, 0);
+	ck_assert_int_eq(page_byte(st, 2, 2, 0), 'a');
+	ck_assert_int_eq(page_byte(st, 2, 2, 1), 'B');
+	ck_assert_int_eq(page_byte(st, 4, 2, 3), '3');
+	store_close(st);
+	rm_tree(dir);
+}
+END_TEST
+
+struct late {
+	struct hooked h;		/* first: the hooks' arg */
+	struct vstore *st;
+	uint64_t hold;			/* rep.sending to set, 0: none */
+};
+
+/* The hook run between next_merge's choice and the batch's transaction:
+   the replicator takes its hold there. */
+static void *h_hold_late(void *arg, const uint64_t *inos, size_t n)
+{
+	struct late *l = arg;
+
+	if (l->hold)
+		run(l->st, sending_txn, &l->hold);
+	return h_hold(arg, inos, n);
+}
+
+/*
+ * A hold taken after the cleaner chose the checkpoint, before its first
+ * batch commits: the batch sees it in its own transaction and leaves the
+ * merge unbegun (it was merged away, and the replica that had it shared
+ * no checkpoint with the primary any more).
+ */
+START_TEST(test_sending_late)
+{
+	char *dir = mk_dir(), err[128];
+	struct vstore *st = two_store(dir);
+	struct late l = { .h = { .epoch = 3 }, .st = st, .hold = 1 };
+	struct cl_hooks hooks = {
+		.arg = &l, .lock = h_lock, .unlock = h_unlock,
+		.epoch = h_epoch, .hold = h_hold_late, .release = h_release,
+		.stopping = h_stopping,
+	};
+	struct cl_stats cs;
+	struct bt_ckpt c;
+	uint64_t id = 1, merging = 0;
+	size_t left;
+	bt_txn *txn;
+	int rc;
+
+	ck_assert_int_eq(cl_mark_deleted(st, &id, 1, false, 2, err,
+					 sizeof(err)), 0);
+	ck_assert_int_eq(pass(st, &hooks, &cs, &left), 0);
+	ck_assert_int_eq(l.h.holds, 1);
+	ck_assert_int_eq(l.h.releases, 1);
+	ck_assert_uint_eq(l.h.from, 0);		/* nothing committed */
+	ck_assert_uint_eq(cs.ckpts_merged, 0);
+	ck_assert_uint_eq(left, 1);
+	c = ckpt(st, 1, &rc);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(c.state, BT_CKPT_DELETED);
+	ck_assert_int_eq(bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn), 0);
+	if (bt_kv_get_u64(txn, "clean.merging", &merging))
+		merging = 0;
+	bt_txn_abort(txn);
+	ck_assert_uint_ne(merging, 1);		/* not begun */
+	ck_assert_int_eq(page_byte(st, 2, 1, 2), 'c');
+	/* released: 1 merges into 2 as ever */
+	l.hold = 0;
+	id = 0;
+	run(st, sending_txn, &id);
+	ck_assert_int_eq(pass(st, &hooks, &cs, &left), 0);
+	ck_assert_uint_eq(cs.ckpts_merged, 1);
+	ck_assert_uint_eq(left, 0);
+	c = ckpt(st, 1, &rc);
+	ck_assert_int_eq(rc, -ENOENT);
+	ck_assert_int_eq(page_byte(st, 2, 2, 0), 'a');
+	ck_assert_int_eq(page_byte(st, 2, 2, 1), 'B');
+	store_close(st);
+	rm_tree(dir);
+}
+END_TEST
+
 START_TEST(test_hooks)
 {
 	char *dir = mk_dir(), err[128];
@@ -1284,6 +1415,8 @@ static Suite *cleaner_suite(void)
 	tcase_add_test(tc, test_merge);
 	tcase_add_test(tc, test_merge_copy);
 	tcase_add_test(tc, test_waiting);
+	tcase_add_test(tc, test_sending);
+	tcase_add_test(tc, test_sending_late);
 	tcase_add_test(tc, test_consolidate);
 	tcase_add_test(tc, test_no_consolidate);
 	tcase_add_test(tc, test_consolidate_recovery);

@@ -114,7 +114,9 @@ void cl_free(struct cleaner *cl);
 /*
  * One cleaning pass: merge what can be, consolidate, then empty the trash.
  * Passes are serialised.  *left: deleted checkpoints that must wait (the
- * replicator's last acknowledged one, until a newer one is acknowledged).
+ * replicator's last acknowledged one, until a newer one is acknowledged;
+ * the one it streams, and the one before it, until the ACK: kv rep.acked
+ * and rep.sending, merge.c).
  * On a full disk the merge does first what needs no space, the trash
  * gives space back, and the merge goes on (a few rounds); -ENOSPC if some
  * still waits for space.

@@ -16,6 +16,9 @@
 						   0: none */
 /* the replicator's last acknowledged checkpoint, never merged (0: none) */
 #define VFS_KV_REP_ACKED	"rep.acked"
+/* the checkpoint the replicator streams, not acknowledged yet: neither
+   merged nor merged into (0: none; versionfs/daemon/sink_repl.c) */
+#define VFS_KV_REP_SENDING	"rep.sending"
 
 struct cleaner {
 	struct vstore *st;		/* immutable */

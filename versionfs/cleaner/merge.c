@@ -32,10 +32,26 @@
  * from c's log in the transaction that merged it, so a crash between
  * batches resumes where it stopped; the new metadata files are written and
  * synced before the transaction that references them.  When c's log is
- * empty, n takes c's parent and c's record goes.  The replicator's last
- * acknowledged checkpoint (kv rep.acked) is not merged, online or
- * offline, until a successor is acknowledged: the next stream to the peer
- * starts from it.
+ * empty, n takes c's parent and c's record goes.
+ *
+ * The replicator's holds.  Its last acknowledged checkpoint (kv
+ * rep.acked) is not merged, online or offline, until a successor is
+ * acknowledged: the next stream to the peer starts from it.  The
+ * checkpoint it streams (kv rep.sending, set before the stream starts,
+ * cleared with the acknowledgement that moves rep.acked to it) is
+ * neither merged nor merged into: once the peer has it, it is the peer's
+ * newest, and the next stream starts from it; merged away before the
+ * ACK came, the peer held a checkpoint the primary's line no longer had
+ * and replication stopped for good ("shares no checkpoint", t0740 seed
+ * 2: a copy's keep-last policy, run as its pushes landed, pruned the
+ * checkpoint of its first full stream).  The replicator takes that hold
+ * only on an active checkpoint, whose merge cannot have begun; a hold of
+ * rep.acked on a deleted one (the peer's, learnt from its HELD) may come
+ * after next_merge picked it, so a merge's first batch looks at both
+ * again in its own transaction and gives c up (mb_still_free) rather
+ * than begin it.  A merge that has begun is finished even into the
+ * checkpoint being streamed: that one's state does not change (only the
+ * files of its versions move, and its stream fails and is sent again).
  *
  * The newest checkpoint merges into the open epoch E, so that deleting it
  * never waits for a checkpoint that a full disk may not allow.  Offline
@@ -102,6 +118,8 @@ struct mbatch {
 	bool open;			/* n is the open epoch */
 	uint64_t parent;		/* c's parent (fin_txn) */
 	bool short_of_space;		/* entries were deferred */
+	bool given_up;			/* held by the replicator before its
+					   first batch (mb_still_free) */
 	struct mentry *v;
 	size_t cnt;
 	uint64_t *inos;			/* sorted, for the merging set */
@@ -458,6 +476,30 @@ static int merge_dirent(bt_txn *txn, struct mbatch *b, const struct bt_log *l)
 	return 0;
 }
 
+/*
+ * Before c's first batch commits (its merge not begun: kv merging is not
+ * c): is c still free of the replicator's holds, which it may have taken
+ * since next_merge read them?  0, or -EBUSY: leave c (next_merge will
+ * see the hold).
+ */
+static int mb_still_free(bt_txn *txn, struct mbatch *b)
+{
+	uint64_t cur = 0, acked = 0, sending = 0;
+
+	if (bt_kv_get_u64(txn, VFS_KV_MERGING, &cur))
+		cur = 0;
+	if (cur == b->c)
+		return 0;		/* begun: it finishes */
+	if (bt_kv_get_u64(txn, VFS_KV_REP_ACKED, &acked))
+		acked = 0;
+	if (bt_kv_get_u64(txn, VFS_KV_REP_SENDING, &sending))
+		sending = 0;
+	b->given_up = b->c == acked || (sending && (b->c == sending ||
+						    b->n == sending));
+	/* (not -EAGAIN: bt_txn_run would run the batch again) */
+	return b->given_up ? -EBUSY : 0;
+}
+
 static int mb_txn(bt_txn *txn, void *arg)
 {
 	struct mbatch *b = arg;
@@ -465,6 +507,11 @@ static int mb_txn(bt_txn *txn, void *arg)
 
 	memset(b->renamed_map, 0, sizeof(b->renamed_map));
 	memset(b->meta_n, 0, sizeof(b->meta_n));
+	/* c's first batch: held by the replicator since next_merge picked
+	   it?  Then c is not begun (the metadata files written for this
+	   batch are in the trash, nothing names them) */
+	if ((rc = mb_still_free(txn, b)))
+		return rc;
 	/* c is half-merged until fin_txn: nothing merges into it meanwhile
 	   (next_merge) */
 	rc = bt_kv_put_u64(txn, VFS_KV_MERGING, b->c);
@@ -525,7 +572,8 @@ static int fin_txn(bt_txn *txn, void *arg)
 	uint64_t parent;
 	int rc;
 
-	if ((rc = bt_ckpt_get(txn, b->c, &c)))
+	/* an empty log from the start: this is c's first and only batch */
+	if ((rc = mb_still_free(txn, b)) || (rc = bt_ckpt_get(txn, b->c, &c)))
 		return rc;
 	b->parent = c.parent;
 	if (b->open) {
@@ -726,11 +774,14 @@ static int merge_batch(struct mbatch *b)
  * checkpoint lost in issue 27: a merge of 462 cut short by a kill, then
  * 457..461 deleted, and 463, 464 and the live tree gave EIO).  If c can
  * not go on (the replicator's hold), the checkpoint before it waits too.
+ * Nothing that has not begun merges away or into the checkpoint the
+ * replicator streams (kv rep.sending).
  */
 static int next_merge(struct cleaner *cl, uint64_t *c, uint64_t *n,
 		      size_t *left)
 {
 	uint64_t epoch = cl_epoch(cl), keep = 0, cur = 0, pick_n = 0;
+	uint64_t sending = 0;
 	struct ck_list l;
 	bt_txn *txn;
 	size_t pick = SIZE_MAX;
@@ -745,6 +796,9 @@ static int next_merge(struct cleaner *cl, uint64_t *c, uint64_t *n,
 	   starts from it (versionfs/daemon/sink_repl.c) */
 	if (!rc && bt_kv_get_u64(txn, VFS_KV_REP_ACKED, &keep))
 		keep = 0;
+	/* ... and the one it streams, not acknowledged yet */
+	if (!rc && bt_kv_get_u64(txn, VFS_KV_REP_SENDING, &sending))
+		sending = 0;
 	if (!rc && bt_kv_get_u64(txn, VFS_KV_MERGING, &cur))
 		cur = 0;
 	bt_txn_abort(txn);
@@ -755,7 +809,9 @@ static int next_merge(struct cleaner *cl, uint64_t *c, uint64_t *n,
 		uint64_t nid = i + 1 < l.n && l.v[i + 1].id < epoch ?
 			       l.v[i + 1].id : epoch;
 
-		if (l.v[i].id == keep || nid == cur)
+		if (l.v[i].id == keep || nid == cur ||
+		    (l.v[i].id != cur && sending &&
+		     (l.v[i].id == sending || nid == sending)))
 			++*left;
 		else if (l.v[i].id == cur || pick == SIZE_MAX) {
 			pick = i;	/* the merge begun, else the oldest */
@@ -794,6 +850,8 @@ int cl_merge_all(struct cleaner *cl, struct cl_stats *st, size_t *left,
 		}
 		cl_unlock(cl);
 		short_of_space |= b.short_of_space;
+		if (rc == -EBUSY && b.given_up)
+			rc = 0;		/* held meanwhile: next_merge skips it */
 		mb_free(&b);
 		if (rc < 0 || !had || cl_stopping(cl))
 			break;

@@ -44,15 +44,45 @@
  * rewrites (replicator/stream.c): the application's writes never wait for
  * the network.
  *
- * THE ACKNOWLEDGED ID.  Each ACK sets kv "rep.acked" in the store (and
- * "rep.shipped.<C>", the stream bytes of C, for list --json).  The peer
- * remains the truth about what it holds; rep.acked is what the cleaner
- * must keep: merge.c never merges that checkpoint away, so the next
- * stream can start from it even if the user deleted it, until a successor
- * is acknowledged.  Deleted checkpoints after it are merged as usual and
- * their pages go with the next stream.  `versionfs-ctl replicate --stop`
- * sets it to 0 (no hold).  It is not synced on its own: a crash may leave
- * an older id, which only makes the cleaner keep an older checkpoint.
+ * THE HOLDS.  What the peer holds must stay on our line: a replica
+ * whose newest checkpoint the primary merged away shares no checkpoint
+ * with it, and replication stops for good.  Two small values of the
+ * store say what the cleaner must keep (cleaner/merge.c honours them,
+ * online and offline):
+ *
+ *   rep.sending  the checkpoint being streamed, set before its STREAM
+ *                (on_hold, from libvfspeer's hold callback: client.c,
+ *                HOLDS), in a transaction that refuses a checkpoint
+ *                deleted meanwhile (the round then ends, and the next
+ *                reads the line again);
+ *   rep.acked    the peer's newest checkpoint: the base of that stream
+ *                (set with the hold), then the checkpoint itself once
+ *                its ACK came (on_acked clears rep.sending in the same
+ *                transaction); "rep.shipped.<C>" beside it, the stream
+ *                bytes of C, for list --json.
+ *
+ * Neither is merged away, so the next stream can start from what the
+ * peer has even if the user or a policy deleted it; nothing merges into
+ * the one being streamed, so its stream is not cut by a merge of the
+ * checkpoint before it.  Deleted checkpoints between them and the
+ * newest are merged as usual and their pages go with the next stream.
+ * Held from before its stream, a checkpoint cannot be merged between the
+ * peer's apply and our record of the ACK (it was, when only rep.acked
+ * held it: t0740 seed 2, a copy's first full stream acknowledged after
+ * the pushes' keep-last policy had pruned the checkpoint and the cleaner
+ * merged it; the peer then held a checkpoint our line no longer had).
+ * The checkpoint of a stream that failed stays held (the peer may have
+ * applied it and lost only the ACK) until the next round's HELD says
+ * whether the peer has it (on_hold with no checkpoint: rep.acked the
+ * peer's newest, nothing in flight).  A deleted checkpoint that loses its
+ * hold goes to the cleaner at once (dc_kick): a round stops at a deleted
+ * checkpoint until it is merged, and the cleaner would otherwise wait for
+ * the next checkpoint or delete.  `versionfs-ctl replicate --stop` sets
+ * both to 0 (no hold), as does a new store identity (store/identity.c).
+ * They are not synced on their own; commits reach the disk in order, so
+ * a crash that keeps the deletion of a held checkpoint keeps its hold
+ * (taken first) too.  The peer remains the truth about what it holds
+ * (its HELD).
  *
  * COMPRESS=ZSTD.  The stream of each checkpoint is one zstd frame inside
  * the DATA messages (replicator/zstd.c); the peer detects it.  Shipped
@@ -118,28 +148,81 @@ static struct {
 	.sock = -1,
 };
 
-static int put_acked(bt_txn *txn, void *arg)
+/* A change of the holds (THE HOLDS), in one transaction. */
+struct holds {
+	bool set_acked;			/* rep.acked = acked */
+	uint64_t acked;
+	uint64_t sending;		/* rep.sending (0: nothing in flight) */
+	bool check;			/* a hold before its stream: sending
+					   must be active */
+	uint64_t bytes;			/* an ACK's: rep.shipped.<acked> */
+	bool freed;			/* out: a deleted checkpoint lost its
+					   hold, the cleaner may merge it */
+};
+
+/* Was checkpoint id held before and not now, and is it deleted? */
+static bool freed(bt_txn *txn, uint64_t id, const struct holds *h,
+		  uint64_t acked)
 {
-	const uint64_t *v = arg;
+	struct bt_ckpt c;
+
+	return id && id != acked && id != h->sending &&
+	       bt_ckpt_get(txn, id, &c) == 0 && c.state == BT_CKPT_DELETED;
+}
+
+/* -ESTALE: h->check, and h->sending was deleted (or merged) since the
+   round read the line. */
+static int put_holds(bt_txn *txn, void *arg)
+{
+	struct holds *h = arg;
+	uint64_t was_acked = 0, was_sending = 0, acked;
+	struct bt_ckpt c;
 	char name[48];
 	int rc;
 
-	if ((rc = bt_kv_put_u64(txn, "rep.acked", v[0])))
+	if (h->check) {
+		rc = bt_ckpt_get(txn, h->sending, &c);
+		if (rc == -ENOENT || (!rc && c.state != BT_CKPT_ACTIVE))
+			return -ESTALE;
+		if (rc)
+			return rc;
+	}
+	if (bt_kv_get_u64(txn, "rep.acked", &was_acked))
+		was_acked = 0;
+	if (bt_kv_get_u64(txn, "rep.sending", &was_sending))
+		was_sending = 0;
+	acked = h->set_acked ? h->acked : was_acked;
+	h->freed = freed(txn, was_acked, h, acked) ||
+		   freed(txn, was_sending, h, acked);
+	if ((rc = bt_kv_put_u64(txn, "rep.acked", acked)) ||
+	    (rc = bt_kv_put_u64(txn, "rep.sending", h->sending)))
 		return rc;
-	if (!v[1])
+	if (!h->bytes)
 		return 0;
 	snprintf(name, sizeof(name), "rep.shipped.%llu",
-		 (unsigned long long)v[0]);
-	return bt_kv_put_u64(txn, name, v[1]);
+		 (unsigned long long)acked);
+	return bt_kv_put_u64(txn, name, h->bytes);
 }
 
+/* 0, or -errno (-ESTALE as put_holds); a checkpoint freed goes to the
+   cleaner at once: a round may wait for its merge (client.c). */
+static int set_holds(struct holds *h)
+{
+	int rc = bt_txn_run(vfs->env, put_holds, h);
+
+	if (!rc && h->freed)
+		dc_kick();
+	return rc;
+}
+
+/* The peer acknowledged ckpt (a discard back to it: bytes 0): it is
+   rep.acked, and nothing is in flight any more. */
 static void on_acked(void *arg, uint64_t ckpt, uint64_t bytes)
 {
-	uint64_t v[2] = { ckpt, bytes };
-	int rc;
+	struct holds h = { .set_acked = true, .acked = ckpt, .bytes = bytes };
 
 	(void)arg;
-	if ((rc = bt_txn_run(vfs->env, put_acked, v)))
+	if (set_holds(&h))
 		vfs_log(LOG_WARNING, "replication: recording the "
 			"acknowledgement of %llu: %s",
 			(unsigned long long)ckpt, bt_last_error());
@@ -156,6 +239,31 @@ static void on_acked(void *arg, uint64_t ckpt, uint64_t bytes)
 	vfs_dbg("replication: %s %llu (%llu bytes)", bytes ? "acknowledged" :
 		"discarded after", (unsigned long long)ckpt,
 		(unsigned long long)bytes);
+}
+
+/* libvfspeer's hold (client.c, HOLDS): before the stream of ckpt from
+   base (0: full), both held; ckpt 0 (after HELD): the peer's newest is
+   base, nothing is in flight. */
+static int on_hold(void *arg, uint64_t base, uint64_t ckpt)
+{
+	struct holds h = { .set_acked = base != 0, .acked = base,
+			   .sending = ckpt, .check = ckpt != 0 };
+	int rc;
+
+	(void)arg;
+	if ((rc = set_holds(&h)) == -ESTALE)
+		vfs_dbg("replication: %llu was deleted before its stream",
+			(unsigned long long)ckpt);
+	else if (rc)
+		vfs_log(LOG_WARNING, "replication: holding %llu for its "
+			"stream: %s", (unsigned long long)ckpt,
+			bt_last_error());
+	if (!rc && base) {
+		pthread_mutex_lock(&rp.lock);
+		rp.acked = base;
+		pthread_mutex_unlock(&rp.lock);
+	}
+	return rc;
 }
 
 static bool should_stop(void *arg)
@@ -254,8 +362,8 @@ static int rp_round(struct rp_link *l, const struct rp_cfg *g, bool hello,
 {
 	struct rep_peer_opts o = {
 		.bwlimit = g->bwlimit, .compress = g->compress,
-		.acked = on_acked, .stop = should_stop, .hello = hello,
-		.label = rp.label[0] ? rp.label : NULL,
+		.acked = on_acked, .hold = on_hold, .stop = should_stop,
+		.hello = hello, .label = rp.label[0] ? rp.label : NULL,
 	};
 	struct rep_peer_stats s;
 	bool retried = false, kept;
@@ -462,7 +570,7 @@ static uint64_t stored_acked(void)
 void rp_stop(bool forget)
 {
 	bool was;
-	uint64_t zero[2] = { 0, 0 };
+	struct holds none = { .set_acked = true };
 
 	pthread_mutex_lock(&rp.lock);
 	was = rp.running;
@@ -485,8 +593,8 @@ void rp_stop(bool forget)
 	rp.wait_peer = false;
 	pthread_cond_broadcast(&rp.cond);
 	pthread_mutex_unlock(&rp.lock);
-	if (forget && bt_txn_run(vfs->env, put_acked, zero))
-		vfs_log(LOG_WARNING, "replication: clearing rep.acked: %s",
+	if (forget && set_holds(&none))
+		vfs_log(LOG_WARNING, "replication: clearing its holds: %s",
 			bt_last_error());
 	if (was)
 		vfs_log(LOG_INFO, "replication stopped");
@@ -671,7 +779,8 @@ uint64_t rp_shipped_bytes(bt_txn *txn, uint64_t id, bool *have)
    for the peer's acknowledgement); a rollback or a delete wakes it too
    (the peer discards the same).  What the cleaner keeps for the replica
    is not asked here: libvfsclean never merges away the acknowledged
-   checkpoint (kv rep.acked), the base of the next stream. */
+   checkpoint nor the one in flight (kv rep.acked, rep.sending: THE
+   HOLDS). */
 static int rp_checkpointed(uint64_t id, char *err, size_t errlen)
 {
 	if (rp_waits())

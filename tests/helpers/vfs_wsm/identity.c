@@ -115,7 +115,7 @@ struct store *failover_store(struct store *p)
 		fail("s%d, s%d's replica mounted for a failover, has the id "
 		     "%s, not its primary's %s (none of its own yet)", f->idx,
 		     p->idx, f->id, p->id);
-	store_adopt(f, NULL);
+	store_adopt(f, NULL, NULL);
 	ops_burst(f, (unsigned)rnd(W.ops) + 1);
 	store_checkpoint(f);
 	snprintf(was, sizeof(was), "%s", f->id);

@@ -504,7 +504,7 @@ struct store *restore_store(void)
 	if (!W.no_id_check && strcmp(s->origin, src->id))
 		fail("the restored store s%d names its origin '%s', not %s",
 		     s->idx, s->origin, src->id);
-	store_adopt(s, src);
+	store_adopt(s, src, NULL);
 	if (s->parent != pick.id)
 		fail("s%d restored from %" PRIu64 " lists %" PRIu64 " as its "
 		     "newest", s->idx, pick.id, s->parent);
@@ -542,11 +542,11 @@ struct store *copy_store(struct store *o)
 		fail("the copy s%d names its origin '%s', not %s", s->idx,
 		     s->origin, o->id);
 	s->keep_last = o->keep_last;
-	store_adopt(s, NULL);
+	store_adopt(s, NULL, o);
 	for (size_t i = 0; i < s->nck; i++) {
 		struct sck *c = sck_find(o, s->ck[i].id);
 
-		if (c && c->state == CK_PRUNABLE)
+		if (c && c->state == CK_PRUNABLE && s->ck[i].state == CK_ALIVE)
 			s->ck[i].state = CK_PRUNABLE;
 	}
 	return s;

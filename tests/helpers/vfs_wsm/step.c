@@ -172,22 +172,61 @@ static void a_delete_fresh(struct store *s)
 	sck_find(s, s->top)->state = CK_DELETED;
 }
 
-static void a_policy(struct store *s)
+/*
+ * A keep-last policy makes the checkpoints older than the newest n
+ * PRUNABLE at once, not at the next checkpoint: the daemon applies its
+ * stored policy after each checkpoint and also whenever a push lands (what
+ * the policy left for a sink may go then).  A copy, a restore or a failover
+ * of the store carries the policy and starts its sinks over under its new
+ * id, so it prunes these at its mount, with no checkpoint taken (seed 1 of
+ * the long run: s22's 6, still ALIVE here, gone from its copy at step 239).
+ */
+static void set_policy(struct store *s, unsigned keep_last)
 {
-	char n[8];
+	uint64_t ids[4096];
+	size_t nc;
+	char n[16];
 	int rc;
 
-	if (pct(30)) {
+	s->keep_last = keep_last;
+	if (!keep_last) {
 		rc = vctl(s, 60, "policy", "@", "--keep-all", NULL, NULL);
-		s->keep_last = 0;
 	} else {
-		s->keep_last = (unsigned)rnd(4) + 1;
-		snprintf(n, sizeof(n), "%u", s->keep_last);
+		snprintf(n, sizeof(n), "%u", keep_last);
 		rc = vctl(s, 60, "policy", "@", "--keep-last", n, NULL);
 	}
 	logf_("policy s%d keep-last %u -> %d", s->idx, s->keep_last, rc);
 	if (rc)
 		fail("policy of s%d: %s", s->idx, errbuf);
+	nc = store_certain(s, ids, 4096);
+	for (size_t i = 0; keep_last && i + keep_last < nc; i++)
+		sck_find(s, ids[i])->state = CK_PRUNABLE;
+}
+
+static void a_policy(struct store *s)
+{
+	set_policy(s, pct(30) ? 0 : (unsigned)rnd(4) + 1);
+}
+
+/*
+ * cp -a of s, mounted beside it.  Half the time (always when forced) a
+ * keep-last policy is set first over a backlog of at least two
+ * checkpoints, as in seed 1 of the long run at step 239: the copy's
+ * sinks start over under its new id and it prunes the backlog as its
+ * pushes land, in the background while the step's check reads its views.
+ */
+static void a_copy(struct store *s, bool forced)
+{
+	uint64_t ids[4096];
+
+	sync_all();
+	if (forced || pct(50)) {
+		while (store_certain(s, ids, 4096) < 3)
+			store_checkpoint(s);
+		set_policy(s, 1);
+		count("copy-with-backlog");
+	}
+	copy_store(s);
 }
 
 static void a_prune(struct store *s)
@@ -310,7 +349,7 @@ void step(void)
 	struct store *s = pick_live();
 	unsigned nops = (unsigned)rnd(W.ops + 1);
 	enum action a;
-	bool sync = pct(50), full = stepno % 10 == 0;
+	bool sync = pct(50), full = stepno % 10 == 0, forced = false;
 
 	ops_burst(s, nops);
 	/* versionfs-replicad down: back at about every other step */
@@ -324,6 +363,12 @@ void step(void)
 		if (stepno == W.steps * 3 / 5 && W.steps >= 10 &&
 		    !drawn[must] && !off(must))
 			a = must;
+		/* and a copy over a policy's backlog (a_copy) */
+		if (stepno == W.steps * 2 / 5 && W.steps >= 10 &&
+		    !drawn[A_COPY] && !off(A_COPY)) {
+			a = A_COPY;
+			forced = true;
+		}
 	}
 	drawn[a]++;
 	s = pick_live();
@@ -389,8 +434,7 @@ void step(void)
 		sync = true;
 		break;
 	case A_COPY:
-		sync_all();
-		copy_store(s);
+		a_copy(s, forced);
 		sync = true;
 		break;
 	case A_FAILOVER:

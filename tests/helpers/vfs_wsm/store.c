@@ -9,11 +9,13 @@
  *
  * What the model knows of a store's checkpoints (struct sck): ALIVE ones
  * must be listed and read as recorded; PRUNABLE ones (older than the newest
- * n while a keep-last policy was set, or selected by a prune) may vanish
- * at any time, as the daemon prunes only what its sinks hold; DELETED and
- * DISCARDED ones must never be listed again.  Ids increase and are never
- * reused.  Every choice the steps make among checkpoints is made among the
- * ALIVE ones, so a seed replays the same way however fast the sinks are.
+ * n when a keep-last policy was set or a checkpoint taken under one, or
+ * selected by a prune) may vanish at any time, also while a check walks
+ * their view (check.c), as the daemon prunes only what its sinks hold and
+ * so whenever a push lands; DELETED and DISCARDED ones must never be
+ * listed again.  Ids increase and are never reused.  Every choice the
+ * steps make among checkpoints is made among the ALIVE ones, so a seed
+ * replays the same way however fast the sinks are.
  *
  * A checkpoint is recorded (struct rec, by GUID) with the digest of its view
  * and of the live tree just before it; the two must agree (but for inode
@@ -253,6 +255,26 @@ uint64_t store_listed_newest(struct store *s)
 		p = e;
 	}
 	return m;
+}
+
+/* Does s list checkpoint id now (a fresh versionfs-ctl list)? */
+bool store_lists(struct store *s, uint64_t id)
+{
+	static char list[OUTMAX];
+	const char *p = list, *o, *e;
+	uint64_t v;
+
+	if (store_list(s, list, sizeof(list)))
+		fail("versionfs-ctl list s%d: %s", s->idx, errbuf);
+	while ((o = json_next_obj(p, &e))) {
+		char obj[4096];
+
+		snprintf(obj, sizeof(obj), "%.*s", (int)(e - o), o);
+		p = e;
+		if (json_num(obj, "id", &v) && v == id)
+			return true;
+	}
+	return false;
 }
 
 /* The ALIVE ids, ascending. */
@@ -583,9 +605,15 @@ void check_live_is(struct store *s, const struct rec *r, const char *what)
  * it lists.  A GUID the model knows must read as recorded; an unknown one
  * (versionfs-restore numbers the chain as on the source but gives it new
  * GUIDs) is taken for the source's checkpoint of the same number, which it
- * must equal.
+ * must equal.  A copy (orig: the store copied) carries its keep-last
+ * policy and starts its sinks over, so it may prune what orig holds as
+ * PRUNABLE before or while this walks it (check.c), having pushed it
+ * under its new id first: such a checkpoint, unlisted or listed and
+ * vanished from under the walk, is adopted as gone (DELETED), so that the
+ * chunk store's copy of it is known; an ALIVE one of orig the copy lacks
+ * fails.
  */
-void store_adopt(struct store *s, struct store *src)
+void store_adopt(struct store *s, struct store *src, struct store *orig)
 {
 	char list[OUTMAX], view[PATH_MAX], what[160];
 	const char *p = list, *o, *e;
@@ -606,9 +634,23 @@ void store_adopt(struct store *s, struct store *src)
 			fail("s%d lists %.200s", s->idx, obj);
 		snprintf(view, sizeof(view), "%s/.checkpoints/%" PRIu64,
 			 s->mnt, id);
-		if (digest_tree(view, &d, false))
-			fail("view %" PRIu64 " of s%d: %s", id, s->idx, why);
 		r = rec_of_guid(guid, &ri);
+		if (digest_tree(view, &d, false)) {
+			struct sck *oc = orig ? sck_find(orig, id) : NULL;
+
+			if (!r || !oc || oc->rec != ri ||
+			    oc->state != CK_PRUNABLE || store_lists(s, id))
+				fail("view %" PRIu64 " of s%d: %s", id,
+				     s->idx, why);
+			logf_("s%d: view %" PRIu64 " pruned while adopted "
+			      "(%.200s)", s->idx, id, why);
+			count("pruned-while-walked");
+			sck_add(s, id, ri);
+			sck_find(s, id)->state = CK_DELETED;
+			if (id > s->top)
+				s->top = id;
+			continue;
+		}
 		if (!r) {
 			struct sck *c = src ? sck_find(src, id) : NULL;
 
@@ -635,5 +677,22 @@ void store_adopt(struct store *s, struct store *src)
 		if (id > s->top)
 			s->top = id;
 		s->parent = id;
+	}
+	for (size_t i = 0; orig && i < orig->nck; i++) {
+		struct sck *oc = &orig->ck[i];
+
+		if ((oc->state != CK_ALIVE && oc->state != CK_PRUNABLE) ||
+		    sck_find(s, oc->id))
+			continue;
+		if (oc->state == CK_ALIVE)
+			fail("s%d (%s) does not list checkpoint %" PRIu64,
+			     s->idx, s->how, oc->id);
+		logf_("s%d: checkpoint %" PRIu64 " pruned before adopted",
+		      s->idx, oc->id);
+		count("pruned-before-adopted");
+		sck_add(s, oc->id, oc->rec);
+		sck_find(s, oc->id)->state = CK_DELETED;
+		if (oc->id > s->top)
+			s->top = oc->id;
 	}
 }

@@ -116,7 +116,7 @@ void print_counts(void);
 enum ck_state {
 	CK_ALIVE,			/* listed, and must stay listed */
 	CK_PRUNABLE,			/* a policy or prune may delete it */
-	CK_DELETED,			/* deleted by hand: gone */
+	CK_DELETED,			/* deleted by hand, or seen pruned: gone */
 	CK_DISCARDED,			/* a rollback went past it: gone */
 };
 
@@ -217,7 +217,8 @@ struct sck *sck_add(struct store *s, uint64_t id, int rec);
 struct store *store_of_id(const char *id);
 struct store *store_of_ck(const char *id, uint64_t ck, const char *guid);
 struct store *store_new(const char *how);
-void store_adopt(struct store *s, struct store *src);
+void store_adopt(struct store *s, struct store *src, struct store *orig);
+bool store_lists(struct store *s, uint64_t id);
 void store_mount(struct store *s);
 void store_umount(struct store *s, bool fsck);
 void store_kill9(struct store *s);
