@@ -223,6 +223,7 @@ int dc_init(struct vfs *v)
 {
 	manual_clean = vt_manual_clean();
 	v->sink_caught_up = dc_after_checkpoint;
+	v->sink_released = dc_kick;
 	return cl_new(v->st, &hooks, &v->cleaner);
 }
 

@@ -165,6 +165,10 @@ struct vfs {
 	/* a sink caught up on checkpoints it kept: apply the pruning
 	   policy again (set by dc_init; called by the sinks' threads) */
 	void (*sink_caught_up)(void);
+	/* the cleaner's wake-up (dc_kick), for a sink whose hold on a
+	   deleted checkpoint ended (sink_repl.c): set by dc_init, so that
+	   the sinks call the cleaner thread without including it */
+	void (*sink_released)(void);
 	/* copies of the store's, for the hot paths */
 	int backing_fd;			/* O_PATH|O_DIRECTORY of the backing dir */
 	int store_fd;			/* BACKING/.versionfs */

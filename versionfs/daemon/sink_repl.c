@@ -210,8 +210,8 @@ static int set_holds(struct holds *h)
 {
 	int rc = bt_txn_run(vfs->env, put_holds, h);
 
-	if (!rc && h->freed)
-		dc_kick();
+	if (!rc && h->freed && vfs->sink_released)
+		vfs->sink_released();	/* dc_kick */
 	return rc;
 }
 
