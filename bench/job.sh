@@ -164,7 +164,7 @@ fi
 # replica on n1 is sent to n2's versionfs-replicad with versionfs-send and
 # moved into place there, against cp -a of the same replica directory
 # from n1's disk to n2's (through /proc/PID/root: no network), alternating
-REPPORT=$((20000 + $$ % 20000))
+REPPORT=$((20000 + $$ % 10000))	# below slurm_up's 30000-45000
 partners_up "$REPPORT"
 NODE_NO_FSCK=1 node_umount n0
 node_mount n0 -o "replicate=$(node_addr n1):$REPPORT,secret=$T/secret,wait=peer"

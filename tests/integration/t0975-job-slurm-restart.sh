@@ -28,7 +28,7 @@ command -v sbatch >/dev/null || skip "sbatch (slurm-client) not installed"
 
 cluster_up 5
 cluster_hosts
-SLURM_PARTNER_PORT=$((20000 + $$ % 20000))
+SLURM_PARTNER_PORT=$((20000 + $$ % 10000))	# below slurm_up's 30000-45000
 SLURM_RESTORE_WAIT=20	# (read by slurm_up)
 partners_up "$SLURM_PARTNER_PORT"
 slurm_up
