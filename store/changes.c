@@ -16,6 +16,7 @@
  * those of merged epochs (the CONTENT entries).
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "store/store.h"
@@ -106,6 +107,21 @@ int store_undo_log(bt_txn *txn, uint64_t e, const struct bt_log *l)
 	int rc;
 
 	if (l->kind == BT_LOG_INODE) {
+		uint64_t *h = NULL;
+		size_t nh = 0;
+
+		/* map e may have been the last to use an older content file
+		   (the checkpoint before it deleted since, its map dropped
+		   by the merge while this one still used it): each goes to
+		   the reclaimer, which frees what no remaining map uses */
+		rc = store_map_holders(txn, l->ino, e, &h, &nh);
+		for (size_t i = 0; !rc && i < nh; i++)
+			if (h[i] != e)
+				rc = bt_trash_add(txn, l->ino, h[i],
+						  VFS_TRASH_RECLAIM);
+		free(h);
+		if (rc)
+			return rc;
 		rc = bt_inode_del(txn, l->ino, e);
 		if (rc && rc != -ENOENT)
 			return rc;

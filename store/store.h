@@ -488,7 +488,9 @@ int store_changes_pages(bt_txn *txn, uint64_t ino, uint64_t ver,
 /*
  * Undo entry l of epoch e's log, as a rollback over e does (the daemon's,
  * and a replica's discard): drop the inode record and map of e and trash
- * their files, trash a merged epoch's content file, delete an entry born
+ * their files (and give every older content file the map used to the
+ * reclaimer: it may have been the last map to use one), trash a merged
+ * epoch's content file, delete an entry born
  * in e or revive one that ended in e.  1 when it changed an inode or an
  * entry (the daemon invalidates the kernel's copy), 0 when not (a content
  * file, an entry already gone), or -errno.  The caller drops e's log and

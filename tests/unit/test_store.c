@@ -574,6 +574,41 @@ START_TEST(test_changes)
 }
 END_TEST
 
+/*
+ * Undoing epoch 2 (a rollback to 1) trashes content.2 whole and gives
+ * content.1, which map 2 used too, to the reclaimer: map 2 may have been
+ * the last map to use it (the model test's orphan content file, t0040).
+ */
+static int undo2_txn(bt_txn *txn, void *arg)
+{
+	(void)arg;
+	return store_undo_epoch(txn, 2, NULL, NULL);
+}
+
+START_TEST(test_undo_reclaim)
+{
+	char *dir = mk_backing();
+	struct vstore *st;
+	uint32_t what;
+	bt_txn *txn;
+
+	ck_assert_int_eq(store_open(dir, STORE_CREATE, &st), 0);
+	ck_assert_int_eq(bt_txn_run(store_env(st), build_txn, NULL), 0);
+	ck_assert_int_eq(bt_txn_run(store_env(st), undo2_txn, NULL), 0);
+	ck_assert_int_eq(bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn), 0);
+	ck_assert_int_eq(bt_trash_get(txn, 2, 2, &what), 0);
+	ck_assert_uint_eq(what, VFS_TRASH_META | VFS_TRASH_CONTENT);
+	ck_assert_int_eq(bt_trash_get(txn, 2, 1, &what), 0);
+	ck_assert_uint_eq(what, VFS_TRASH_RECLAIM);
+	/* the symlink's record of 1 is untouched, its entry revived */
+	ck_assert_int_eq(bt_trash_get(txn, 3, 1, &what), -ENOENT);
+	bt_txn_abort(txn);
+	store_close(st);
+	rm_tree(dir);
+	free(dir);
+}
+END_TEST
+
 /* Offline: delete checkpoint 1, clean; its versions merge into 2 and the
    pages only it held (page 1 of content.1) are freed. */
 START_TEST(test_clean_offline)
@@ -1305,6 +1340,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_open_lock);
 	tcase_add_test(tc, test_replica_identity);
 	tcase_add_test(tc, test_changes);
+	tcase_add_test(tc, test_undo_reclaim);
 	tcase_add_test(tc, test_clean_offline);
 	tcase_add_test(tc, test_rec_dead);
 	tcase_add_test(tc, test_clean_dead_old);

@@ -58,7 +58,10 @@
  * next epoch N = E + 1 in the checkpoint's own transaction (the exclusive
  * window; nothing else touches these records meanwhile): record and map of
  * E become N's, record E stays only to end a live version as above (with
- * an empty map), and every content file of a dead version that the map
+ * an empty map; when record E had no map of its own, N gets a copy of the
+ * older map E used, never that map itself: behind E's own empty map, the
+ * merge of that older checkpoint dropped it and the open file read
+ * zeros), and every content file of a dead version that the map
  * uses gets a CONTENT entry in N's log, so that a rollback to E or before
  * deletes it as it deletes content.N (the files of versions up to the
  * last live one belong to live checkpoints and get none).  When record E
@@ -444,7 +447,9 @@ struct ck_dead {
 	bool moved;			/* txn: its state went to E + 1 */
 	bool ended;			/* txn: record E stays, ending a live
 					   version */
-	bool had_map;			/* txn: map E went to E + 1 */
+	bool own_map;			/* txn: record E + 1 has a map of its
+					   own (map E, or a copy of the older
+					   one record E used) */
 };
 
 struct reap_ck {
@@ -502,18 +507,28 @@ static int move_index(bt_txn *txn, struct ck_dead *e, uint64_t E)
 	uint64_t ino = e->vn->vino, N = E + 1, live, *h = NULL, *c = NULL;
 	struct bt_inode rec, rn;
 	size_t nh = 0, nc = 0;
-	bool end;
+	bool end, had_map;
 	int rc;
 
-	e->moved = e->ended = e->had_map = false;
+	e->moved = e->ended = e->own_map = false;
 	rc = bt_inode_get(txn, ino, E, &rec);
 	if (rc)
 		return rc == -ENOENT ? 0 : rc;	/* nothing of E to move */
 	if ((rc = before_E(txn, ino, E, &end, &live)))
 		return rc;
-	e->had_map = rec.data_ver == E;
-	if (e->had_map && ((rc = store_map_holders(txn, ino, E, &h, &nh)) ||
-			   (rc = bt_ext_clone(txn, ino, E, N))))
+	had_map = rec.data_ver == E;
+	/*
+	 * N gets a map of its own when record E keeps one (empty, below) and
+	 * used an older version's map D: N using map D behind E's own map
+	 * breaks the rule that maps only evolve forward, on which the merge
+	 * relies.  Merging D into E then dropped map D, the one the open file
+	 * read: its pages were freed and it read zeros (a file removed while
+	 * open, and the checkpoint before the removal deleted).
+	 */
+	e->own_map = had_map || (end && rec.data_ver);
+	if (e->own_map &&
+	    ((rc = store_map_holders(txn, ino, rec.data_ver, &h, &nh)) ||
+	     (rc = bt_ext_clone(txn, ino, rec.data_ver, N))))
 		goto out;
 	/* earlier moves' entries: carried on while the map uses them */
 	if ((rc = take_contents(txn, ino, E, &c, &nc)))
@@ -525,8 +540,10 @@ static int move_index(bt_txn *txn, struct ck_dead *e, uint64_t E)
 		goto out;
 	rn = rec;
 	rn.ver = N;
-	if (e->had_map)
+	if (e->own_map) {
 		rn.data_ver = N;
+		rn.flags |= BT_INO_DATA;
+	}
 	if ((rc = bt_inode_put(txn, &rn)) ||
 	    (rc = bt_log_add_inode(txn, N, ino)))
 		goto out;
@@ -538,7 +555,7 @@ static int move_index(bt_txn *txn, struct ck_dead *e, uint64_t E)
 		goto out;
 	if (end) {
 		/* E ends the live version: keep the record, not the data */
-		if (!e->had_map) {
+		if (!had_map) {
 			rec.flags |= BT_INO_DATA;
 			rec.data_ver = E;
 			rc = bt_inode_put(txn, &rec);
@@ -642,7 +659,7 @@ void vn_dead_ck_done(struct reap_ck *r, bool ok)
 			reaped = true;
 		} else if (ok && e->what == CK_MOVE && e->moved) {
 			vn->meta_ver = N;
-			if (e->had_map)
+			if (e->own_map)
 				vn->data_ver = N;
 			if (!e->ended && vn->mfile_ver == E)
 				move_meta(vn, E, N);

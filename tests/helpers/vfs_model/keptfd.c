@@ -18,7 +18,11 @@
  *             REF's file: pwrite, fallocate (mode 0 and KEEP_SIZE),
  *             ftruncate, fsync, fdatasync and close go to both, and the
  *             results and the size fstat shows after must agree.  Writes
- *             drop the fsync witnesses of the inode (witness.c).
+ *             drop the fsync witnesses of the inode (witness.c).  After
+ *             each operation, before the trees are compared and before
+ *             a close, bytes are read back through both descriptors and
+ *             compared, the mount's page cache dropped first
+ *             (kept_readback): a removed file still open is in no tree.
  *   stale     a rollback to c took its inode away (c does not hold it:
  *             created after c, or removed before c and open then):
  *             pwrite, fallocate and ftruncate through it must fail with
@@ -147,6 +151,55 @@ static void kept_open(int i)
 	log_res(" (st_ino %" PRIu64 ")", s->ino);
 }
 
+/*
+ * Read back what a live slot's file holds in [off, off + len) widened by
+ * 64 KiB each side (at most MAX_IO bytes), on both sides, the mount's page
+ * cache dropped first (POSIX_FADV_DONTNEED) so that the daemon answers,
+ * not the kernel's copy.  A kept file may be one no name reaches any more
+ * (removed while open): the tree comparisons never see it, and its data
+ * once went when an older checkpoint was deleted (the open file read zeros
+ * from the daemon, while the kernel's cached pages hid it; reap.c).  Draws
+ * no random number, so a seed replays the same operations.
+ */
+static void kept_readback(int i, const char *when, uint64_t off, uint64_t len)
+{
+	struct kept *s = &kept[i];
+	uint64_t size, from, to;
+	struct stat st;
+	int e[2];
+
+	if (fstat(s->fd[0], &st) < 0)
+		fail("kept #%d: fstat of the reference: %s", i,
+		     strerror(errno));
+	size = (uint64_t)st.st_size;
+	from = off > 65536 ? off - 65536 : 0;
+	to = off + len + 65536;
+	if (to > size)
+		to = size;
+	if (to > from + MAX_IO)
+		to = from + MAX_IO;
+	if (from >= to)
+		return;
+	(void)posix_fadvise(s->fd[1], 0, 0, POSIX_FADV_DONTNEED);
+	for (int side = 0; side < 2; side++)
+		e[side] = pread_full(s->fd[side], rbuf[side],
+				     (size_t)(to - from), from);
+	if (e[0] || e[1] || memcmp(rbuf[0], rbuf[1], (size_t)(to - from))) {
+		uint64_t at = from;
+
+		while (!e[0] && !e[1] && at < to &&
+		       rbuf[0][at - from] == rbuf[1][at - from])
+			at++;
+		fail("kept #%d %s %s: bytes %" PRIu64 "-%" PRIu64 " read back "
+		     "through the kept descriptor%s: reference %s, mount %s; "
+		     "first difference at %" PRIu64, i, when, s->path, from,
+		     to, st.st_nlink ? "" : " (a removed file)",
+		     e[0] ? strerror(-e[0]) : "read", e[1] ?
+		     strerror(-e[1]) : "read", at);
+	}
+	stat_add("kept.readback", true);
+}
+
 /* An operation through a live slot, on both sides, compared. */
 static void kept_live(int i)
 {
@@ -215,6 +268,8 @@ static void kept_live(int i)
 		     ename(rc[1], e[1], sizeof(e[1])), aux[0], aux[1]);
 	if (r >= 88)
 		s->st = K_FREE;
+	else
+		kept_readback(i, what, off, len);
 	{
 		char name[40];
 
@@ -424,11 +479,16 @@ void kept_before_checkpoint(void)
 
 void kept_sync(void)
 {
-	for (int i = 0; i < KEPT_MAX; i++)
-		if (kept[i].st == K_LIVE && fdatasync(kept[i].fd[1]) < 0 &&
-		    !crashed())
+	for (int i = 0; i < KEPT_MAX; i++) {
+		if (kept[i].st != K_LIVE)
+			continue;
+		if (fdatasync(kept[i].fd[1]) < 0 && !crashed())
 			fail("kept #%d: fdatasync of %s before comparing the "
 			     "trees: %s", i, kept[i].path, strerror(errno));
+		if (!crashed())
+			kept_readback(i, "before comparing the trees", 0,
+				      MAX_IO);
+	}
 }
 
 void kept_close_all(bool check)
@@ -440,6 +500,7 @@ void kept_close_all(bool check)
 			continue;
 		n++;
 		if (check && kept[i].st == K_LIVE) {
+			kept_readback(i, "before its close", 0, MAX_IO);
 			close(kept[i].fd[0]);
 			kept[i].fd[0] = -1;
 			if (close(kept[i].fd[1]) < 0)
