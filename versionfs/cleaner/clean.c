@@ -91,9 +91,12 @@ static bool space_for_copies(struct cleaner *cl)
  * Merge, consolidate, empty the trash.  A merge short of space (a full
  * disk: metadata files it could not write) has done what needed none,
  * which the trash turns into free space; so the pass goes round again
- * while the trash gives something back, a few times at most.
+ * while the trash gives something back.  Each round frees what the merges
+ * before it left, so the rounds end; the bound is only a backstop.  It was
+ * 4: on a full disk one round may merge only one checkpoint, and deleting
+ * six left two waiting after the pass (the model test, XFS seed 2).
  */
-#define PASS_ROUNDS	4
+#define PASS_ROUNDS	1024
 
 int cl_pass(struct cleaner *cl, struct cl_stats *st, size_t *left)
 {
