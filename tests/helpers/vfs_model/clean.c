@@ -812,13 +812,34 @@ static void wait_writable(void)
 }
 
 /*
+ * Is the store's reserve whole (.versionfs/reserve has its blocks)?  The
+ * daemon releases it when the index or a metadata file finds the disk
+ * full.  A fill that races the release (the daemon persisting while the
+ * ballast grows, right after a mount say) takes the freed space as well,
+ * as another job could: the store is then left without the room that
+ * deleting checkpoints on a full disk relies on (doc/design.md, "Giving
+ * space back"), and the clean below found them all waiting (XFS seed 2,
+ * 3 runs in 25).  That is not the case this step is about.
+ */
+static bool reserve_whole(void)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/.versionfs/reserve", cfg.backing);
+	return stat(path, &st) == 0 && st.st_blocks > 0;
+}
+
+/*
  * full: BACKING's file system filled to its last block from outside, as
  * another job would (doc/design.md, "A full disk").  Meanwhile, each now
  * and then: rm of a regular file, which must work (also in REF, and in
  * the copy of REF taken before the fill, which is the snapshot of a
  * checkpoint taken after the rm); a checkpoint, taken or refused saying
  * the disk is full; deleting every live checkpoint but the oldest, the
- * parent with --force, and an online clean, after which nothing waits; a
+ * parent with --force, and an online clean, after which nothing waits
+ * (when the fill left the store its reserve: a fill that took it is undone
+ * and made again, up to three times, else that check is left out); a
  * remount.  Then the ballast goes, and once the mount writes again the
  * live tree and every view are compared.  The kept descriptors are closed
  * before the fill.
@@ -828,6 +849,7 @@ static void do_full(void)
 	char dir[PATH_MAX], pend[PATH_MAX], snap[PATH_MAX], *slash;
 	struct pick_reg *r = xmalloc(sizeof(*r));
 	uint64_t waiting, id;
+	bool reserve;
 	unsigned nb;
 	int rc;
 
@@ -841,7 +863,15 @@ static void do_full(void)
 	   removes no kept file before its checkpoint (--no-kept-orphan) */
 	kept_close_all(true);
 	nb = fill_fs(dir);
-	log_op("full (%u ballast files)", nb);
+	for (int t = 0; t < 3 && !reserve_whole(); t++) {
+		unfill_fs(dir, nb);
+		wait_writable();	/* the daemon has refilled it */
+		nb = fill_fs(dir);
+		stat_add("full.reserve-taken-refill", true);
+	}
+	reserve = reserve_whole();
+	log_op("full (%u ballast files%s)", nb, reserve ? "" :
+	       "; the store's reserve went to the ballast");
 	if (pct(70)) {
 		char a[2 * PATH_MAX + 8];
 
@@ -909,8 +939,11 @@ static void do_full(void)
 		else if ((rc = run_bin("versionfs-clean", "--json", cfg.mnt,
 				       NULL)))
 			fail("full: versionfs-clean: exit %d: %s", rc, err);
-		if (!json_u64(out, "deleted_waiting", &waiting) || waiting)
+		if (!json_u64(out, "deleted_waiting", &waiting) ||
+		    (waiting && reserve))
 			fail("full: after a clean on a full disk: %.300s", out);
+		if (waiting)
+			stat_add("full.delete-waits-no-reserve", true);
 		log_res(" -> %.200s", out);
 		stat_add("full.delete-clean", true);
 		check_state("after deleting on a full disk");
