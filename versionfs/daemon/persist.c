@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "versionfs/daemon/daemon.h"
@@ -511,6 +512,41 @@ static size_t flush_some(bool closed_only, bool files)
 	return m;
 }
 
+/*
+ * A full disk refuses the metadata file the flusher tries at every pass
+ * (each second; each 5 ms under VFS_TEST_FLUSH_FILES): one line a minute
+ * says so, with the count of refusals since.  It wrote a hundred lines a
+ * second for as long as a disk stayed full (the model test's full-disk
+ * step, with a syslog to read).  Other errors are logged each time.
+ */
+static void files_error(uint64_t ino, int rc)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static time_t last;
+	static unsigned long quiet;
+	time_t now = time(NULL);
+	unsigned long n;
+
+	pthread_mutex_lock(&lock);
+	if (vn_nospace(rc) && last && now - last < 60) {
+		quiet++;
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	if (vn_nospace(rc))
+		last = now;
+	n = quiet;
+	quiet = 0;
+	pthread_mutex_unlock(&lock);
+	if (n)
+		vfs_log(LOG_ERR, "metadata file of inode %llu: %s (%lu more "
+			"refused for want of space since the last report)",
+			(unsigned long long)ino, strerror(-rc), n);
+	else
+		vfs_log(LOG_ERR, "metadata file of inode %llu: %s",
+			(unsigned long long)ino, strerror(-rc));
+}
+
 /* Write the pending metadata files of the files list, one vnode lock at a
    time: namespace operations go on meanwhile. */
 static void flush_files(void)
@@ -528,9 +564,7 @@ static void flush_files(void)
 		pthread_mutex_lock(&vn->lock);
 		if (vn->dirty && vn->dfiles && !nospace) {
 			if ((rc = vn_persist_files(vn)))
-				vfs_log(LOG_ERR, "metadata file of inode %llu:"
-					" %s", (unsigned long long)vn->vino,
-					strerror(-rc));
+				files_error(vn->vino, rc);
 			else
 				vn_dirty_update(vn);
 			/* the others would be refused too (persist_batch) */
