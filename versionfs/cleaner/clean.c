@@ -93,8 +93,7 @@ static bool space_for_copies(struct cleaner *cl)
  * which the trash turns into free space; so the pass goes round again
  * while the trash gives something back.  Each round frees what the merges
  * before it left, so the rounds end; the bound is only a backstop.  It was
- * 4: on a full disk one round may merge only one checkpoint, and deleting
- * six left two waiting after the pass (the model test, XFS seed 2).
+ * 4, while on a full disk one round may merge only one checkpoint.
  */
 #define PASS_ROUNDS	1024
 
