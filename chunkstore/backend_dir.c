@@ -78,7 +78,7 @@
 #define MARKER_TEXT	"versionfs chunk store benefactor, format 1\n"
 
 static const char *const kinds[] = { "pack", "index", "manifest", "tmp",
-				      "lock", "gc" };
+				      "lock", "gc", "label" };
 #define NKINDS		(sizeof(kinds) / sizeof(*kinds))
 #define TMP		3		/* kinds[TMP]: the temporaries */
 

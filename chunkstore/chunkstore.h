@@ -40,6 +40,7 @@
  *   index             the chunk -> pack index, index objects    index.c
  *   chunks            chunks into packs and back out            chunkio.c
  *   restore           a manifest -> a plain tree                restore.c
+ *   labels            which store is whose: label objects       label.c
  *   prune, gc         manifests dropped, mark and sweep         gc.c
  *   repair            lost fragments re-created, per-benefactor repair.c
  *                     counts
@@ -521,6 +522,34 @@ int cs_manifest_name_parse(const char *name, unsigned char sid[16],
 			   uint64_t *ckpt, unsigned char guid[16],
 			   bool *has_guid);
 
+/* ---- labels (label.c) ------------------------------------------------------- */
+
+/*
+ * Which store is whose: "label/<SHA-256 of the label>-<store id>", one
+ * object per (label, store), written by a push that carries a label
+ * (cs_push_opts.label; the daemon's -o chunkstore_label=, set by root) and
+ * swept by gc once the store has no manifest.  A label is 1 to
+ * CS_LABEL_MAX printable bytes, no blank or '/' (cs_label_ok).
+ */
+#define CS_LABEL_MAX	200
+bool cs_label_ok(const char *label);
+/* Write the label of store sid unless it is there: 0, or -errno (why). */
+int cs_label_put(struct cs_repo *r, const char *label,
+		 const unsigned char sid[16], char *why, size_t whylen);
+/* The stores labelled `label` (malloc'ed *sids, NULL when none): 0, or
+   -errno (why).  A label object that cannot be read or is not what its
+   name says is skipped with a warning. */
+int cs_label_find(struct cs_repo *r, const char *label,
+		  unsigned char (**sids)[16], size_t *nsids, char *why,
+		  size_t whylen);
+/* Read and check label object `name`: 0, CS_ECORRUPT or -errno (why). */
+int cs_label_read(struct cs_repo *r, const char *name,
+		  char label[CS_LABEL_MAX + 1], unsigned char sid[16],
+		  char *why, size_t whylen);
+/* The parts of a label's name: 0, or -EINVAL. */
+int cs_label_name_parse(const char *name, unsigned char hash[CS_ID_LEN],
+			unsigned char sid[16]);
+
 /* ---- prune and garbage collection (gc.c) ----------------------------------- */
 
 /* Delete object `name` (every fragment on every benefactor that answers). */
@@ -574,6 +603,7 @@ struct cs_gc_result {
 	uint64_t broken_manifests, broken_index;
 	uint64_t pending;		/* dead, within the grace period */
 	uint64_t swept_packs, swept_bytes, swept_manifests, swept_tmp;
+	uint64_t swept_labels;		/* of stores with no manifest */
 	uint64_t index_removed;
 	bool index_written;
 	uint64_t strays, strays_removed;	/* cs_strays (warnings) */
@@ -597,8 +627,8 @@ struct cs_repair_result {
 	uint64_t strays, strays_removed;	/* cs_strays */
 };
 /*
- * For every object (packs and index objects, then manifests): rebuild
- * the fragments that are missing or corrupt and write them to live
+ * For every object (packs and index objects, then manifests, then labels):
+ * rebuild the fragments that are missing or corrupt and write them to live
  * benefactors that hold no good fragment of it (a corrupt fragment is
  * overwritten in place).  Under the writer lock, after removing the
  * strays (cs_strays), so that a fragment goes where a planted entry

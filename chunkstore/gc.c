@@ -58,7 +58,8 @@
  *      with some fragments is in no index object and no manifest uses it,
  *      so it is garbage the next gc sweeps (the index loader reads
  *      unindexed packs from their headers, or warns that it cannot);
- *   5. broken manifests and tmp/ leftovers are deleted.
+ *   5. broken manifests, labels of stores with no manifest left
+ *      (label.c) and tmp/ leftovers are deleted.
  * Deleting an index before the packs it names is what keeps every index
  * entry pointing at a pack that exists.
  */
@@ -444,6 +445,42 @@ static int consider(struct dead *d, const struct pend *old, const char *name,
 	return rc;
 }
 
+/* Labels (label.c) whose store has no manifest left, or that a crash
+   left with fewer than m fragments: dead. */
+static int dead_labels(struct cs_repo *r, struct dead *d,
+		       const struct pend *old, uint64_t now, uint64_t grace)
+{
+	char **labels = NULL, **mans = NULL;
+	size_t nl = 0, nm = 0;
+	int rc;
+
+	if ((rc = cs_obj_list(r, "label", &labels, &nl)) ||
+	    (rc = cs_obj_list(r, "manifest", &mans, &nm)))
+		goto out;
+	for (size_t i = 0; i < nl && !rc; i++) {
+		unsigned char hash[CS_ID_LEN], sid[16];
+		struct cs_redund g = r->red;
+		unsigned good = 0;
+		bool used = false;
+
+		cs_obj_fragments(r, labels[i], &good, &g, NULL, 0);
+		if (!cs_label_name_parse(labels[i], hash, sid) && good >= g.m) {
+			/* "manifest/<sid>-...": the store id's 32 digits
+			   come first in both names */
+			const char *s = labels[i] + 6 + 65;
+
+			for (size_t j = 0; j < nm && !used; j++)
+				used = !strncmp(mans[j] + 9, s, 32);
+		}
+		if (!used)
+			rc = consider(d, old, labels[i], now, grace);
+	}
+out:
+	cs_names_free(labels, nl);
+	cs_names_free(mans, nm);
+	return rc;
+}
+
 static void warn_line(const char *line, void *arg)
 {
 	cs_warn(arg, "%s", line);
@@ -513,6 +550,8 @@ int cs_gc(struct cs_repo *r, const struct cs_gc_opts *o,
 					      o->grace_s);
 		}
 	res->broken_manifests = nbroken;
+	if (!rc)
+		rc = dead_labels(r, &d, &old, now, o->grace_s);
 	for (unsigned i = 0; i < r->nb && !rc; i++)
 		if (!r->b[i]->down)
 			r->b[i]->ops->list(r->b[i], "tmp", tmp_one, &tmp);
@@ -597,6 +636,8 @@ int cs_gc(struct cs_repo *r, const struct cs_gc_opts *o,
 			res->swept_packs++;
 		} else if (!strncmp(d.sweep.name[i], "manifest/", 9)) {
 			res->swept_manifests++;
+		} else if (!strncmp(d.sweep.name[i], "label/", 6)) {
+			res->swept_labels++;
 		} else {
 			res->swept_tmp++;
 		}

@@ -193,14 +193,15 @@ int cs_repair(struct cs_repo *r, struct cs_repair_result *res,
 	      void (*say)(const char *line, void *arg), void *arg,
 	      char *why, size_t whylen)
 {
-	static const char *const kinds[] = { "pack", "index", "manifest" };
+	static const char *const kinds[] = { "pack", "index", "manifest",
+					     "label" };
 	int rc;
 
 	memset(res, 0, sizeof(*res));
 	if ((rc = cs_lock(r, "repair", why, whylen)))
 		return rc;
 	cs_strays(r, true, say, arg, &res->strays, &res->strays_removed);
-	for (size_t k = 0; k < 3 && !rc; k++) {
+	for (size_t k = 0; k < 4 && !rc; k++) {
 		char **names = NULL;
 		size_t n = 0;
 

@@ -816,7 +816,7 @@ static int new_identity(const char *dir, char *why, size_t whylen)
 }
 
 int cs_restore_backing(struct cs_repo *r, char *const *names, size_t n,
-		    const char *dir,
+		    const char *dir, unsigned flags,
 		    void (*progress)(uint64_t, uint64_t, void *),
 		    char *why, size_t whylen)
 {
@@ -849,7 +849,9 @@ int cs_restore_backing(struct cs_repo *r, char *const *names, size_t n,
 		b.prev = b.cur;
 		memset(&b.cur, 0, sizeof(b.cur));
 	}
-	if (!rc)
+	/* rep_recv marked it a replica of the source's id in each commit:
+	   kept, its first checkpoint of its own gives it a new id */
+	if (!rc && !(flags & CS_RESTORE_KEEP_ID))
 		rc = new_identity(dir, why, whylen);
 out:
 	state_free(&b.prev);

@@ -31,6 +31,9 @@ struct cs_push_opts {
 	   non-zero return stops the push with that error. */
 	int (*pace)(uint64_t bytes, void *arg);
 	void *arg;
+	/* Optional: label the store (cs_label_put) before its manifest,
+	   unless that label object is there. */
+	const char *label;
 };
 struct cs_push_result {
 	uint64_t files, logical_bytes;
@@ -73,10 +76,15 @@ int cs_pushed(struct cs_repo *r, struct vstore *st, uint64_t ckpt,
  * checkpoints of manifests names[0..n) (one store, oldest first, each the
  * parent of the next), so that `versionfs dir MNT` mounts the last as the
  * live state and every one under .checkpoints/.  progress as
- * cs_restore_opts'.  why gets the reason of a failure.
+ * cs_restore_opts'.  why gets the reason of a failure.  The restored
+ * store gets a new id, the source's as its origin (DESIGN.md §4); with
+ * CS_RESTORE_KEEP_ID it keeps the source's id as a replica does, until
+ * its first checkpoint of its own gives it a new one (a failover, §8):
+ * for a job's restart, whose records name the source's store.
  */
+#define CS_RESTORE_KEEP_ID	0x1
 int cs_restore_backing(struct cs_repo *r, char *const *names, size_t n,
-		       const char *dir,
+		       const char *dir, unsigned flags,
 		       void (*progress)(uint64_t done, uint64_t total, void *),
 		       char *why, size_t whylen);
 

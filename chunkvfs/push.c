@@ -344,6 +344,10 @@ int cs_push(struct cs_repo *r, struct vstore *st, uint64_t ckpt,
 			    store_backing(st), rc ? "" : " (deleted)");
 		goto out;
 	}
+	/* the label first: a labelled store's manifest is never found
+	   without it (label.c) */
+	if (o && o->label && (rc = cs_label_put(r, o->label, sid, why, whylen)))
+		goto out;
 	/* Already pushed only if the manifest is whole: fragments of one
 	   a crash interrupted are written again (a push is deterministic,
 	   so the bytes are the same), which completes it.  Named by GUID:

@@ -57,6 +57,7 @@ static int do_push(int argc, char **argv)
 		{ "tag", required_argument, NULL, 'g' },
 		{ "chunking", required_argument, NULL, 'k' },
 		{ "wait-lock", required_argument, NULL, 'w' },
+		{ "label", required_argument, NULL, 'l' },
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *spec = NULL, *tag = NULL;
@@ -70,9 +71,19 @@ static int do_push(int argc, char **argv)
 	uint64_t c = 0, wait = 0;
 	int o, rc;
 
-	while ((o = getopt_long(argc, argv, "t:c:g:k:w:", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "t:c:g:k:w:l:", opts, NULL)) != -1) {
 		switch (o) {
 		case 't': spec = optarg; break;
+		case 'l':
+			if (!cs_label_ok(optarg)) {
+				fprintf(stderr, "versionfs-chunk: push: --label "
+					"'%s': 1 to %d printable characters, "
+					"no blank or '/'\n", optarg,
+					CS_LABEL_MAX);
+				return 2;
+			}
+			po.label = optarg;
+			break;
 		case 'w':
 			if (parse_secs(optarg, &wait))
 				return 2;
@@ -243,6 +254,46 @@ static int do_list(int argc, char **argv)
 	return bad;
 }
 
+/* labels: every label object, "STORE LABEL", by label then store. */
+static int do_labels(int argc, char **argv)
+{
+	char why[CS_WHY_LEN] = "", **names = NULL, label[CS_LABEL_MAX + 1];
+	struct cs_repo *r;
+	size_t n = 0;
+	int rc, bad = 0;
+
+	if (argc != 2) {
+		usage(stderr);
+		return 2;
+	}
+	if ((rc = open_repo(argv[1], 0, &r)))
+		return rc;
+	if ((rc = cs_obj_list(r, "label", &names, &n))) {
+		snprintf(why, sizeof(why), "listing labels: %s",
+			 strerror(-rc));
+		rc = fail(r, rc, why);
+		cs_repo_close(r);
+		return rc;
+	}
+	printf("%-32s  %s\n", "STORE", "LABEL");
+	for (size_t i = 0; i < n; i++) {
+		unsigned char sid[16];
+		char hex[33];
+
+		if (cs_label_read(r, names[i], label, sid, why, sizeof(why))) {
+			fprintf(stderr, "versionfs-chunk: labels: %s\n", why);
+			bad = 1;
+			continue;
+		}
+		vfs_hex(sid, 16, hex);
+		printf("%-32s  %s\n", hex, label);
+	}
+	warnings(r);
+	cs_names_free(names, n);
+	cs_repo_close(r);
+	return bad;
+}
+
 static int do_stats(int argc, char **argv)
 {
 	char why[CS_WHY_LEN] = "", **names;
@@ -335,6 +386,37 @@ static void say_stray(const char *line, void *arg)
 {
 	(void)arg;
 	fprintf(stderr, "versionfs-chunk: check: %s\n", line);
+}
+
+/* Every label (chunkstore.h): its fragments, and that it says what its
+   name says. */
+static void check_labels(struct chk *c)
+{
+	char why[CS_WHY_LEN], **names = NULL, label[CS_LABEL_MAX + 1];
+	unsigned char sid[16];
+	size_t n = 0;
+
+	if (cs_obj_list(c->r, "label", &names, &n))
+		return;		/* the manifests' listing said it */
+	for (size_t i = 0; i < n; i++) {
+		struct cs_redund g = *cs_repo_redund(c->r);
+		unsigned good;
+
+		why[0] = '\0';
+		cs_obj_fragments(c->r, names[i], &good, &g, why, sizeof(why));
+		if (good < g.m + g.k) {
+			fprintf(stderr, "versionfs-chunk: check: %s: %u of %u "
+				"fragments good%s%s\n", names[i], good,
+				g.m + g.k, why[0] ? ": " : "", why);
+			c->degraded++;
+		}
+		if (cs_label_read(c->r, names[i], label, sid, why,
+				  sizeof(why))) {
+			fprintf(stderr, "versionfs-chunk: check: %s\n", why);
+			c->bad++;
+		}
+	}
+	cs_names_free(names, n);
 }
 
 /* Pack `pack` read, checked against its name and parsed. */
@@ -470,6 +552,7 @@ static int do_check(int argc, char **argv)
 		if (m.missing)
 			c.bad++;
 	}
+	check_labels(&c);
 	cs_pack_foreach(r, check_pack, &c);
 	if (cs_lock_describe(r, why, sizeof(why)))	/* news, not damage */
 		fprintf(stderr, "versionfs-chunk: check: %s\n", why);
@@ -503,6 +586,8 @@ int main(int argc, char **argv)
 		return do_list(argc - 1, argv + 1);
 	if (!strcmp(cmd, "stats"))
 		return do_stats(argc - 1, argv + 1);
+	if (!strcmp(cmd, "labels"))
+		return do_labels(argc - 1, argv + 1);
 	if (!strcmp(cmd, "prune"))
 		return do_prune(argc - 1, argv + 1);
 	if (!strcmp(cmd, "gc"))

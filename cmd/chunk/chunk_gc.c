@@ -144,12 +144,13 @@ int do_gc(int argc, char **argv)
 	       " pending %" PRIu64 " broken_manifests %" PRIu64
 	       " broken_index %" PRIu64
 	       " swept_manifests %" PRIu64 " swept_tmp %" PRIu64
-	       " index_removed %" PRIu64 " strays %" PRIu64
+	       " swept_labels %" PRIu64 " index_removed %" PRIu64 " strays %" PRIu64
 	       " strays_removed %" PRIu64 "%s\n", res.manifests, res.packs,
 	       res.live_packs, res.dead_packs, res.swept_packs,
 	       res.swept_bytes, res.pending, res.broken_manifests,
 	       res.broken_index,
-	       res.swept_manifests, res.swept_tmp, res.index_removed,
+	       res.swept_manifests, res.swept_tmp, res.swept_labels,
+	       res.index_removed,
 	       res.strays, res.strays_removed, go.dry_run ? " (dry run)" : "");
 	cs_repo_close(r);
 	return 0;

@@ -12,6 +12,11 @@
  * manifests' parent fields back to the first missing one) under
  * .checkpoints/ (backing.c).  A progress bar goes to stderr when it is a
  * terminal.
+ *
+ * --label L takes the store a push labelled L (the Slurm prolog's
+ * vfsjob:JOB:INDEX:UID, chunkstore/label.c); --keep-id leaves the
+ * rebuilt store the source's id until its first checkpoint of its own,
+ * as a replica that fails over, so a job's records still name it.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -139,8 +144,62 @@ static bool newer(struct cs_repo *r, const char *a, const char *b)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: versionfs-restore SPEC [--store ID] "
-		"[--checkpoint C | --guid G] [--plain] DIR\n");
+	fprintf(f, "usage: versionfs-restore SPEC [--store ID | --label L] "
+		"[--checkpoint C | --guid G]\n"
+		"                         [--plain | --keep-id] DIR\n");
+}
+
+/*
+ * --label L: the store labelled L (cs_label_find) whose newest manifest
+ * is the newest, as hex into store[33]: 0, or 1 (said).  Several stores
+ * under one label are one store's successive ids (a rebuilt store's own
+ * id after its first checkpoint): the newest is the one that went on.
+ */
+static int by_label(struct cs_repo *r, const char *label, char **names,
+		    size_t n, char store[33])
+{
+	char why[CS_WHY_LEN] = "", *best = NULL;
+	unsigned char (*sids)[16] = NULL;
+	size_t ns = 0;
+	int rc;
+
+	if ((rc = cs_label_find(r, label, &sids, &ns, why, sizeof(why)))) {
+		fprintf(stderr, "versionfs-restore: %s\n", why);
+		return 1;
+	}
+	for (size_t k = 0; k < ns; k++) {
+		char *top = NULL;
+		uint64_t topc = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			unsigned char sid[16], g[16];
+			uint64_t ck;
+			bool has_g;
+
+			if (cs_manifest_name_parse(names[i], sid, &ck, g,
+						   &has_g) ||
+			    memcmp(sid, sids[k], 16))
+				continue;
+			if (!top || ck > topc ||
+			    (ck == topc && newer(r, names[i], top))) {
+				top = names[i];
+				topc = ck;
+			}
+		}
+		if (top && (!best || newer(r, top, best)))
+			best = top;
+	}
+	free(sids);
+	warnings(r);
+	if (!best) {
+		fprintf(stderr, "versionfs-restore: no store labelled '%s' "
+			"has a checkpoint in the chunk store%s\n", label,
+			ns ? "" : " (no such label)");
+		return 1;
+	}
+	memcpy(store, best + 9, 32);
+	store[32] = '\0';
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -150,11 +209,15 @@ int main(int argc, char **argv)
 		{ "checkpoint", required_argument, NULL, 'c' },
 		{ "guid", required_argument, NULL, 'g' },
 		{ "plain", no_argument, NULL, 'p' },
+		{ "label", required_argument, NULL, 'l' },
+		{ "keep-id", no_argument, NULL, 'k' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	const char *store = NULL, *guid = NULL, *spec, *dir;
+	const char *store = NULL, *guid = NULL, *label = NULL, *spec, *dir;
 	char why[CS_WHY_LEN] = "", **names = NULL, *end, *pick = NULL;
+	char lstore[33];
+	unsigned flags = 0;
 	struct cs_restore_opts ro = { 0 };
 	struct cs_repo *r = NULL;
 	uint64_t c = 0, best = 0;
@@ -169,8 +232,19 @@ int main(int argc, char **argv)
 	   MiB/s for replicas=2 on a VM); keep them on the heap. */
 	mallopt(M_MMAP_THRESHOLD, 64 << 20);
 	mallopt(M_TRIM_THRESHOLD, 256 << 20);
-	while ((o = getopt_long(argc, argv, "s:c:g:ph", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "s:c:g:phl:k", opts, NULL)) != -1) {
 		switch (o) {
+		case 'l':
+			if (!cs_label_ok(optarg)) {
+				fprintf(stderr, "versionfs-restore: bad label "
+					"'%s' (1 to %d printable characters, "
+					"no blank or '/')\n", optarg,
+					CS_LABEL_MAX);
+				return 2;
+			}
+			label = optarg;
+			break;
+		case 'k': flags |= CS_RESTORE_KEEP_ID; break;
 		case 'g':
 			guid = optarg;
 			if (strlen(guid) < 4 || strlen(guid) > 32 ||
@@ -197,7 +271,8 @@ int main(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind != argc - 2 || (c && guid)) {
+	if (optind != argc - 2 || (c && guid) || (store && label) ||
+	    (plain && flags)) {
 		usage(stderr);
 		return 2;
 	}
@@ -216,6 +291,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "versionfs-restore: listing manifests: %s\n",
 			strerror(-rc));
 		goto out;
+	}
+	if (label) {
+		if (by_label(r, label, names, n, lstore))
+			goto out;
+		store = lstore;
 	}
 	/* manifest/<store 32 hex>-<checkpoint 16 hex>[-<GUID 32 hex>] */
 	for (size_t i = 0; i < n; i++) {
@@ -285,7 +365,7 @@ int main(int argc, char **argv)
 		rc = cs_restore_plain(r, pick, dir, &ro, why, sizeof(why));
 	else if (!(rc = chain(r, pick, names, n, &nch, &ch, why,
 			      sizeof(why))))
-		rc = cs_restore_backing(r, ch, nch, dir, ro.progress, why,
+		rc = cs_restore_backing(r, ch, nch, dir, flags, ro.progress, why,
 				     sizeof(why));
 	if (isatty(2))
 		fputc('\n', stderr);

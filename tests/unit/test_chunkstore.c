@@ -1636,7 +1636,7 @@ START_TEST(push_fsch)
 		cs_manifest_name(m1, sizeof(m1), sid, 1, ck1.guid);
 		cs_manifest_name(m2, sizeof(m2), sid, 2, ck2.guid);
 		snprintf(rb, sizeof(rb), "%s/rebuilt", tdir);
-		ck_assert_msg(cs_restore_backing(r, names, 2, rb, NULL, why,
+		ck_assert_msg(cs_restore_backing(r, names, 2, rb, 0, NULL, why,
 						 sizeof(why)) == 0, "%s", why);
 		ck_assert_int_eq(store_open(rb, 0, &st2), 0);
 		ck_assert_int_eq(store_id(st2, sid2), 0);
@@ -1974,6 +1974,155 @@ START_TEST(gc_mark_sweep)
 }
 END_TEST
 
+/* ---- labels ---- */
+
+static bool has_sid(unsigned char (*v)[16], size_t n, int byte)
+{
+	unsigned char want[16];
+
+	memset(want, byte, 16);
+	for (size_t i = 0; i < n; i++)
+		if (!memcmp(v[i], want, 16))
+			return true;
+	return false;
+}
+
+START_TEST(labels)
+{
+	char spec[512], why[CS_WHY_LEN], label[CS_LABEL_MAX + 1], name[160];
+	char cmd[1024], big[CS_LABEL_MAX + 2];
+	unsigned char a[16], b[16], (*v)[16], sid[16], buf[64];
+	unsigned char (*id)[CS_ID_LEN] = malloc(4 * CS_ID_LEN);
+	unsigned char *data = malloc(100000);
+	struct cs_gc_opts go = { .grace_s = 0 };
+	struct cs_repair_result rr;
+	struct cs_gc_result res;
+	struct cs_repo *r;
+	char **names;
+	size_t n, nn;
+
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	ck_assert(cs_label_ok("vfsjob:12:3:1000"));
+	ck_assert(!cs_label_ok(""));
+	ck_assert(!cs_label_ok("a b"));
+	ck_assert(!cs_label_ok("a/b"));
+	ck_assert(!cs_label_ok("a\nb"));
+	ck_assert(!cs_label_ok(big));
+	big[CS_LABEL_MAX] = '\0';
+	ck_assert(cs_label_ok(big));
+
+	mk_benef();
+	spec_of(spec, sizeof(spec), "?rs=2+1");
+	ck_assert_int_eq(cs_repo_open(spec, CS_OPEN_INIT | CS_OPEN_WRITE, &r,
+				      why, sizeof(why)), 0);
+	memset(a, 0x5a, 16);	/* put_manifest's store */
+	memset(b, 0x6b, 16);
+	ck_assert_int_eq(cs_label_put(r, "job:1", a, why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_label_put(r, "job:1", a, why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_label_put(r, "job:1", b, why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_label_put(r, "job:2", a, why, sizeof(why)), 0);
+	ck_assert_int_eq(cs_label_put(r, "a b", a, why, sizeof(why)), -EINVAL);
+	ck_assert_int_eq(cs_obj_list(r, "label", &names, &nn), 0);
+	ck_assert_uint_eq(nn, 3);
+	ck_assert_int_eq(cs_label_read(r, names[0], label, sid, why,
+				       sizeof(why)), 0);
+	ck_assert(!strcmp(label, "job:1") || !strcmp(label, "job:2"));
+	cs_names_free(names, nn);
+
+	ck_assert_int_eq(cs_label_find(r, "job:1", &v, &n, why, sizeof(why)),
+			 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert(has_sid(v, n, 0x5a) && has_sid(v, n, 0x6b));
+	free(v);
+	ck_assert_int_eq(cs_label_find(r, "job:2", &v, &n, why, sizeof(why)),
+			 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert(has_sid(v, n, 0x5a));
+	free(v);
+	ck_assert_int_eq(cs_label_find(r, "job:3", &v, &n, why, sizeof(why)),
+			 0);
+	ck_assert_uint_eq(n, 0);
+	ck_assert_ptr_null(v);
+
+	/* planted under job:1's name for a third store: what it holds is
+	   job:1 for store a, not what the name says; skipped, said */
+	ck_assert_int_eq(cs_obj_list(r, "label", &names, &nn), 0);
+	for (size_t i = 0; i < nn; i++) {
+		if (cs_label_read(r, names[i], label, sid, why, sizeof(why)) ||
+		    strcmp(label, "job:1") || memcmp(sid, a, 16))
+			continue;
+		void *o;
+		size_t len;
+
+		ck_assert_int_eq(cs_obj_get(r, names[i], &o, &len, why,
+					    sizeof(why)), 0);
+		ck_assert_uint_le(len, sizeof(buf));
+		memcpy(buf, o, len);
+		free(o);
+		snprintf(name, sizeof(name), "%.*s7c7c7c7c7c7c7c7c7c7c7c7c7c"
+			 "7c7c7c", (int)(strlen(names[i]) - 32), names[i]);
+		ck_assert_int_eq(cs_obj_put(r, name, buf, len, why,
+					    sizeof(why)), 0);
+		ck_assert_int_eq(cs_label_read(r, name, label, sid, why,
+					       sizeof(why)), CS_ECORRUPT);
+		ck_assert_ptr_nonnull(strstr(why, "not the label"));
+		/* a version this versionfs does not read */
+		buf[8] = 9;
+		ck_assert_int_eq(cs_obj_put(r, names[i], buf, len, why,
+					    sizeof(why)), 0);
+		ck_assert_int_eq(cs_label_read(r, names[i], label, sid, why,
+					       sizeof(why)), CS_ECORRUPT);
+		ck_assert_ptr_nonnull(strstr(why, "version 9"));
+		buf[8] = 1;
+		ck_assert_int_eq(cs_obj_put(r, names[i], buf, len, why,
+					    sizeof(why)), 0);
+	}
+	cs_names_free(names, nn);
+	ck_assert_int_eq(cs_label_find(r, "job:1", &v, &n, why, sizeof(why)),
+			 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert(!has_sid(v, n, 0x7c));
+	free(v);
+	ck_assert_ptr_nonnull(strstr(cs_repo_warnings(r), "not the label"));
+
+	/* one fragment of a's job:2 label lost: repair writes it again */
+	ck_assert_int_eq(cs_obj_list(r, "label", &names, &nn), 0);
+	name[0] = '\0';
+	for (size_t i = 0; i < nn; i++)
+		if (!cs_label_read(r, names[i], label, sid, why, sizeof(why)) &&
+		    !strcmp(label, "job:2"))
+			snprintf(name, sizeof(name), "%s", names[i]);
+	cs_names_free(names, nn);
+	ck_assert(name[0]);
+	snprintf(cmd, sizeof(cmd), "k=; for b in %s/b*; do [ -n \"$k\" ] && "
+		 "continue; [ -e \"$b/%s\" ] && rm \"$b/%s\" && k=1; done; "
+		 "[ -n \"$k\" ]", tdir, name, name);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(cs_repair(r, &rr, NULL, NULL, why, sizeof(why)), 0);
+	ck_assert_uint_eq(rr.repaired, 1);
+
+	/* gc: store a has a manifest, b and the planted one none */
+	put_batch(r, id, data, 0, 2);
+	put_manifest(r, 1, id, 0, 2);
+	ck_assert_int_eq(cs_gc(r, &go, &res, why, sizeof(why)), 0);
+	ck_assert_uint_eq(res.swept_labels, 2);
+	ck_assert_int_eq(cs_label_find(r, "job:1", &v, &n, why, sizeof(why)),
+			 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert(has_sid(v, n, 0x5a));
+	free(v);
+	ck_assert_int_eq(cs_label_find(r, "job:2", &v, &n, why, sizeof(why)),
+			 0);
+	ck_assert_uint_eq(n, 1);
+	free(v);
+	cs_repo_close(r);
+	rm_benef();
+	free(id);
+	free(data);
+}
+END_TEST
+
 /* ---- the writer lock ---- */
 
 static void write_lock(int b, const char *host, long pid, long expires)
@@ -2088,6 +2237,10 @@ static Suite *chunk_suite(void)
 	tcase_add_test(tc, manifest_version1);
 	tcase_add_test(tc, manifest_names);
 	tcase_add_test(tc, prune_rank_line);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("label");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, labels);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("push");
 	tcase_set_timeout(tc, 60);
