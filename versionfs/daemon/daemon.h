@@ -585,9 +585,10 @@ uint64_t rp_shipped_bytes(bt_txn *txn, uint64_t id, bool *have);
 /* ---- sink_push.c: pushing checkpoints to a chunk store ---- */
 /* Start the pusher thread; spec NULL: no configured chunk store (push
    requests with a SPEC still work).  rate in bytes/s (0: unlimited);
-   cdc: FastCDC chunks instead of FsCH, for every push. */
+   cdc: FastCDC chunks instead of FsCH, for every push; label: the
+   store's label in spec's chunk store (cs_label_put), or NULL. */
 int pu_start(const char *spec, bool wait_remote, uint64_t rate,
-	     unsigned retry_s, bool cdc);
+	     unsigned retry_s, bool cdc, const char *label);
 /* versionfs-ctl push: every checkpoint up to `upto` (0: the newest) to
    spec (NULL: the configured store), waiting if asked. */
 int pu_request(const char *spec, uint64_t upto, bool wait, uint64_t *pushed,

@@ -55,6 +55,7 @@ struct opts {
 	double cs_rate;			/* MB/s */
 	unsigned cs_retry;
 	char *cs_chunking;		/* fsch (default) or cdc */
+	char *cs_label;			/* the store's label there */
 	char *sync;			/* auto (default) or files */
 };
 
@@ -87,6 +88,7 @@ static const struct fuse_opt vfs_optspec[] = {
 	{ "chunkstore_rate=%lf", offsetof(struct opts, cs_rate), 0 },
 	{ "chunkstore_retry=%u", offsetof(struct opts, cs_retry), 0 },
 	{ "chunkstore_chunking=%s", offsetof(struct opts, cs_chunking), 0 },
+	{ "chunkstore_label=%s", offsetof(struct opts, cs_label), 0 },
 	{ "sync=%s", offsetof(struct opts, sync), 0 },
 	FUSE_OPT_END
 };
@@ -223,6 +225,8 @@ static void usage(void)
 "    -o chunkstore_chunking=fsch|cdc\n"
 "                           fixed 64 KiB chunks (default: files rewritten\n"
 "                           in place) or FastCDC (whole-image rewrites)\n"
+"    -o chunkstore_label=L  label this store there (the Slurm prolog's\n"
+"                           job names; versionfs-restore --label)\n"
 "    -o sync=auto|files     make checkpoints durable by syncfs(2), or file\n"
 "                           by file with fsync(2) (auto: by file on FUSE\n"
 "                           backings, which syncfs does not reach)\n"
@@ -527,6 +531,13 @@ int main(int argc, char *argv[])
 		ret = 2;
 		goto out_args;
 	}
+	if (o.cs_label && (!o.chunkstore || !cs_label_ok(o.cs_label))) {
+		fprintf(stderr, "versionfs: chunkstore_label=%s: 1 to %d "
+			"printable characters, no blank or '/', and needs "
+			"chunkstore=SPEC\n", o.cs_label, CS_LABEL_MAX);
+		ret = 2;
+		goto out_args;
+	}
 	if (o.sync && strcmp(o.sync, "auto") && strcmp(o.sync, "files")) {
 		fprintf(stderr, "versionfs: sync=%s: auto or files\n", o.sync);
 		ret = 2;
@@ -610,7 +621,8 @@ int main(int argc, char *argv[])
 	if ((rc = start_threads(&v)) ||
 	    (rc = pu_start(o.chunkstore, o.cs_wait == 1,
 			   (uint64_t)(o.cs_rate * 1e6), o.cs_retry,
-			   o.cs_chunking && !strcmp(o.cs_chunking, "cdc")))) {
+			   o.cs_chunking && !strcmp(o.cs_chunking, "cdc"),
+			   o.cs_label))) {
 		vfs_log(LOG_ERR, "starting threads: %s", strerror(-rc));
 		goto out_unmount;
 	}
@@ -705,6 +717,7 @@ out_args:
 	free(o.repl_label);
 	free(o.chunkstore);
 	free(o.cs_chunking);
+	free(o.cs_label);
 	free(o.sync);
 	free(co.mountpoint);
 	fuse_opt_free_args(&args);

@@ -115,6 +115,7 @@ static struct {
 	uint64_t rate;			/* bytes/s, 0: unlimited */
 	unsigned retry_s;
 	int chunking;			/* enum cs_chunking */
+	char *label;			/* chunkstore_label=, or NULL */
 	/* lock */
 	uint64_t target;		/* push the configured SPEC up to this */
 	uint64_t done;			/* its watermark */
@@ -257,17 +258,46 @@ static int pace(uint64_t bytes, void *arg)
 /*
  * Push checkpoint c to repo r (opened on spec).  0, or -errno with err.
  */
-static int push_one(struct cs_repo *r, uint64_t c, char *err, size_t errlen)
+static int push_one(struct cs_repo *r, const char *spec, uint64_t c,
+		    char *err, size_t errlen)
 {
 	struct cs_push_opts o = { .chunking = pu.chunking, .pace = pace };
+
+	/* the label goes with the configured chunk store only */
+	if (pu.label && pu.spec && !strcmp(spec, pu.spec))
+		o.label = pu.label;
 	struct cs_push_result res;
 	char why[CS_WHY_LEN] = "";
 	const char *w;
 	int rc;
 
-	clock_gettime(CLOCK_MONOTONIC, &pu.pace_t0);
-	pu.pace_bytes = 0;
-	rc = cs_push(r, vfs->st, c, &o, &res, why, sizeof(why));
+	for (unsigned tries = 0;; tries++) {
+		struct timespec nap = { 0, 0 };
+		bool stop;
+
+		clock_gettime(CLOCK_MONOTONIC, &pu.pace_t0);
+		pu.pace_bytes = 0;
+		rc = cs_push(r, vfs->st, c, &o, &res, why, sizeof(why));
+		if (rc != -EBUSY)
+			break;
+		/* Another writer holds the chunk store (every node of a job
+		   pushes to one): wait for it, as long as it holds a live
+		   lease (a dead holder's is broken when its lease ends,
+		   lock.c), in naps of 50 to 250 ms, jittered so that nodes
+		   that waited together do not all ask at once again.  An
+		   unmount stops the wait. */
+		pthread_mutex_lock(&pu.lock);
+		stop = pu.stopping;
+		pthread_mutex_unlock(&pu.lock);
+		if (stop)
+			return -ECANCELED;
+		if (tries == 0)
+			vfs_log(LOG_INFO, "push of checkpoint %" PRIu64 ": %s; "
+				"waiting for it", c, why);
+		nap.tv_nsec = (50 + random() % 200) * 1000000L;
+		nanosleep(&nap, NULL);
+		why[0] = '\0';
+	}
 	w = cs_repo_warnings(r);
 	if (rc) {
 		/* the warnings name the benefactors that failed */
@@ -329,7 +359,7 @@ static int repush_gone(const char *spec, struct cs_repo **r, uint64_t c,
 	}
 	vfs_log(LOG_NOTICE, "checkpoint %" PRIu64 " was pushed to %s but is "
 		"no longer there (pruned); pushing it again", c, spec);
-	if ((rc = push_one(*r, c, err2, sizeof(err2)))) {
+	if ((rc = push_one(*r, spec, c, err2, sizeof(err2)))) {
 		snprintf(err, errlen, "checkpoint %" PRIu64 " is no longer in "
 			 "the chunk store (pruned) and pushing it again "
 			 "failed: %.300s", c, err2);
@@ -360,14 +390,14 @@ static int push_upto(const char *spec, struct cs_repo **r, uint64_t upto,
 	while ((c = pick_next(last, upto))) {
 		if (!*r && (rc = repo_open(spec, r, err, errlen)))
 			return rc;
-		rc = push_one(*r, c, err, errlen);
+		rc = push_one(*r, spec, c, err, errlen);
 		if (rc == -ECANCELED)
 			return rc;
 		if (rc && !ckpt_active(c)) {
 			vfs_log(LOG_INFO, "checkpoint %" PRIu64 " was deleted "
 				"before it was pushed to %s", c, spec);
 			rc = 0;
-		} else if (rc && (rc = push_one(*r, c, err2, sizeof(err2)))) {
+		} else if (rc && (rc = push_one(*r, spec, c, err2, sizeof(err2)))) {
 			/* once more: a merge may have moved what it read;
 			   err keeps the first failure's benefactor warnings */
 			cs_repo_close(*r);
@@ -495,9 +525,12 @@ static void *pu_thread(void *arg)
 /* ---- the daemon's side ---- */
 
 int pu_start(const char *spec, bool wait_remote, uint64_t rate,
-	     unsigned retry_s, bool cdc)
+	     unsigned retry_s, bool cdc, const char *label)
 {
 	int rc;
+
+	if (label && !(pu.label = strdup(label)))
+		return -ENOMEM;
 
 	pu.chunking = cdc ? CS_CDC : CS_FSCH;
 	pu.jobs_tail = &pu.jobs;
