@@ -30,6 +30,10 @@
 #              to that node's versionfs-replicad, moved into place)
 #   rebuild-cp cp -a of the same replica directory between the two
 #              nodes' disks, in alternating rounds
+#   rebuild-cs the same store rebuilt on n2 from a chunk store (two
+#              benefactors, replicas=2, on the test's disk every node
+#              sees) as the prolog does it without a replica:
+#              versionfs-restore --label --keep-id, synced
 # Before each checkpoint every node dirties 100 small files (the job's
 # and the local checkpoints see the same work).  Medians of N rounds
 # (quick 7, full 21) with min and max; ratios of medians.  Writes
@@ -205,6 +209,32 @@ else
 	echo "# rebuild: no replica on n1" >>"$T/notes"
 fi
 
+# The same store from the chunk store (the prolog's step 4): both
+# checkpoints pushed with a label, then restored on n2 by that label
+mkdir -p "$T/cs/b1" "$T/cs/b2"
+CS="dir:$T/cs/b1,$T/cs/b2"
+: >"$T/rebuildcs"
+if "$VFS_BUILD/versionfs-chunk" init "$CS" >/dev/null &&
+	node_exec n0 "$VFS_BUILD/versionfs-chunk" push "$JRAW/job" --to "$CS" \
+		--checkpoint 1 --label vfsjob:1:0:0 >/dev/null &&
+	node_exec n0 "$VFS_BUILD/versionfs-chunk" push "$JRAW/job" --to "$CS" \
+		--checkpoint 2 --label vfsjob:1:0:0 >/dev/null; then
+	for ((r = 0; r < ROUNDS; r++)); do
+		node_exec n2 rm -rf "$JDISK/rcs.$r"
+		sync
+		a=$(now_us)
+		node_exec n2 "$VFS_BUILD/versionfs-restore" "$CS" --label vfsjob:1:0:0 \
+			--keep-id "$JDISK/rcs.$r" >/dev/null &&
+			node_exec n2 sync -f "$JDISK/rcs.$r" &&
+			echo $(($(now_us) - a)) >>"$T/rebuildcs"
+		node_exec n2 rm -rf "$JDISK/rcs.$r"
+	done
+	[ -s "$T/rebuildcs" ] && stats rebuild-cs "$T/rebuildcs" >>"$T/rows"
+	echo "- rebuild-cs: the chunk store holds $(du -sm "$T/cs" | cut -f1) MiB (replicas=2)" >>"$T/notes"
+else
+	echo "# rebuild-cs: pushing n0's store to the chunk store failed" >>"$T/notes"
+fi
+
 med() { awk -v n="$1" '$1 == n { print $2 }' "$T/rows"; }
 ratio() { [ -n "$(med "$1")" ] && [ -n "$(med "$2")" ] &&
 	awk -v a="$(med "$1")" -v b="$(med "$2")" 'BEGIN { printf "%.2f", a / b }'; }
@@ -227,6 +257,7 @@ ratio() { [ -n "$(med "$1")" ] && [ -n "$(med "$2")" ] &&
 	echo "- job (nsenter) / four local checkpoints at once through it: $(ratio job local4)"
 	echo "- job through srun / srun floor: $(ratio job-srun srun-floor) (target <= 1.5)"
 	echo "- a lost node's store rebuilt from its partner's replica (versionfs-send to the new node's replicad, moved into place) / cp -a of the same replica: $(ratio rebuild rebuild-cp)"
+	echo "- the same store rebuilt from the chunk store (versionfs-restore --label --keep-id) / cp -a of the replica: $(ratio rebuild-cs rebuild-cp)"
 	cat "$T/notes" 2>/dev/null
 } >"$RES/job.md"
 cat "$RES/job.md"

@@ -1208,7 +1208,8 @@ vcr_slurm_setup() {
 	declare -gA VCR_KV=([select]=comment [keyword]=versionfs
 		[umount_timeout]=60 [lazy_umount]=no [mount_options]=""
 		[copy_out]="" [dir]="" [versionfs]="" [partner_port]=""
-		[partner_secret]="" [partner_dir]="" [restore_wait]=120)
+		[partner_secret]="" [partner_dir]="" [restore_wait]=120
+		[chunkstore]="")
 	if [ -e "$conf" ]; then
 		while IFS= read -r line || [ -n "$line" ]; do
 			n=$((n + 1))
@@ -1283,6 +1284,10 @@ vcr_slurm_setup() {
 	fi
 	[[ ${VCR_KV[restore_wait]} =~ ^[0-9]+$ ]] ||
 		vcr_die 1 "$conf: restore_wait must be a number of seconds"
+	if [ -n "${VCR_KV[chunkstore]}" ]; then
+		[[ ${VCR_KV[chunkstore]} =~ ^(dir|rados):[^[:space:]\\]+$ ]] ||
+			vcr_die 1 "$conf: chunkstore must be a chunk store SPEC (dir:... or rados:..., no blanks or backslashes)"
+	fi
 }
 
 # vcr_slurm_nodes: VCR_NODES, the job's nodes in order (SLURM_JOB_NODELIST

@@ -183,8 +183,9 @@ static void member_guid(vfs_client *c, uint64_t id, unsigned char guid[16])
 	free(v);
 }
 
-/* Wait until the mount's sink holds checkpoint id: the replication peer's
-   acknowledgement, else a push to the configured chunk store. */
+/* Wait until the mount's sinks hold checkpoint id: the replication peer's
+   acknowledgement, and a push to the configured chunk store (either may
+   be missing, not both). */
 static int wait_sink(struct nmount *x, uint64_t id, unsigned timeout)
 {
 	struct timespec ts = { 0, 50 * 1000 * 1000 };
@@ -209,9 +210,11 @@ static int wait_sink(struct nmount *x, uint64_t id, unsigned timeout)
 				return nfail("%s: replication status: %s",
 					     x->path, vfs_client_error(x->c));
 		}
-		return 0;
 	}
-	if ((rc = vfs_push(x->c, NULL, id, VFS_PUSH_WAIT, &pushed)))
+	rc = vfs_push(x->c, NULL, id, VFS_PUSH_WAIT, &pushed);
+	if (rc == -EINVAL && r.on)
+		return 0;	/* no chunk store: the peer is its sink */
+	if (rc)
 		return nfail("%s: no sink holds checkpoint %llu: %s", x->path,
 			     (unsigned long long)id, vfs_client_error(x->c));
 	return 0;

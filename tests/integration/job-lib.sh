@@ -291,6 +291,7 @@ ${SLURM_PARTNER_PORT:+partner_port $SLURM_PARTNER_PORT
 partner_secret $T/secret
 partner_dir $JDISK/replicas}
 ${SLURM_RESTORE_WAIT:+restore_wait $SLURM_RESTORE_WAIT}
+${SLURM_CHUNKSTORE:+chunkstore $SLURM_CHUNKSTORE}
 EOC
 	for hook in prolog epilog; do
 		cat >"$T/slurm/$hook" <<EOC
@@ -369,4 +370,56 @@ slurm_wait() {
 	done
 	note "job $1 is $st, not $2"
 	return 1
+}
+
+# restart_job_script: $T/job.sh, the batch script of the restart tests
+# (t0975, t0976), the same for every run: a requeued run rolls back with
+# versionfs-job rollback; a job checkpoint with --wait-sink every two
+# steps, each rank (r$SLURM_NODEID) writing node-local files; the first
+# run crashes half-way through step 5 and waits for the test to lose a
+# node; the end writes every rank's sums to $T/slurm/sums.JOB
+restart_job_script() {
+	cat >"$T/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --ntasks-per-node=1 --requeue
+#SBATCH --output=$T/slurm/job-%j.out --open-mode=append
+set -eu
+export PATH=$VFS_BUILD:\$PATH
+export VERSIONFS_JOB_MOUNTS=$JDISK/\$(id -un).\$SLURM_JOB_ID
+M=\$VERSIONFS_JOB_MOUNTS
+N=\$SLURM_JOB_NUM_NODES
+echo "run \${SLURM_RESTART_COUNT:-0} on \$SLURM_JOB_NODELIST"
+if [ "\${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then
+	versionfs-job rollback || { echo "rollback refused"; exit 1; }
+fi
+work() { srun --nodes=\$N --ntasks-per-node=1 sh -c "$T/app \$M r\\\$SLURM_NODEID resume \$*"; }
+s=\$(cat "\$M/out/state" 2>/dev/null || echo 0)
+for target in 2 4 6 8; do
+	[ "\$s" -lt "\$target" ] || continue
+	if [ "\${SLURM_RESTART_COUNT:-0}" = 0 ] && [ "\$target" = 6 ]; then
+		work 5 half
+		echo "crashed in step 5"
+		touch "$T/slurm/crashed.\$SLURM_JOB_ID"
+		sleep 600	# until the test kills a node and requeues
+		exit 0
+	fi
+	work "\$target"
+	echo "job checkpoint \$(versionfs-job checkpoint --wait-sink --tag step\$target) at step \$target"
+done
+versionfs-job status
+srun --nodes=\$N --ntasks-per-node=1 sh -c 'cd "\$VERSIONFS_JOB_MOUNTS/out" && md5sum * | sed "s/^/r\$SLURM_NODEID /"' |
+	sort >"$T/slurm/sums.\$SLURM_JOB_ID"
+EOF
+	chmod 755 "$T/job.sh"
+}
+
+# same_as_uninterrupted JOB NRANKS: every rank's files at the end of JOB
+# equal an uninterrupted run's of steps 1-8
+same_as_uninterrupted() {
+	local r
+	for ((r = 0; r < $2; r++)); do
+		"$T/app" "$T/ref/r$r" "r$r" 1 8
+		(cd "$T/ref/r$r/out" && md5sum -- * | sed "s/^/r$r /")
+	done | sort >"$T/ref.sums"
+	diff "$T/ref.sums" "$T/slurm/sums.$1" || fail "outputs differ from an uninterrupted run"
 }

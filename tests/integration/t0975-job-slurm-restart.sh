@@ -34,39 +34,7 @@ partners_up "$SLURM_PARTNER_PORT"
 slurm_up
 job_app_install
 
-# job.sh NODES: the batch script, the same for every run
-cat >"$T/job.sh" <<EOF
-#!/bin/bash
-#SBATCH --ntasks-per-node=1 --requeue
-#SBATCH --output=$T/slurm/job-%j.out --open-mode=append
-set -eu
-export PATH=$VFS_BUILD:\$PATH
-export VERSIONFS_JOB_MOUNTS=$JDISK/\$(id -un).\$SLURM_JOB_ID
-M=\$VERSIONFS_JOB_MOUNTS
-N=\$SLURM_JOB_NUM_NODES
-echo "run \${SLURM_RESTART_COUNT:-0} on \$SLURM_JOB_NODELIST"
-if [ "\${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then
-	versionfs-job rollback || { echo "rollback refused"; exit 1; }
-fi
-work() { srun --nodes=\$N --ntasks-per-node=1 sh -c "$T/app \$M r\\\$SLURM_NODEID resume \$*"; }
-s=\$(cat "\$M/out/state" 2>/dev/null || echo 0)
-for target in 2 4 6 8; do
-	[ "\$s" -lt "\$target" ] || continue
-	if [ "\${SLURM_RESTART_COUNT:-0}" = 0 ] && [ "\$target" = 6 ]; then
-		work 5 half
-		echo "crashed in step 5"
-		touch "$T/slurm/crashed.\$SLURM_JOB_ID"
-		sleep 600	# until the test kills a node and requeues
-		exit 0
-	fi
-	work "\$target"
-	echo "job checkpoint \$(versionfs-job checkpoint --wait-sink --tag step\$target) at step \$target"
-done
-versionfs-job status
-srun --nodes=\$N --ntasks-per-node=1 sh -c 'cd "\$VERSIONFS_JOB_MOUNTS/out" && md5sum * | sed "s/^/r\$SLURM_NODEID /"' |
-	sort >"$T/slurm/sums.\$SLURM_JOB_ID"
-EOF
-chmod 755 "$T/job.sh"
+restart_job_script
 
 # lose NODE...: every process of each node (slurmd, replicad, versionfs,
 # the job's), its namespace and its disk.  Its slurmd dies first, then
@@ -157,15 +125,7 @@ case_restart() {
 }
 test_case "n1 lost: the job requeued onto n0,n2,n3,n4 rebuilds every moved index from the partners' replicas and rolls back" case_restart
 
-case_outputs() {
-	local j r
-	j=$(cat "$T/jobnum")
-	for r in 0 1 2 3; do
-		"$T/app" "$T/ref/r$r" "r$r" 1 8
-		(cd "$T/ref/r$r/out" && md5sum * | sed "s/^/r$r /")
-	done | sort >"$T/ref.sums"
-	diff "$T/ref.sums" "$T/slurm/sums.$j" || fail "outputs differ from an uninterrupted run"
-}
+case_outputs() { same_as_uninterrupted "$(cat "$T/jobnum")" 4; }
 test_case "every rank's files equal an uninterrupted run's" case_outputs
 
 case_two_lost() {
