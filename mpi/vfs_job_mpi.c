@@ -165,8 +165,12 @@ static void leader_checkpoint(struct settings *s, const char *mtag,
 			break;
 		}
 		s->c[i] = c;		/* phase 2 and an abort use it too */
-		if (vfs_job_list(c, s->job, &v, &nv, li->store[i]) ||
-		    vfs_checkpoint(c, mtag, &li->ckpt[i])) {
+		/* the records and the store id after the checkpoint: a
+		   store that held its primary's id (a replica, a store
+		   rebuilt with --keep-id) takes one of its own at its first
+		   checkpoint, and the member is named by that one */
+		if (vfs_checkpoint(c, mtag, &li->ckpt[i]) ||
+		    vfs_job_list(c, s->job, &v, &nv, li->store[i])) {
 			snprintf(li->why, sizeof(li->why), "%s: %s",
 				 s->mounts[i], vfs_client_error(c));
 			li->ok = 0;

@@ -160,18 +160,47 @@ static void query_free(const struct jctx *ctx, struct jquery *q)
 	free(q->r);
 }
 
-/* Node i has member m ("have STORE ID TAG" among its lines). */
+/* The id under which node r lists the checkpoints of member store m into
+   shex[33]: m's own, or that of the store which answers for it ("alias
+   ORIGIN STORE": a replica or a rebuilt store that took an id of its own
+   at its first checkpoint holds its origin's checkpoints). */
+static void store_here(const struct jnode *r, const unsigned char m[16],
+		       char shex[33])
+{
+	char o[64], s[64];
+
+	vfs_hex(m, 16, shex);
+	for (size_t k = 0; k < r->nlines; k++)
+		if (sscanf(r->lines[k], "alias %63s %63s", o, s) == 2 &&
+		    !strcmp(o, shex) && strlen(s) == 32) {
+			memcpy(shex, s, 33);
+			return;
+		}
+}
+
+/* Node r has member m ("have STORE ID TAG GUID" among its lines): its
+   store's (store_here) checkpoint of that number and tag, or one of that
+   number, tag and GUID (a store rebuilt more than once remembers only its
+   last origin; a GUID names the checkpoint wherever it went). */
 static bool has_member(const struct jnode *r, const struct vfs_job_member *m,
 		       const char *mtag)
 {
-	char want[256], shex[33];
+	static const unsigned char zero[16];
+	char shex[33], g[33], s[64], t[256], lg[64];
+	unsigned long long id;
 
-	vfs_hex(m->store, 16, shex);
-	snprintf(want, sizeof(want), "have %s %" PRIu64 " %s", shex, m->ckpt,
-		 mtag);
-	for (size_t k = 0; k < r->nlines; k++)
-		if (!strcmp(r->lines[k], want))
+	store_here(r, m->store, shex);
+	vfs_hex(m->guid, 16, g);
+	for (size_t k = 0; k < r->nlines; k++) {
+		int f = sscanf(r->lines[k], "have %63s %llu %255s %63s", s, &id,
+			       t, lg);
+
+		if (f < 3 || id != m->ckpt || strcmp(t, mtag))
+			continue;
+		if (!strcmp(s, shex) ||
+		    (f == 4 && memcmp(m->guid, zero, 16) && !strcmp(lg, g)))
 			return true;
+	}
 	return false;
 }
 
@@ -185,7 +214,7 @@ static bool member_copied(const struct jnode *r,
 	char shex[33], s[64], p[300];
 	unsigned long long acked;
 
-	vfs_hex(m->store, 16, shex);
+	store_here(r, m->store, shex);
 	for (size_t k = 0; k < r->nlines; k++)
 		if (sscanf(r->lines[k], "repl %63s %299s %llu", s, p,
 			   &acked) == 3 && !strcmp(s, shex)) {

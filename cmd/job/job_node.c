@@ -19,9 +19,11 @@
  *   abort --mtag TAG
  *                 delete the checkpoints tagged TAG (a job checkpoint that
  *                 did not complete; "deleted STORE ID")
- *   query         "mount STORE PATH", "repl STORE PEER ACKED" (the
+ *   query         "mount STORE PATH", "alias ORIGIN STORE" (the store
+ *                 answers for the members its origin's id names: copied,
+ *                 rebuilt or failed over), "repl STORE PEER ACKED" (the
  *                 replication peer and the last checkpoint it holds),
- *                 "have STORE ID TAG" for every
+ *                 "have STORE ID TAG GUID" ("-": none) for every
  *                 member checkpoint of the job here, and every record
  *                 kept here in hex, cut in "rec+ HEX" lines and a last
  *                 "rec. HEX" (srun cuts lines of more than a kilobyte)
@@ -58,6 +60,16 @@ struct nmount {
 	vfs_client *c;
 	unsigned char store[16];
 	char shex[33];
+	/* the store it was copied or rebuilt from, or failed over from (a
+	   replica, a store rebuilt with --keep-id, at its first checkpoint
+	   of its own): its checkpoints up to then are that store's, which
+	   the job's records name; zero when none */
+	unsigned char origin[16];
+	char ohex[33];
+	/* its checkpoints (holds), read once when needed */
+	struct vfs_ckpt_info *ck;
+	size_t nck;
+	bool ck_read;
 	struct vfs_job *recs;
 	size_t nrecs;
 };
@@ -121,6 +133,72 @@ static size_t discover(const char **out, size_t max)
 	return n;
 }
 
+/*
+ * The store's id and origin, read again after a checkpoint: a store that
+ * held its primary's id (a replica, or a store rebuilt with
+ * versionfs-restore --keep-id, moved into place) takes one of its own at
+ * its first checkpoint (a failover, DESIGN.md §4), and the member must be
+ * named by that one, or the record names a store no node has; the records
+ * taken before name its origin (store_is).  0 or 1 (said).
+ */
+static int store_now(struct nmount *x)
+{
+	struct vfs_status st;
+
+	if (vfs_status(x->c, &st) || vfs_unhex(st.store_id, x->store, 16))
+		return nfail("%s: the store id: %s", x->path,
+			     vfs_client_error(x->c));
+	vfs_hex(x->store, 16, x->shex);
+	memset(x->origin, 0, 16);
+	x->ohex[0] = '\0';
+	free(x->ck);		/* holds() reads them again */
+	x->ck = NULL;
+	x->nck = 0;
+	x->ck_read = false;
+	if (st.origin_id[0] && !vfs_unhex(st.origin_id, x->origin, 16))
+		vfs_hex(x->origin, 16, x->ohex);
+	return 0;
+}
+
+/* Whether a member's store is mount x's: its id, or its origin's. */
+static bool store_is(const struct nmount *x, const unsigned char s[16])
+{
+	return !memcmp(s, x->store, 16) ||
+	       (x->ohex[0] && !memcmp(s, x->origin, 16));
+}
+
+/*
+ * Whether mount x holds member m: a member of its store (store_is), or
+ * one whose GUID is that of x's checkpoint of the member's number.  A
+ * store rebuilt more than once (a replica or a chunk-store restore that
+ * failed over, lost and rebuilt again) remembers only its last origin, but
+ * keeps every checkpoint's GUID: the GUID names the checkpoint wherever
+ * it went (DESIGN.md §4).
+ */
+static bool holds(struct nmount *x, const struct vfs_job_member *m)
+{
+	static const unsigned char zero[16];
+	char g[33];
+
+	if (store_is(x, m->store))
+		return true;
+	if (!memcmp(m->guid, zero, 16))
+		return false;
+	if (!x->ck_read) {
+		x->ck_read = true;
+		if (vfs_list(x->c, &x->ck, &x->nck)) {
+			x->ck = NULL;
+			x->nck = 0;
+		}
+	}
+	vfs_hex(m->guid, 16, g);
+	for (size_t k = 0; k < x->nck; k++)
+		if (x->ck[k].id == m->ckpt && !strcmp(x->ck[k].guid, g) &&
+		    x->ck[k].state == VFS_CKPT_ACTIVE)
+			return true;
+	return false;
+}
+
 /* Open every mount and read its store id and records: 0 or 1 (failed,
    said).  Discovered mounts the caller may not control are left out. */
 static int open_mounts(const char *job, const char **paths, size_t n,
@@ -148,7 +226,8 @@ static int open_mounts(const char *job, const char **paths, size_t n,
 		if (rc)
 			return nfail("%s: job records: %s", paths[i],
 				     vfs_client_error(x->c));
-		vfs_hex(x->store, 16, x->shex);
+		if (store_now(x))
+			return 1;
 		(*nm)++;
 	}
 	if (!*nm)
@@ -160,6 +239,7 @@ static void close_mounts(struct nmount *m, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		vfs_job_list_free(m[i].recs, m[i].nrecs);
+		free(m[i].ck);
 		vfs_client_close(m[i].c);
 	}
 }
@@ -275,7 +355,8 @@ static int op_checkpoint(struct nmount *m, size_t n, const char *mtag,
 				op_abort(m, i, mtag);
 			return nfail("%s", why);
 		}
-		if (sink && wait_sink(&m[i], id, timeout)) {
+		if (store_now(&m[i]) ||
+		    (sink && wait_sink(&m[i], id, timeout))) {
 			op_abort(m, i + 1, mtag);
 			return 1;
 		}
@@ -322,11 +403,10 @@ static int take_rec(const char *hex, struct vfs_job *j)
 
 /* The member of this node in j for mount x, or NULL. */
 static const struct vfs_job_member *member_of(const struct vfs_job *j,
-					      const struct nmount *x)
+					      struct nmount *x)
 {
 	for (size_t k = 0; k < j->n; k++)
-		if ((long)j->m[k].node == my_index &&
-		    !memcmp(j->m[k].store, x->store, 16))
+		if ((long)j->m[k].node == my_index && holds(x, &j->m[k]))
 			return &j->m[k];
 	return NULL;
 }
@@ -348,7 +428,7 @@ static int members_here(const struct vfs_job *j, struct nmount *m, size_t n)
 		if ((long)j->m[k].node != my_index)
 			continue;
 		for (i = 0; i < n; i++)
-			if (!memcmp(j->m[k].store, m[i].store, 16))
+			if (holds(&m[i], &j->m[k]))
 				break;
 		if (i == n) {
 			vfs_hex(j->m[k].store, 16, shex);
@@ -440,6 +520,8 @@ static int op_query(struct nmount *m, size_t n, const char *job)
 		struct vfs_repl rp;
 
 		say("mount %s %s", m[i].shex, m[i].path);
+		if (m[i].ohex[0])	/* its checkpoints named by its origin */
+			say("alias %s %s", m[i].ohex, m[i].shex);
 		if (!vfs_repl_status(m[i].c, &rp) && rp.on && rp.peer[0] &&
 		    !strpbrk(rp.peer, " \t\n"))
 			say("repl %s %s %llu", m[i].shex, rp.peer,
@@ -450,8 +532,9 @@ static int op_query(struct nmount *m, size_t n, const char *job)
 		for (size_t k = 0; k < nv; k++)
 			if (v[k].state == VFS_CKPT_ACTIVE &&
 			    !strncmp(v[k].tag, prefix, strlen(prefix)))
-				say("have %s %llu %s", m[i].shex,
-				    (unsigned long long)v[k].id, v[k].tag);
+				say("have %s %llu %s %s", m[i].shex,
+				    (unsigned long long)v[k].id, v[k].tag,
+				    v[k].guid[0] ? v[k].guid : "-");
 		free(v);
 		for (size_t k = 0; k < m[i].nrecs; k++) {
 			bool dup = false;

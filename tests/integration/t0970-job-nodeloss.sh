@@ -108,6 +108,12 @@ case_restart() {
 	run_ranks resume 8
 	id=$(JOBN checkpoint --tag step8) || fail "job checkpoint on the new nodes"
 	compare_ref || fail "outputs differ from an uninterrupted run"
+	# that job checkpoint was the rebuilt store's first of its own, which
+	# gave it an id of its own: the record names that id (it named the
+	# id before, and no node had that store), and a rollback finds it
+	out=$(JOBN rollback 2>&1) || fail "rollback to the first job checkpoint after the rebuild: $out"
+	[ "$(echo "$out" | tail -1)" = "$id" ] || fail "rolled back to $out, not $id"
+	compare_ref || fail "outputs differ after the rollback"
 }
 test_case "rank 1 rebuilt on a spare from its partner's replica: every rank back to job checkpoint 2, outputs byte-identical" case_restart
 

@@ -124,35 +124,52 @@ static void rec_name(char *buf, size_t len, const char *job, uint64_t id)
 }
 
 /* The record names this store, and its member checkpoint here exists
-   with the member tag: 0 or -errno with err set. */
+   with the member tag: 0 or -errno with err set.  A member is this
+   store's when it names the store's id, or its origin's (a store that
+   failed over, or was copied or rebuilt, holds its origin's checkpoints
+   under their numbers), or when this store's checkpoint of the member's
+   number has the member's GUID (a store rebuilt more than once remembers
+   only its last origin; a GUID names the checkpoint wherever it went). */
 static int rec_ours(const struct vfs_job *j, char *err, size_t errlen)
 {
-	unsigned char sid[16];
+	static const unsigned char zero[16];
+	unsigned char sid[16], origin[16];
 	struct bt_ckpt ck;
 	bt_txn *txn;
-	int rc, found = 0;
+	int rc, found = 0, has_origin;
 
 	if ((rc = store_id(vfs->st, sid)))
 		return vfs_errf(err, errlen, rc, "cannot read the store id");
-	for (size_t i = 0; i < j->n; i++) {
-		if (memcmp(j->m[i].store, sid, 16))
-			continue;
+	has_origin = store_origin(vfs->st, origin) == 1;
+	if ((rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn)))
+		return vfs_errf(err, errlen, -EIO, "index: %s",
+				bt_last_error());
+	for (size_t i = 0; i < j->n && !rc; i++) {
+		const struct vfs_job_member *m = &j->m[i];
+		bool by_id = !memcmp(m->store, sid, 16) ||
+			     (has_origin && !memcmp(m->store, origin, 16));
+
+		rc = bt_ckpt_get(txn, m->ckpt, &ck);
+		if (rc && rc != -ENOENT) {
+			vfs_errf(err, errlen, -EIO, "index: %s",
+				 bt_last_error());
+			break;
+		}
+		if (!by_id && (rc || !memcmp(m->guid, zero, 16) ||
+			       memcmp(ck.guid, m->guid, 16))) {
+			rc = 0;
+			continue;	/* another node's */
+		}
 		found = 1;
-		if ((rc = bt_txn_begin(vfs->env, BT_TXN_RDONLY, &txn)))
-			return vfs_errf(err, errlen, -EIO, "index: %s",
-					bt_last_error());
-		rc = bt_ckpt_get(txn, j->m[i].ckpt, &ck);
-		bt_txn_abort(txn);
-		if (rc == -ENOENT || (!rc && (ck.state != BT_CKPT_ACTIVE ||
-					      strcmp(ck.tag, j->mtag))))
-			return vfs_errf(err, errlen, -ENOENT, "this store has "
-					"no checkpoint %llu tagged %s",
-					(unsigned long long)j->m[i].ckpt,
-					j->mtag);
-		if (rc)
-			return vfs_errf(err, errlen, -EIO, "index: %s",
-					bt_last_error());
+		if (rc == -ENOENT || ck.state != BT_CKPT_ACTIVE ||
+		    strcmp(ck.tag, j->mtag))
+			rc = vfs_errf(err, errlen, -ENOENT, "this store has "
+				      "no checkpoint %llu tagged %s",
+				      (unsigned long long)m->ckpt, j->mtag);
 	}
+	bt_txn_abort(txn);
+	if (rc)
+		return rc;
 	if (!found)
 		return vfs_errf(err, errlen, -EINVAL, "the record of job %s "
 				"checkpoint %llu does not name this store",
