@@ -327,6 +327,11 @@ static int do_status(const char *mount, int argc, char **argv)
 			       PRIu64 ",\"sync_us\":%" PRIu64 "}", ct->id,
 			       ct->total_us, ct->barrier_us, ct->prepare_us,
 			       ct->wait_us, ct->window_us, ct->sync_us);
+		if (st.push_spec[0]) {
+			printf(",\"chunkstore\":{\"spec\":");
+			json_str(st.push_spec);
+			printf(",\"pushed\":%" PRIu64 "}", st.pushed);
+		}
 		printf(",\"replication\":");
 		print_repl(&rs, true);
 		printf("}\n");
@@ -380,6 +385,9 @@ static int do_status(const char *mount, int argc, char **argv)
 	printf("leaks:          %" PRIu64 " found, %" PRIu64 " freed since "
 	       "the mount (what versionfs-fsck would report)\n",
 	       st.orphans_found, st.orphans_freed);
+	if (st.push_spec[0])
+		printf("chunk store:    %s, pushed in order up to checkpoint %"
+		       PRIu64 "\n", st.push_spec, st.pushed);
 	print_repl(&rs, false);
 	return 0;
 }

@@ -160,68 +160,84 @@ static void query_free(const struct jctx *ctx, struct jquery *q)
 	free(q->r);
 }
 
-/* The id under which node r lists the checkpoints of member store m into
-   shex[33]: m's own, or that of the store which answers for it ("alias
-   ORIGIN STORE": a replica or a rebuilt store that took an id of its own
-   at its first checkpoint holds its origin's checkpoints). */
-static void store_here(const struct jnode *r, const unsigned char m[16],
-		       char shex[33])
-{
-	char o[64], s[64];
-
-	vfs_hex(m, 16, shex);
-	for (size_t k = 0; k < r->nlines; k++)
-		if (sscanf(r->lines[k], "alias %63s %63s", o, s) == 2 &&
-		    !strcmp(o, shex) && strlen(s) == 32) {
-			memcpy(shex, s, 33);
-			return;
-		}
-}
-
-/* Node r has member m ("have STORE ID TAG GUID" among its lines): its
-   store's (store_here) checkpoint of that number and tag, or one of that
-   number, tag and GUID (a store rebuilt more than once remembers only its
-   last origin; a GUID names the checkpoint wherever it went). */
-static bool has_member(const struct jnode *r, const struct vfs_job_member *m,
-		       const char *mtag)
+/*
+ * Node r holds member m ("have STORE ID TAG GUID" among its lines): its
+ * checkpoint of that number and tag in the member's store, in the store
+ * that answers for it ("alias ORIGIN STORE": a replica or a rebuilt store
+ * that took an id of its own at its first checkpoint holds its origin's
+ * checkpoints), or in a store where that checkpoint has the member's GUID
+ * (a store rebuilt more than once remembers only its last origin; a GUID
+ * names the checkpoint wherever it went).  True, and that store's id into
+ * shex[33].
+ */
+static bool member_at(const struct jnode *r, const struct vfs_job_member *m,
+		      const char *mtag, char shex[33])
 {
 	static const unsigned char zero[16];
-	char shex[33], g[33], s[64], t[256], lg[64];
+	char want[33], g[33], s[64], o[64], t[256], lg[64];
 	unsigned long long id;
 
-	store_here(r, m->store, shex);
+	vfs_hex(m->store, 16, want);
+	for (size_t k = 0; k < r->nlines; k++)
+		if (sscanf(r->lines[k], "alias %63s %63s", o, s) == 2 &&
+		    !strcmp(o, want) && strlen(s) == 32)
+			memcpy(want, s, 33);
 	vfs_hex(m->guid, 16, g);
 	for (size_t k = 0; k < r->nlines; k++) {
 		int f = sscanf(r->lines[k], "have %63s %llu %255s %63s", s, &id,
 			       t, lg);
 
-		if (f < 3 || id != m->ckpt || strcmp(t, mtag))
+		if (f < 3 || id != m->ckpt || strcmp(t, mtag) ||
+		    strlen(s) != 32)
 			continue;
-		if (!strcmp(s, shex) ||
-		    (f == 4 && memcmp(m->guid, zero, 16) && !strcmp(lg, g)))
+		if (!strcmp(s, want) ||
+		    (f == 4 && memcmp(m->guid, zero, 16) && !strcmp(lg, g))) {
+			memcpy(shex, s, 33);
 			return true;
+		}
 	}
 	return false;
 }
 
-/* Member m's copy at its node's replication peer: the peer's name into
-   peer[len] and true when the peer acknowledged the member's checkpoint
-   ("repl STORE PEER ACKED" among the node's lines). */
-static bool member_copied(const struct jnode *r,
-			  const struct vfs_job_member *m, char *peer,
-			  size_t len)
+static bool has_member(const struct jnode *r, const struct vfs_job_member *m,
+		       const char *mtag)
 {
-	char shex[33], s[64], p[300];
-	unsigned long long acked;
+	char shex[33];
 
-	store_here(r, m->store, shex);
-	for (size_t k = 0; k < r->nlines; k++)
-		if (sscanf(r->lines[k], "repl %63s %299s %llu", s, p,
-			   &acked) == 3 && !strcmp(s, shex)) {
-			snprintf(peer, len, "%s", p);
-			return acked >= m->ckpt;
-		}
-	return false;
+	return member_at(r, m, mtag, shex);
+}
+
+/* Member m's copies: at its node's replication peer ("repl STORE PEER
+   ACKED" among the node's lines) and in its chunk store ("push STORE
+   SPEC PUSHED"), each once it holds the member's checkpoint; where, into
+   where[len] ("" if none).  How many (0, 1 or 2). */
+static int member_copied(const struct jnode *r,
+			 const struct vfs_job_member *m, const char *mtag,
+			 char *where, size_t len)
+{
+	char shex[33], s[64], p[1100];
+	unsigned long long n;
+	size_t o = 0;
+	int copies = 0;
+
+	where[0] = '\0';
+	if (!member_at(r, m, mtag, shex))
+		return 0;
+	for (size_t k = 0; k < r->nlines; k++) {
+		const char *what = NULL;
+
+		if (sscanf(r->lines[k], "repl %63s %299s %llu", s, p, &n) == 3)
+			what = "copy on ";
+		else if (sscanf(r->lines[k], "push %63s %1023s %llu", s, p,
+				&n) == 3)
+			what = "pushed to ";
+		if (!what || strcmp(s, shex) || n < m->ckpt || o >= len)
+			continue;
+		copies++;
+		o += (size_t)snprintf(where + o, len - o, "%s%s%s",
+				      o ? ", " : "", what, p);
+	}
+	return copies;
 }
 
 /* Why job checkpoint j cannot be rolled back to on these nodes, into
@@ -614,7 +630,7 @@ int do_status(struct jctx *ctx, int argc, char **argv)
 	for (size_t x = 0; x < q.nrecs; x++) {
 		const struct vfs_job *j = &q.recs[x].j;
 		size_t held = 0, kept = 0, copies = 0;
-		char t[64], why[4096], peer[300];
+		char t[64], why[4096], peer[1400];
 
 		unrecoverable(ctx, &q, j, why, sizeof(why));
 		for (size_t i = 0; i < j->nnodes && i < ctx->nnodes; i++) {
@@ -630,7 +646,8 @@ int do_status(struct jctx *ctx, int argc, char **argv)
 		for (size_t k = 0; k < j->n; k++)
 			copies += j->m[k].node < ctx->nnodes &&
 				  member_copied(&q.r[j->m[k].node], &j->m[k],
-						peer, sizeof(peer));
+						j->mtag, peer,
+						sizeof(peer)) > 0;
 		fmt_time(j->time_ns, t, sizeof(t));
 		if (ctx->json) {
 			printf("%s{\"id\":%" PRIu64 ",\"tag\":", x ? "," : "",
@@ -660,7 +677,8 @@ int do_status(struct jctx *ctx, int argc, char **argv)
 				peer[0] = 0;
 				if (j->m[k].node < ctx->nnodes &&
 				    member_copied(&q.r[j->m[k].node], &j->m[k],
-						  peer, sizeof(peer))) {
+						  j->mtag, peer,
+						  sizeof(peer))) {
 					printf(",\"copy\":");
 					json_str(peer);
 				}
@@ -684,11 +702,11 @@ int do_status(struct jctx *ctx, int argc, char **argv)
 				peer[0] = 0;
 				cp = j->m[k].node < ctx->nnodes &&
 				     member_copied(&q.r[j->m[k].node], &j->m[k],
-						   peer, sizeof(peer));
+						   j->mtag, peer, sizeof(peer));
 				printf("       node%u %-12s store %s "
 				       "checkpoint %" PRIu64 "%s%s\n",
 				       j->m[k].node, j->m[k].host, s,
-				       j->m[k].ckpt, cp ? ", copy on " : "",
+				       j->m[k].ckpt, cp ? ", " : "",
 				       cp ? peer : "");
 			}
 	}

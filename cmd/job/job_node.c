@@ -23,6 +23,8 @@
  *                 answers for the members its origin's id names: copied,
  *                 rebuilt or failed over), "repl STORE PEER ACKED" (the
  *                 replication peer and the last checkpoint it holds),
+ *                 "push STORE SPEC PUSHED" (the chunk store and the last
+ *                 checkpoint pushed there in order),
  *                 "have STORE ID TAG GUID" ("-": none) for every
  *                 member checkpoint of the job here, and every record
  *                 kept here in hex, cut in "rec+ HEX" lines and a last
@@ -66,6 +68,10 @@ struct nmount {
 	   the job's records name; zero when none */
 	unsigned char origin[16];
 	char ohex[33];
+	/* its chunk store (one word, else "") and the last checkpoint
+	   pushed there in order */
+	char push_spec[1024];
+	uint64_t pushed;
 	/* its checkpoints (holds), read once when needed */
 	struct vfs_ckpt_info *ck;
 	size_t nck;
@@ -157,6 +163,11 @@ static int store_now(struct nmount *x)
 	x->ck_read = false;
 	if (st.origin_id[0] && !vfs_unhex(st.origin_id, x->origin, 16))
 		vfs_hex(x->origin, 16, x->ohex);
+	x->push_spec[0] = '\0';
+	if (!strpbrk(st.push_spec, " \t\n"))
+		snprintf(x->push_spec, sizeof(x->push_spec), "%s",
+			 st.push_spec);
+	x->pushed = st.pushed;
 	return 0;
 }
 
@@ -522,6 +533,9 @@ static int op_query(struct nmount *m, size_t n, const char *job)
 		say("mount %s %s", m[i].shex, m[i].path);
 		if (m[i].ohex[0])	/* its checkpoints named by its origin */
 			say("alias %s %s", m[i].ohex, m[i].shex);
+		if (m[i].push_spec[0])
+			say("push %s %s %llu", m[i].shex, m[i].push_spec,
+			    (unsigned long long)m[i].pushed);
 		if (!vfs_repl_status(m[i].c, &rp) && rp.on && rp.peer[0] &&
 		    !strpbrk(rp.peer, " \t\n"))
 			say("repl %s %s %llu", m[i].shex, rp.peer,

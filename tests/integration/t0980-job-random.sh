@@ -272,6 +272,15 @@ note "$(for k in "${!count[@]}"; do printf '%s %s, ' "$k" "${count[$k]}"; done)$
 
 case_end() {
 	local r out
+	if [ "$LAST" != 0 ]; then
+		# the latest job checkpoint: every member on its partner and
+		# in the chunk store (--wait-sink), as status says
+		out=$(JOBN status -v 2>&1) || fail "status: $out"
+		echo "$out" | grep -q "^$LAST .* 4/4 .* 4/4 .* 4/4 .*complete\$" ||
+			fail "status of job checkpoint $LAST: $out"
+		[ "$(echo "$out" | sed -n "/^$LAST /,/^[0-9]/p" | grep -c "pushed to dir:")" = 4 ] ||
+			fail "status -v does not show every member pushed: $out"
+	fi
 	for r in 0 1 2 3; do node_umount "${RANKS[$r]}"; done
 	out=$("$VFS_BUILD/versionfs-chunk" check "$CS" 2>&1) || fail "chunk check: $out"
 }

@@ -726,11 +726,26 @@ static bool pu_unpushed(uint64_t id)
 	return r;
 }
 
+/* Status: the configured chunk store and what it holds, in order. */
+static void pu_status(struct ctl_out *out)
+{
+	uint64_t done;
+
+	if (!pu.spec)
+		return;
+	pthread_mutex_lock(&pu.lock);
+	done = pu.done;
+	pthread_mutex_unlock(&pu.lock);
+	cb_str(&out->b, F_PUSH_SPEC, pu.spec, strlen(pu.spec));
+	cb_u64(&out->b, F_PUSH_DONE, done);
+}
+
 /* The sink: a durable checkpoint wakes the pusher (wait=remote: and waits
    until the chunk store has it); the cleaner keeps what is not pushed. */
 const struct vfs_sink pu_sink = {
 	.name = "the chunk store",
 	.checkpointed = pu_checkpointed,
 	.keeps = pu_unpushed,
+	.status = pu_status,
 	.stop = pu_stop,
 };

@@ -415,6 +415,11 @@ static void status_field(struct vfs_status *st, const struct cfield *f)
 		snprintf(st->origin_id, sizeof(st->origin_id), "%.*s",
 			 (int)f->len, (const char *)f->val);
 		break;
+	case F_PUSH_SPEC:
+		snprintf(st->push_spec, sizeof(st->push_spec), "%.*s",
+			 (int)f->len, (const char *)f->val);
+		break;
+	case F_PUSH_DONE: st->pushed = cf_u64(f); break;
 	}
 }
 

@@ -165,6 +165,10 @@ struct vfs_status {
 	/* identity (appended): the store's id, and the id of the store it
 	   was copied or rebuilt from ("" if none), 32 hex digits */
 	char store_id[33], origin_id[33];
+	/* the chunk store of -o chunkstore= ("" if none) and the last
+	   checkpoint pushed there in order (appended) */
+	char push_spec[1024];
+	uint64_t pushed;
 };
 
 int vfs_status(vfs_client *c, struct vfs_status *st);

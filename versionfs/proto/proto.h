@@ -80,6 +80,9 @@ enum ctl_key {
 	   client.h), a job id, a job checkpoint id to forget, the store's
 	   16-byte id */
 	F_JOB_REC, F_JOB_ID, F_JOB_DROP, F_JOB_STORE,
+	/* the configured chunk store (status): its SPEC and the last
+	   checkpoint pushed there in order */
+	F_PUSH_SPEC, F_PUSH_DONE,
 };
 
 struct ctl_hdr {
