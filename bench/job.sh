@@ -175,9 +175,9 @@ node_mount n0 -o "replicate=$(node_addr n1):$REPPORT,secret=$T/secret,wait=peer"
 MB=32
 [ "$MODE" = full ] && MB=128
 node_exec n0 sh -c "mkdir -p '$JDIR/rb' && for i in 1 2 3 4; do head -c $((MB / 4))M /dev/urandom > '$JDIR/rb/f'\$i; done"
-node_exec n0 "$VFSCTL" checkpoint "$JDIR" >/dev/null || echo "checkpoint to the partner failed" >&2
+rb1=$(node_exec n0 "$VFSCTL" checkpoint "$JDIR") || echo "checkpoint to the partner failed" >&2
 node_exec n0 sh -c "dd if=/dev/urandom of='$JDIR/rb/f1' bs=1M count=$((MB / 8)) conv=notrunc status=none"
-node_exec n0 "$VFSCTL" checkpoint "$JDIR" >/dev/null || echo "checkpoint to the partner failed" >&2
+rb2=$(node_exec n0 "$VFSCTL" checkpoint "$JDIR") || echo "checkpoint to the partner failed" >&2
 sid=$(node_exec n1 ls "$JDISK/replicas" | grep -E '^[0-9a-f]{32}$' | head -1)
 : >"$T/rebuild" ; : >"$T/cp"
 if [ -n "$sid" ]; then
@@ -209,16 +209,17 @@ else
 	echo "# rebuild: no replica on n1" >>"$T/notes"
 fi
 
-# The same store from the chunk store (the prolog's step 4): both
-# checkpoints pushed with a label, then restored on n2 by that label
+# The same store from the chunk store (the prolog's step 4): its two
+# checkpoints pushed with a label (the restore takes the newest and its
+# parent: the chain), then restored on n2 by that label
 mkdir -p "$T/cs/b1" "$T/cs/b2"
 CS="dir:$T/cs/b1,$T/cs/b2"
 : >"$T/rebuildcs"
 if "$VFS_BUILD/versionfs-chunk" init "$CS" >/dev/null &&
 	node_exec n0 "$VFS_BUILD/versionfs-chunk" push "$JRAW/job" --to "$CS" \
-		--checkpoint 1 --label vfsjob:1:0:0 >/dev/null &&
+		--checkpoint "$rb1" --label vfsjob:1:0:0 >/dev/null &&
 	node_exec n0 "$VFS_BUILD/versionfs-chunk" push "$JRAW/job" --to "$CS" \
-		--checkpoint 2 --label vfsjob:1:0:0 >/dev/null; then
+		--checkpoint "$rb2" --label vfsjob:1:0:0 >/dev/null; then
 	for ((r = 0; r < ROUNDS; r++)); do
 		node_exec n2 rm -rf "$JDISK/rcs.$r"
 		sync

@@ -117,14 +117,26 @@ for c in $c1 $c2 $c3; do
 		>"$T/push.cdc.$c" || fail "cdc: push $c"
 done
 nb=$(field new_bytes <"$T/push.cdc.$c2")
-[ "$nb" -gt 0 ] && [ "$nb" -le $((3 * 262144)) ] ||
-	fail "cdc: a one-page change stored $nb new bytes"
-assert_eq "$(field new_chunks <"$T/push.cdc.$c3")" 0 "cdc: nothing changed"
+note "cdc: a one-page change stored $nb new bytes"
+# (FastCDC's cuts resynchronise within a chunk or two of a change: 3000
+# simulated one-page changes of 3 MB of random data stored at most 692564
+# new bytes; a push above 3 maximal chunks failed once, unexplained: its
+# pushes and the store's state are printed for the next time)
+# the restores first: a push that stored more than it should have may
+# have read something else than the checkpoint
 for c in $c1 $c2; do
 	"$RESTORE" "$spec" --checkpoint "$c" --plain "$T/r.cdc.$c" >/dev/null ||
 		fail "cdc: restore $c"
 	same_tree "$M/.checkpoints/$c" "$T/r.cdc.$c" "cdc: checkpoint $c"
 done
+[ "$nb" -gt 0 ] && [ "$nb" -le $((3 * 262144)) ] || {
+	cat "$T/push.cdc.$c1" "$T/push.cdc.$c2"
+	"$CHUNK" stats "$spec"
+	"$CHUNK" list "$spec"
+	cmp -l "$T/r.cdc.$c1/d/big" "$T/r.cdc.$c2/d/big" | awk 'NR == 1 { f = $1 } END { print "# big: " NR " bytes differ from " f " to " $1 }'
+	fail "cdc: a one-page change stored $nb new bytes"
+}
+assert_eq "$(field new_chunks <"$T/push.cdc.$c3")" 0 "cdc: nothing changed"
 
 note "stats"
 "$CHUNK" stats "dir:$b1/rs,$b2/rs,$b3/rs?rs=2+1" >"$T/stats" || fail "stats"
