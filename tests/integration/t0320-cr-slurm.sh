@@ -184,4 +184,44 @@ expect_rc 0 "" "not asked, no configuration"
 RC=0
 env -i "$PROLOG" >/dev/null 2>"$T/err" || RC=$?
 expect_rc 2 "SLURM_JOB_ID is not set" "not run by slurmd"
+
+# chunkstore: a requeued job's node without its store rebuilds it from
+# the chunk store by its label, and waits for nothing when the job never
+# checkpointed (versionfs-job(8), RESTART ON OTHER NODES)
+if command -v scontrol >/dev/null; then
+	note "chunkstore: a lost store rebuilt by the prolog; no wait for a job that never checkpointed"
+	printf 'ClusterName=t\nSlurmctldHost=localhost\nNodeName=node[1-2] CPUs=1\nPartitionName=p Nodes=node[1-2]\n' >"$T/slurm-min.conf"
+	mkdir -p "$T/cs"
+	"$VFS_BUILD/versionfs-chunk" init "dir:$T/cs" >/dev/null || fail "chunk init"
+	printf '%s\n' "dir $root/scratch/%u/job-%j" "select always" \
+		"versionfs $VFS" "umount_timeout 1" "chunkstore dir:$T/cs" >"$conf"
+	d50=$root/scratch/nobody/job-50
+	_vfs_mounts+=("$d50" "$root/scratch/nobody/job-51")
+	sl=(SLURM_CONF="$T/slurm-min.conf" SLURM_JOB_NODELIST="node[1-2]")
+	slurmd 50 "$PROLOG" "${sl[@]}"
+	expect_rc 0 "as vfsjob:50:0:$NOBODY" "prolog with a chunk store"
+	echo "kept by the chunk store" >"$d50/f"
+	c=$(ctl checkpoint "$d50") || fail "checkpoint"
+	ctl push "$d50" --wait >/dev/null || fail "push --wait"
+	sid=$("$VFSCTL" --json status "$d50" | sed -n 's/.*"store_id":"\([0-9a-f]*\)".*/\1/p')
+	slurmd 50 "$EPILOG" "${sl[@]}"
+	expect_rc 0 "unmounted" "epilog"
+	# the node lost with its disk: requeued here (index 0 again)
+	rm -rf "$d50" "$root/scratch/nobody/.job-50.vfsjob"
+	slurmd 50 "$PROLOG" "${sl[@]}" SLURM_JOB_RESTART_COUNT=1
+	expect_rc 0 "node index 0: the store rebuilt from the chunk store" "prolog of the requeued job"
+	[ "$(cat "$d50/f")" = "kept by the chunk store" ] || fail "the rebuilt store's files"
+	"$VFSCTL" --json status "$d50" | grep -q "\"store_id\":\"$sid\"" ||
+		fail "the rebuilt store does not keep its id (--keep-id)"
+	[ "$(stat -c %u "$d50")" = "$NOBODY" ] || fail "the rebuilt store is not the user's"
+	ctl list "$d50" | grep -q "^ *$c " || fail "checkpoint $c not rebuilt"
+	slurmd 50 "$EPILOG" "${sl[@]}"
+	# requeued before its first checkpoint: nothing to wait for
+	a=$(date +%s)
+	slurmd 51 "$PROLOG" "${sl[@]}" SLURM_JOB_RESTART_COUNT=1
+	expect_rc 0 "never checkpointed; nothing to wait for" "a requeue before any checkpoint"
+	[ $(($(date +%s) - a)) -lt 30 ] || fail "the prolog waited"
+	slurmd 51 "$EPILOG" "${sl[@]}"
+	out=$("$VFS_BUILD/versionfs-chunk" check "dir:$T/cs" 2>&1) || fail "chunk check: $out"
+fi
 note ok
