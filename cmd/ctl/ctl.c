@@ -327,6 +327,8 @@ static int do_status(const char *mount, int argc, char **argv)
 			       PRIu64 ",\"sync_us\":%" PRIu64 "}", ct->id,
 			       ct->total_us, ct->barrier_us, ct->prepare_us,
 			       ct->wait_us, ct->window_us, ct->sync_us);
+		if (st.hold_secs)
+			printf(",\"hold_secs\":%" PRIu64, st.hold_secs);
 		if (st.push_spec[0]) {
 			printf(",\"chunkstore\":{\"spec\":");
 			json_str(st.push_spec);
@@ -388,6 +390,10 @@ static int do_status(const char *mount, int argc, char **argv)
 	if (st.push_spec[0])
 		printf("chunk store:    %s, pushed in order up to checkpoint %"
 		       PRIu64 "\n", st.push_spec, st.pushed);
+	if (st.hold_secs)
+		printf("hold: %" PRIu64 " s left (a versionfs-send --peer "
+		       "ships the store: no checkpoint is deleted)\n",
+		       st.hold_secs);
 	print_repl(&rs, false);
 	return 0;
 }

@@ -11,6 +11,10 @@
  * peer lacks, in order, each acknowledged once durable there), as the
  * daemon's replication thread does after each checkpoint.
  *
+ * With --peer on a mounted store, the daemon holds every checkpoint of it
+ * while the sender ships them (hold_start: a renewed lease; no delete
+ * meanwhile), as it holds what its own replication streams.
+ *
  * The store is opened read-only beside its daemon (STORE_RDONLY: no lock;
  * LMDB readers never block the writer, and a checkpoint's files are
  * immutable once it is durable: stream.c says why that is safe).  Given a
@@ -23,8 +27,10 @@
  * Exit status: 0 the stream was written, 1 failure, 2 bad usage.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,9 +38,11 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "replicator/peer/peer.h"
+#include "versionfs/lib/client.h"
 #include "versionfs/proto/proto.h"
 
 static void usage(FILE *f)
@@ -98,6 +106,96 @@ static int backing_of(const char *path, char *out, size_t len)
 	}
 	free(rp);
 	return 0;
+}
+
+/*
+ * The hold of a mounted store while it is shipped (versionfs/daemon/
+ * sink_hold.c): no checkpoint is deleted meanwhile, so that neither the
+ * one in flight nor the peer's newest, the base of the next stream, is
+ * merged away under the stream.  Taken here, then renewed every
+ * HOLD_RENEW_S by a child that stays in this mount namespace (the parent
+ * may leave it to read under a mount over its own backing directory) for
+ * as long as the parent lives: its end of a pipe closes when the parent
+ * exits, however it exits, and the child releases the hold.  A sender
+ * killed with its child leaves a lease that ends by itself.  Not mounted,
+ * or a daemon that knows no holds: nothing to hold (said), -1.
+ */
+#define HOLD_LEASE_S	30
+#define HOLD_RENEW_S	5
+
+static pid_t hold_start(const char *path, int *wfd)
+{
+	char mount[PATH_MAX], err[512];
+	struct vfs_mountinfo m;
+	vfs_client *c;
+	char *rp = realpath(path, NULL);
+	pid_t pid;
+	int p[2], rc;
+
+	*wfd = -1;
+	if (!rp)
+		return -1;
+	if (vfs_find_mount(0, rp, &m) == 0 && !strcmp(m.type, "fuse.versionfs"))
+		snprintf(mount, sizeof(mount), "%s", m.point);
+	else if (vfs_find_versionfs(rp, &m) == 0)
+		snprintf(mount, sizeof(mount), "%s", m.point);
+	else {
+		free(rp);
+		return -1;		/* not mounted: no cleaner runs */
+	}
+	free(rp);
+	if (vfs_client_open(mount, &c, err, sizeof(err)))
+		return -1;
+	rc = vfs_hold(c, HOLD_LEASE_S, 1);
+	if (rc)
+		fprintf(stderr, "versionfs-send: %s: no hold on its checkpoints "
+			"(%s): shipping without one; a delete meanwhile can "
+			"strand the peer's replica\n", mount,
+			vfs_client_error(c));
+	vfs_client_close(c);
+	if (rc || pipe2(p, O_CLOEXEC))
+		return -1;
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		struct pollfd pf = { p[0], POLLIN, 0 };
+		int renew = 1;
+
+		/* a signal to the sender's process group (timeout(1), a
+		   terminal's ^C) must not end the hold before the sender:
+		   the pipe says when it is gone */
+		signal(SIGTERM, SIG_IGN);
+		signal(SIGINT, SIG_IGN);
+		signal(SIGHUP, SIG_IGN);
+		close(p[1]);
+		while (renew) {
+			int n = poll(&pf, 1, HOLD_RENEW_S * 1000);
+
+			renew = n == 0 || (n < 0 && errno == EINTR);
+			if (vfs_client_open(mount, &c, err, sizeof(err)))
+				continue;	/* the daemon is gone */
+			vfs_hold(c, renew ? HOLD_LEASE_S : 0, 0);
+			vfs_client_close(c);
+		}
+		_exit(0);
+	}
+	close(p[0]);
+	*wfd = p[1];
+	return pid;
+}
+
+/* The hold released (the child told, and waited for). */
+static void hold_end(pid_t pid, int wfd)
+{
+	if (pid < 0)
+		return;
+	close(wfd);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
 }
 
 /* The --peer form: bring the peer up to date. */
@@ -217,12 +315,20 @@ int main(int argc, char **argv)
 			usage(stderr);
 			return 2;
 		}
+		pid_t holder;
+		int wfd;
+
 		signal(SIGPIPE, SIG_IGN);
 		vfs_log_init(true, false);
-		if ((rc = backing_of(argv[optind], backing, sizeof(backing))))
+		holder = hold_start(argv[optind], &wfd);
+		if ((rc = backing_of(argv[optind], backing, sizeof(backing)))) {
+			hold_end(holder, wfd);
 			return 1;
-		return to_peer(backing, peer, sfile, bwlimit, compress, label,
-			       verbose);
+		}
+		rc = to_peer(backing, peer, sfile, bwlimit, compress, label,
+			     verbose);
+		hold_end(holder, wfd);
+		return rc;
 	}
 	/* --from may also follow the operands */
 	if (optind + 2 < argc && !from_s && argc - optind == 4 &&

@@ -256,6 +256,41 @@ if [ "$NETNS" = 1 ]; then
 	compare
 fi
 
+# ---- a one-shot send holds the store: no checkpoint is deleted while it
+# ships (a policy or a delete would let the cleaner merge away the one in
+# flight or the peer's newest); the hold ends with the sender, also when
+# the sender is killed
+old=$(ctl list "$M" | awk 'NR > 1 { print $1 }' | head -1)
+dd if=/dev/urandom of="$M/d0/big" bs=1M count=8 conv=notrunc status=none
+c=$(ctl checkpoint "$M")
+ship --bwlimit 2M > "$T/ship.out" 2>&1 &
+sp=$!
+sleep 1
+out=$(ctl delete "$M" "$old" 2>&1) &&
+	fail "checkpoint $old was deleted while a versionfs-send shipped the store"
+echo "$out" | grep -q "is held: a versionfs-send --peer" || fail "delete while shipping: $out"
+ctl status "$M" | grep -q "^hold: " || fail "status does not show the hold: $(ctl status "$M")"
+wait "$sp" || fail "ship with a hold: $(cat "$T/ship.out")"
+ctl status "$M" | grep -q "^hold: " && fail "the hold outlived the sender"
+compare
+dd if=/dev/urandom of="$M/d0/big" bs=1M count=8 conv=notrunc status=none
+c=$(ctl checkpoint "$M")
+"${PX[@]}" "$SEND" "$M" --peer "$ADDR:$PORT" --secret-file "$T/secret" \
+	--bwlimit 1M > "$T/ship.out" 2>&1 &
+sp=$!
+sleep 1
+ctl status "$M" | grep -q "^hold: " || fail "no hold while shipping"
+kill -9 "$sp"
+wait "$sp" 2>/dev/null
+for i in $(seq 30); do
+	ctl status "$M" | grep -q "^hold: " || break
+	sleep 0.1
+done
+ctl status "$M" | grep -q "^hold: " && fail "the hold of a killed sender stayed"
+out=$(ship 2>&1) || fail "ship after a killed sender: $out"
+note "after a killed sender: $out"
+compare
+
 # ---- a rollback on the primary while a checkpoint ships
 keep=$(ctl list "$M" | awk 'NR > 1 { print $1 }' | tail -1)
 dd if=/dev/urandom of="$M/d1/big2" bs=1M count=8 status=none

@@ -254,6 +254,12 @@ int dc_delete(const uint64_t *ids, size_t n, bool force, char *err,
 	for (size_t i = 0; !force && i < n; i++) {
 		const struct vfs_sink *s = sinks_keeper(ids[i]);
 
+		if (s == &hold_sink) {
+			snprintf(err, errlen, "checkpoint %" PRIu64 " is held: "
+				 "a versionfs-send --peer is shipping this "
+				 "store (--force deletes it anyway)", ids[i]);
+			return -EBUSY;
+		}
 		if (s) {
 			snprintf(err, errlen, "checkpoint %" PRIu64 " is not "
 				 "in %s yet (--force deletes it anyway)",

@@ -198,6 +198,8 @@ struct req {
 	size_t jlen;
 	char job[80];
 	uint64_t jdrop;
+	uint64_t hold_secs;		/* CTL_HOLD */
+	bool hold_first;
 	bool have_job;
 };
 
@@ -275,6 +277,8 @@ static int parse_req(const unsigned char *p, size_t len, struct req *r)
 			r->have_job = true;
 			break;
 		case F_JOB_DROP: r->jdrop = cf_u64(&f); break;
+		case F_HOLD_SECS: r->hold_secs = cf_u64(&f); break;
+		case F_HOLD_FIRST: r->hold_first = cf_u64(&f) != 0; break;
 		case F_SPEC:
 			free(r->spec);
 			r->spec = NULL;
@@ -419,6 +423,17 @@ static int rq_replicate(struct req *r, struct ctl_out *out, char *err,
 	return rc;
 }
 
+static int rq_hold(struct req *r, struct ctl_out *out, char *err,
+		   size_t errlen)
+{
+	(void)out;
+	if (r->hold_secs > UINT32_MAX) {
+		snprintf(err, errlen, "hold: too many seconds");
+		return -EINVAL;
+	}
+	return hold_take((unsigned)r->hold_secs, r->hold_first, err, errlen);
+}
+
 static int rq_job_put(struct req *r, struct ctl_out *out, char *err,
 		      size_t errlen)
 {
@@ -449,6 +464,7 @@ static const struct {
 	{ CTL_PRUNE, rq_prune },	{ CTL_POLICY, rq_policy },
 	{ CTL_CLEAN, rq_clean },	{ CTL_REPLICATE, rq_replicate },
 	{ CTL_JOB_PUT, rq_job_put },	{ CTL_JOB_LIST, rq_job_list },
+	{ CTL_HOLD, rq_hold },
 };
 
 /*

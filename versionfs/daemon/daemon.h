@@ -614,7 +614,10 @@ struct vfs_sink {
 	/* Unmount: stop the thread, release waiters. */
 	void (*stop)(void);
 };
-extern const struct vfs_sink rp_sink, pu_sink;
+extern const struct vfs_sink rp_sink, pu_sink, hold_sink;
+/* sink_hold.c: take (first), renew or (secs 0) release the senders'
+   hold: 0 or -errno with err. */
+int hold_take(unsigned secs, bool first, char *err, size_t errlen);
 /* Every sink in turn; the first error stops the walk. */
 int sinks_checkpointed(uint64_t id, char *err, size_t errlen);
 void sinks_changed(void);

@@ -4,7 +4,9 @@
  * Two sinks exist, each with its own thread and its own idea of what it
  * has: the replica of -o replicate (sink_repl.c: a versionfs-replicad
  * peer, which acknowledges each checkpoint once durable there) and the
- * chunk store of -o chunkstore (sink_push.c: pushed checkpoints).  The
+ * chunk store of -o chunkstore (sink_push.c: pushed checkpoints); a third
+ * only keeps: the hold of a one-shot versionfs-send --peer (sink_hold.c).
+ * The
  * daemon meets them only through struct vfs_sink, in three places:
  *
  *   - the checkpoint path (epoch.c) hands every new durable checkpoint to
@@ -20,7 +22,8 @@
  */
 #include "versionfs/daemon/daemon.h"
 
-static const struct vfs_sink *const sinks[] = { &rp_sink, &pu_sink };
+static const struct vfs_sink *const sinks[] = { &rp_sink, &pu_sink,
+						&hold_sink };
 #define NSINKS (sizeof(sinks) / sizeof(*sinks))
 
 int sinks_checkpointed(uint64_t id, char *err, size_t errlen)

@@ -420,6 +420,7 @@ static void status_field(struct vfs_status *st, const struct cfield *f)
 			 (int)f->len, (const char *)f->val);
 		break;
 	case F_PUSH_DONE: st->pushed = cf_u64(f); break;
+	case F_HOLD_SECS: st->hold_secs = cf_u64(f); break;
 	}
 }
 

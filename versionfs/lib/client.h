@@ -169,6 +169,8 @@ struct vfs_status {
 	   checkpoint pushed there in order (appended) */
 	char push_spec[1024];
 	uint64_t pushed;
+	/* seconds left of a versionfs-send's hold (0: none; appended) */
+	uint64_t hold_secs;
 };
 
 int vfs_status(vfs_client *c, struct vfs_status *st);
@@ -282,6 +284,14 @@ int vfs_clean_start(vfs_client *c, uint64_t *pass);
 #define VFS_PUSH_WAIT	1
 int vfs_push(vfs_client *c, const char *spec, uint64_t upto, unsigned flags,
 	     uint64_t *pushed);
+
+/*
+ * Hold the store's checkpoints for secs seconds (at most 600): none is
+ * deleted meanwhile (a delete is refused, a policy waits), so that a
+ * one-shot sender (versionfs-send --peer) ships a line that stays.  first
+ * on the first call of a holder, not on its renewals; secs 0 releases.
+ */
+int vfs_hold(vfs_client *c, unsigned secs, int first);
 
 /*
  * JOB CHECKPOINTS (issue 29; versionfs-job(8)).  A job checkpoint is one

@@ -8,6 +8,20 @@
 
 #include "versionfs/lib/client_int.h"
 
+int vfs_hold(vfs_client *c, unsigned secs, int first)
+{
+	struct cbuf b;
+	int rc;
+
+	cb_init(&b);
+	cb_u64(&b, F_HOLD_SECS, secs);
+	if (first)
+		cb_u64(&b, F_HOLD_FIRST, 1);
+	rc = cli_rpc_u64(c, CTL_HOLD, &b, F_HOLD_SECS, NULL);
+	cb_free(&b);
+	return rc;
+}
+
 int vfs_push(vfs_client *c, const char *spec, uint64_t upto, unsigned flags,
 	     uint64_t *pushed)
 {

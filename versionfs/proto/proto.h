@@ -42,6 +42,9 @@ enum ctl_op {
 				   F_JOB_DROP: forget that record */
 	CTL_JOB_LIST,		/* F_JOB_ID (optional): F_JOB_STORE, then
 				   one F_REC + F_JOB_REC per record */
+	CTL_HOLD,		/* F_HOLD_SECS (0: release), F_HOLD_FIRST:
+				   no checkpoint is deleted meanwhile
+				   (versionfs-send --peer, sink_hold.c) */
 };
 
 /* Field keys (TLV). */
@@ -83,6 +86,8 @@ enum ctl_key {
 	/* the configured chunk store (status): its SPEC and the last
 	   checkpoint pushed there in order */
 	F_PUSH_SPEC, F_PUSH_DONE,
+	/* a sender's hold (CTL_HOLD; status: the seconds it has left) */
+	F_HOLD_SECS, F_HOLD_FIRST,
 };
 
 struct ctl_hdr {
