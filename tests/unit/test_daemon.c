@@ -294,6 +294,42 @@ START_TEST(test_proto_malformed)
 }
 END_TEST
 
+static int caught_up;
+static void on_caught_up(void) { caught_up++; }
+
+/* The senders' hold (sink_hold.c): taken, renewed, released, shared by two
+   holders, ended by its lease; only a release of the last holder runs the
+   policy again. */
+START_TEST(test_hold)
+{
+	static struct vfs v;
+	char err[128];
+
+	vfs = &v;
+	v.sink_caught_up = on_caught_up;
+	ck_assert(!hold_sink.keeps(1));
+	ck_assert_int_eq(hold_take(601, true, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(hold_take(30, true, err, sizeof(err)), 0);
+	ck_assert(hold_sink.keeps(1) && hold_sink.keeps(99));
+	ck_assert_int_eq(hold_take(30, false, err, sizeof(err)), 0);
+	ck_assert_int_eq(hold_take(30, true, err, sizeof(err)), 0);
+	ck_assert_int_eq(hold_take(0, false, err, sizeof(err)), 0);
+	ck_assert(hold_sink.keeps(1));		/* the second holder's */
+	ck_assert_int_eq(caught_up, 0);
+	ck_assert_int_eq(hold_take(0, false, err, sizeof(err)), 0);
+	ck_assert(!hold_sink.keeps(1));
+	ck_assert_int_eq(caught_up, 1);
+	/* a holder that never comes back: its lease ends it */
+	ck_assert_int_eq(hold_take(1, true, err, sizeof(err)), 0);
+	ck_assert(hold_sink.keeps(1));
+	usleep(1100 * 1000);
+	ck_assert(!hold_sink.keeps(1));
+	ck_assert_int_eq(hold_take(0, false, err, sizeof(err)), 0);
+	ck_assert_int_eq(caught_up, 1);
+	vfs = NULL;
+}
+END_TEST
+
 START_TEST(test_tags)
 {
 	ck_assert_int_eq(ep_valid_tag("step-100"), 0);
@@ -328,6 +364,7 @@ static Suite *vfs_suite(void)
 	tcase_add_test(tc, test_proto_roundtrip);
 	tcase_add_test(tc, test_proto_malformed);
 	tcase_add_test(tc, test_tags);
+	tcase_add_test(tc, test_hold);
 	suite_add_tcase(s, tc);
 	return s;
 }
