@@ -423,3 +423,19 @@ same_as_uninterrupted() {
 	done | sort >"$T/ref.sums"
 	diff "$T/ref.sums" "$T/slurm/sums.$1" || fail "outputs differ from an uninterrupted run"
 }
+
+# stores_left_fsck NODE...: once the epilogs unmounted every job store on
+# these nodes, each one left there (moved aside ones too) is fsck-clean
+stores_left_fsck() {
+	local n i d out
+	for n in "$@"; do
+		for i in $(seq 150); do
+			node_exec "$n" sh -c "findmnt -n -t fuse.versionfs | grep -q '$JDISK/'" || break
+			sleep 0.2
+		done
+		for d in $(node_exec "$n" sh -c "ls -d $JDISK/root.* 2>/dev/null"); do
+			out=$(node_exec "$n" "$VFS_BUILD/versionfs-fsck" "$d" 2>&1) ||
+				fail "fsck of $d on $n: $out"
+		done
+	done
+}

@@ -155,18 +155,6 @@ case_two_lost() {
 }
 test_case "n2 and n3, partners of each other, both lost: a clear refusal naming what is missing, no partial restart" case_two_lost
 
-case_fsck() {
-	local n i d out
-	for n in n0 n4; do
-		for i in $(seq 150); do
-			node_exec "$n" sh -c "findmnt -n -t fuse.versionfs | grep -q '$JDISK/'" || break
-			sleep 0.2
-		done
-		for d in $(node_exec "$n" sh -c "ls -d $JDISK/root.* 2>/dev/null"); do
-			out=$(node_exec "$n" "$VFS_BUILD/versionfs-fsck" "$d" 2>&1) ||
-				fail "fsck of $d on $n: $out"
-		done
-	done
-}
+case_fsck() { stores_left_fsck n0 n4; }
 test_case "every store left is fsck-clean" case_fsck
 cases_done

@@ -123,18 +123,6 @@ case_chunkstore() {
 }
 test_case "labels in the chunk store: one per store id, kept by gc, restorable by label" case_chunkstore
 
-case_fsck() {
-	local n i d out
-	for n in n0 n2; do
-		for i in $(seq 150); do
-			node_exec "$n" sh -c "findmnt -n -t fuse.versionfs | grep -q '$JDISK/'" || break
-			sleep 0.2
-		done
-		for d in $(node_exec "$n" sh -c "ls -d $JDISK/root.* 2>/dev/null"); do
-			out=$(node_exec "$n" "$VFS_BUILD/versionfs-fsck" "$d" 2>&1) ||
-				fail "fsck of $d on $n: $out"
-		done
-	done
-}
+case_fsck() { stores_left_fsck n0 n2; }
 test_case "every store left is fsck-clean" case_fsck
 cases_done
