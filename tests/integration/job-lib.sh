@@ -38,25 +38,32 @@ LAUNCHER="$T/node-exec %h"
 NODES=()
 _jns=()
 _jpids=()
+_jmnt=()		# each node's mount namespace, read once it exists
 JNET=10.231.$((40 + $$ % 50))
 
+# ns_procs NS: the processes whose mount namespace is NS (as recorded at
+# cluster_up: a holder that died, or whose pid another run's process took
+# since, must not be asked, or a killed run's cleanup kills another run's
+# nodes)
+ns_procs() {
+	local n
+	[ -n "$1" ] || return 0
+	for n in /proc/[0-9]*; do
+		[ "$(readlink "$n/ns/mnt" 2>/dev/null)" = "$1" ] && echo "${n#/proc/}"
+	done
+}
+
 job_cleanup() {
-	local p n i
-	for p in ${_jpids[@]+"${_jpids[@]}"}; do
-		# every process in that node's mount namespace
-		for n in /proc/[0-9]*; do
-			[ "$(readlink "$n/ns/mnt" 2>/dev/null)" = \
-				"$(readlink "/proc/$p/ns/mnt" 2>/dev/null)" ] &&
-				[ "${n#/proc/}" != "$p" ] && kill -9 "${n#/proc/}" 2>/dev/null
-		done
-		kill -9 "$p" 2>/dev/null
+	local ns p i left
+	for ns in ${_jmnt[@]+"${_jmnt[@]}"}; do
+		for p in $(ns_procs "$ns"); do kill -9 "$p" 2>/dev/null; done
 	done
 	for i in $(seq 50); do
-		n=0
-		for p in ${_jpids[@]+"${_jpids[@]}"}; do
-			kill -0 "$p" 2>/dev/null && n=1
+		left=0
+		for ns in ${_jmnt[@]+"${_jmnt[@]}"}; do
+			[ -z "$(ns_procs "$ns")" ] || left=1
 		done
-		[ "$n" = 0 ] && break
+		[ "$left" = 0 ] && break
 		sleep 0.1
 	done
 	for n in ${_jns[@]+"${_jns[@]}"}; do ip netns del "$n" 2>/dev/null; done
@@ -111,6 +118,9 @@ EOF
 		mv "$T/nodes/$node.pid.tmp" "$T/nodes/$node.pid" ||
 			fail "node $node did not start"
 		_jpids+=("$(node_pid "$node")")
+		readlink "/proc/$(node_pid "$node")/ns/mnt" >"$T/nodes/$node.ns" ||
+			fail "node $node has no mount namespace"
+		_jmnt+=("$(cat "$T/nodes/$node.ns")")
 		truncate -s "$size" "$T/$node.img"
 		mkfs.xfs -q -f "$T/$node.img" >/dev/null 2>&1 || fail "mkfs.xfs $node"
 		node_exec "$node" mount -o loop "$T/$node.img" "$JDISK" ||
@@ -179,14 +189,12 @@ node_kill9() {
 # holder), then its disk: a node that died
 node_lose() {
 	local pid ns p i
-	# (the namespace read once: the loop kills its holder too, and a
-	# process listed after it would then be compared with nothing)
+	# (the namespace as recorded at cluster_up: the loop kills its holder
+	# too, and a process listed after it would then be compared with
+	# nothing)
 	pid=$(node_pid "$1")
-	ns=$(readlink "/proc/$pid/ns/mnt") || fail "$1 has no namespace"
-	for p in /proc/[0-9]*; do
-		[ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] &&
-			kill -9 "${p#/proc/}" 2>/dev/null
-	done
+	ns=$(cat "$T/nodes/$1.ns") && [ -n "$ns" ] || fail "$1 has no namespace"
+	for p in $(ns_procs "$ns"); do kill -9 "$p" 2>/dev/null; done
 	for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 	rm -f "$T/$1.img"
 }
