@@ -246,7 +246,7 @@ int cs_prune(struct cs_repo *r, const struct cs_prune_opts *o,
 			continue;
 		nm++;
 	}
-	qsort(m, nm, sizeof(*m), cmp_mref);
+	vfs_sort(m, nm, sizeof(*m), cmp_mref);
 	if ((rc = rank_stores(m, nm)))
 		goto out;
 	for (size_t i = 0; i < nm; i++) {

@@ -392,7 +392,7 @@ int cs_obj_list(struct cs_repo *r, const char *kind, char ***names,
 			cs_mark_down(r, b, rc, "listing");
 	}
 	if (a.n)
-		qsort(a.v, a.n, sizeof(*a.v), cmp_str);
+		vfs_sort(a.v, a.n, sizeof(*a.v), cmp_str);
 	for (size_t i = 0; i < a.n; i++) {
 		if (j && !strcmp(a.v[j - 1], a.v[i]))
 			free(a.v[i]);

@@ -157,7 +157,7 @@ static struct ino *ino_find(struct state *s, uint64_t vino)
 
 	if (!s->nin)
 		return NULL;
-	return bsearch(&key, s->in, s->nin, sizeof(*s->in), cmp_ino);
+	return vfs_find(&key, s->in, s->nin, sizeof(*s->in), cmp_ino);
 }
 
 /* ---- pass 1: the namespace and digests of a manifest ---- */
@@ -261,8 +261,8 @@ static int build_state(struct bk *b)
 	if (!b->np || !b->cur.nin)
 		return vfs_errf(b->why, b->whylen, CS_ECORRUPT, "manifest of "
 			    "checkpoint %llu is empty", (unsigned long long)b->C);
-	qsort(b->paths, b->np, sizeof(*b->paths), cmp_path);
-	qsort(b->cur.in, b->cur.nin, sizeof(*b->cur.in), cmp_ino);
+	vfs_sort(b->paths, b->np, sizeof(*b->paths), cmp_path);
+	vfs_sort(b->cur.in, b->cur.nin, sizeof(*b->cur.in), cmp_ino);
 	for (size_t i = 0; i < b->np; i++) {
 		const char *p = b->paths[i].path, *sl = strrchr(p, '/');
 		struct pathv key, *par;
@@ -273,7 +273,7 @@ static int build_state(struct bk *b)
 		key.path = sl ? strndup(p, (size_t)(sl - p)) : strdup("");
 		if (!key.path)
 			return -ENOMEM;
-		par = bsearch(&key, b->paths, b->np, sizeof(*b->paths),
+		par = vfs_find(&key, b->paths, b->np, sizeof(*b->paths),
 			      cmp_path);
 		free(key.path);
 		if (!par || !S_ISDIR(par->mode))
@@ -294,11 +294,11 @@ static int build_state(struct bk *b)
 		b->cur.ne++;
 	}
 	if (b->cur.ne)
-		qsort(b->cur.e, b->cur.ne, sizeof(*b->cur.e), cmp_ent);
+		vfs_sort(b->cur.e, b->cur.ne, sizeof(*b->cur.e), cmp_ent);
 	for (size_t i = 0; i < b->cur.ne; i++) {
 		struct ent *e = &b->cur.e[i], *o;
 
-		o = b->prev.ne ? bsearch(e, b->prev.e, b->prev.ne, sizeof(*e),
+		o = b->prev.ne ? vfs_find(e, b->prev.e, b->prev.ne, sizeof(*e),
 					 cmp_ent) : NULL;
 		if (o && o->ino == e->ino && o->type == e->type)
 			e->birth = o->birth;
@@ -500,7 +500,7 @@ static int send_data(struct bk *b, const struct cs_file *f,
 	if ((rc = win_flush(b)))
 		return rc;
 	if (b->nruns > 1)
-		qsort(b->runs, b->nruns, sizeof(*b->runs), cmp_ext3);
+		vfs_sort(b->runs, b->nruns, sizeof(*b->runs), cmp_ext3);
 	free(in->map);
 	if (!(in->map = malloc((b->nruns ? b->nruns : 1) * sizeof(*in->map))))
 		return -ENOMEM;

@@ -142,7 +142,7 @@ int cs_push_base_dir(struct push *p, const char *path, const char *brel,
 		goto out;
 	}
 	if (n)
-		qsort(names, n, sizeof(*names), cmp_name);
+		vfs_sort(names, n, sizeof(*names), cmp_name);
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t i = 0; i < n; i++) {
 			free(sub);

@@ -140,7 +140,7 @@ int cs_push_prev_load(struct push *p, const unsigned char sid[16])
 		p->nprev = 0;
 		return 0;
 	}
-	qsort(p->prev, p->nprev, sizeof(*p->prev), cmp_pfile);
+	vfs_sort(p->prev, p->nprev, sizeof(*p->prev), cmp_pfile);
 	p->have_prev = true;
 	return 0;
 }
@@ -151,7 +151,7 @@ const struct pfile *cs_push_prev_find(struct push *p, uint64_t vino)
 
 	if (!p->have_prev || !p->nprev)
 		return NULL;
-	return bsearch(&key, p->prev, p->nprev, sizeof(*p->prev), cmp_pfile);
+	return vfs_find(&key, p->prev, p->nprev, sizeof(*p->prev), cmp_pfile);
 }
 
 /* ---- reading a file version ---- */

@@ -258,7 +258,8 @@ static int build_record(const struct settings *s, const char *tag,
 			snprintf(m->host, sizeof(m->host), "%s", all[l].host);
 		}
 	}
-	qsort(j->m, j->n, sizeof(*j->m), member_cmp);
+	if (j->n > 1)		/* (qsort: never a NULL array, even empty) */
+		qsort(j->m, j->n, sizeof(*j->m), member_cmp);
 	j->id = max + 1;
 	return 0;
 }

@@ -174,6 +174,27 @@ static inline int vfs_grow(void **v, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
+/*
+ * qsort and bsearch of an array that may be empty: their pointer must not
+ * be NULL even for 0 elements, and an array grown by vfs_grow is NULL
+ * until its first element.  (glibc does nothing with 0 elements, but
+ * UBSan's nonnull check ends the process: it killed the ASan daemon
+ * pushing a checkpoint whose parent had only empty files.)
+ */
+static inline void vfs_sort(void *v, size_t n, size_t elem,
+			    int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(v, n, elem, cmp);
+}
+
+static inline void *vfs_find(const void *key, const void *v, size_t n,
+			     size_t elem,
+			     int (*cmp)(const void *, const void *))
+{
+	return n ? bsearch(key, v, n, elem, cmp) : NULL;
+}
+
 static inline struct timespec vfs_now(void)
 {
 	struct timespec ts;

@@ -143,7 +143,7 @@ static int query(const struct jctx *ctx, struct jquery *q)
 		free(acc);
 	}
 	if (q->nrecs)		/* (no records: recs is NULL) */
-		qsort(q->recs, q->nrecs, sizeof(*q->recs), rec_cmp);
+		vfs_sort(q->recs, q->nrecs, sizeof(*q->recs), rec_cmp);
 	return 0;
 }
 
@@ -327,7 +327,7 @@ static int take_members(const struct jctx *ctx, const struct jnode *r,
 				return refuse("node%zu (%s): a bad member line "
 					      "'%s'", i, ctx->nodes[i], l);
 		}
-	qsort(j->m, j->n, sizeof(*j->m), member_cmp);
+	vfs_sort(j->m, j->n, sizeof(*j->m), member_cmp);
 	return 0;
 }
 

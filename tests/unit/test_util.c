@@ -244,6 +244,29 @@ START_TEST(grow_doubles_and_keeps)
 }
 END_TEST
 
+/* An array vfs_grow never grew is NULL: sorting and searching it must
+   not hand qsort or bsearch a NULL pointer (UBSan's nonnull check ended
+   the sanitizer build's daemon there, K8). */
+START_TEST(sort_and_find_empty)
+{
+	uint64_t *v = NULL, key = 7;
+	size_t cap = 0, n = 0;
+
+	vfs_sort(v, n, sizeof(*v), cmp_u64);
+	ck_assert_ptr_null(vfs_find(&key, v, n, sizeof(*v), cmp_u64));
+	ck_assert_int_eq(vfs_grow((void **)&v, &cap, 3, sizeof(*v)), 0);
+	v[n++] = 9;
+	v[n++] = 7;
+	v[n++] = 8;
+	vfs_sort(v, n, sizeof(*v), cmp_u64);
+	ck_assert(v[0] == 7 && v[1] == 8 && v[2] == 9);
+	ck_assert_ptr_eq(vfs_find(&key, v, n, sizeof(*v), cmp_u64), &v[0]);
+	key = 10;
+	ck_assert_ptr_null(vfs_find(&key, v, n, sizeof(*v), cmp_u64));
+	free(v);
+}
+END_TEST
+
 /* "POINT" fires at the first passage, "POINT:N" at the Nth, once; other
    points, prefixes and a missing variable never. */
 START_TEST(test_points_fire_once)
@@ -286,6 +309,7 @@ static Suite *suite(void)
 	tcase_add_test(th, errf_formats_and_returns);
 	tcase_add_test(th, byte_order_round_trips);
 	tcase_add_test(th, grow_doubles_and_keeps);
+	tcase_add_test(th, sort_and_find_empty);
 	suite_add_tcase(s, th);
 	tc = tcase_create("testpoint");
 	tcase_add_test(tc, test_points_fire_once);

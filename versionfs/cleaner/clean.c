@@ -54,7 +54,7 @@ static int consolidate(struct cleaner *cl, struct ino_set *t,
 	int rc = 0;
 
 	if (t->n)
-		qsort(t->v, t->n, sizeof(*t->v), cmp_u64);
+		vfs_sort(t->v, t->n, sizeof(*t->v), cmp_u64);
 	for (size_t i = 0; i < t->n && !rc && !cl_stopping(cl); i++) {
 		if (i && t->v[i] == t->v[i - 1])
 			continue;

@@ -719,7 +719,7 @@ static int merge_batch(struct mbatch *b)
 		b->st->ckpts_merged++;
 		return 1;
 	}
-	qsort(b->inos, b->ninos, sizeof(*b->inos), cmp_u64);
+	vfs_sort(b->inos, b->ninos, sizeof(*b->inos), cmp_u64);
 	if ((rc = mb_decide(b)))
 		return rc;
 	/* online into the open epoch, the daemon writes E's files: only

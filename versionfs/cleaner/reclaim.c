@@ -84,7 +84,7 @@ static void runs_norm(struct runs *r)
 	size_t m = 0;
 
 	if (r->n)
-		qsort(r->v, r->n, sizeof(*r->v), cmp_run);
+		vfs_sort(r->v, r->n, sizeof(*r->v), cmp_run);
 	for (size_t i = 0; i < r->n; i++) {
 		if (m && r->v[i].s <= r->v[m - 1].e) {
 			if (r->v[i].e > r->v[m - 1].e)

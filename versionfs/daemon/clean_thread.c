@@ -62,7 +62,7 @@ static void hold_cb(struct vnode *vn, void *arg)
 {
 	struct dc_held *h = arg;
 
-	if (vn->special || !bsearch(&vn->vino, h->inos, h->ninos,
+	if (vn->special || !vfs_find(&vn->vino, h->inos, h->ninos,
 				    sizeof(*h->inos), cmp_u64))
 		return;
 	if (vfs_grow((void **)&h->vn, &h->cap, h->nvn + 1, sizeof(*h->vn)))

@@ -53,6 +53,32 @@ void vfs_daemon_begin(void)
 	_exit(1);
 }
 
+/*
+ * A sanitizer build (make asan) writes its reports to stderr: UBSan's
+ * ignore ASAN_OPTIONS' log_path, and /dev/null swallowed the report of a
+ * daemon that UBSan ended, which looked like a process gone without a
+ * signal or a word.  So there, and only there, VFS_SAN_LOG=PREFIX keeps
+ * the daemon's stderr in PREFIX.PID (tests/integration/run sets it per
+ * test and fails a test whose daemons reported anything).
+ */
+static void san_stderr(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	const char *pre = getenv("VFS_SAN_LOG");
+	char path[4096];
+	int fd;
+
+	if (!pre || !*pre || snprintf(path, sizeof(path), "%s.%d", pre,
+				      (int)getpid()) >= (int)sizeof(path))
+		return;
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		dup2(fd, 2);
+		close(fd);
+	}
+#endif
+}
+
 /* The mount is ready: detach from the terminal and release the parent. */
 void vfs_daemon_ready(void)
 {
@@ -72,6 +98,7 @@ void vfs_daemon_ready(void)
 		if (fd > 2)
 			close(fd);
 	}
+	san_stderr();
 	if (write(ready_fd, &c, 1) != 1)
 		vfs_log(LOG_WARNING, "start-up pipe: %s", strerror(errno));
 	close(ready_fd);

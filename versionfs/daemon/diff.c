@@ -216,7 +216,7 @@ static void find_renames(struct dctx *c)
 		return;			/* report without renames */
 	for (size_t i = 0; i < c->n; i++)
 		p[i] = &c->v[i];
-	qsort(p, c->n, sizeof(*p), by_ino);
+	vfs_sort(p, c->n, sizeof(*p), by_ino);
 	for (size_t i = 0; i < c->n;) {
 		size_t j = i;
 		struct change *rm = NULL, *add = NULL;

@@ -17,7 +17,7 @@ struct vfs *vfs;
 /* table_lock held */
 static bool merging_has(uint64_t vino)
 {
-	return vfs->merging && bsearch(&vino, vfs->merging, vfs->nmerging,
+	return vfs->merging && vfs_find(&vino, vfs->merging, vfs->nmerging,
 				       sizeof(*vfs->merging), cmp_u64);
 }
 
