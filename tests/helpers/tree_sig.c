@@ -250,7 +250,8 @@ int main(int argc, char **argv)
 	if (!(buf = malloc(CHUNK)))
 		die("out of memory", "");
 	walk(argv[optind], "");
-	qsort(lines, nlines, sizeof(*lines), cmp_str);
+	if (nlines > 1)		/* (never a NULL array to qsort) */
+		qsort(lines, nlines, sizeof(*lines), cmp_str);
 	for (size_t i = 0; i < nlines; i++)
 		puts(lines[i]);
 	return 0;

@@ -180,7 +180,9 @@ _vfs_elsewhere() {
 vfs_umount() {
 	local m=$1 pid i dev held
 	pid=$(vfs_pid "$m")
-	dev=$(stat -c %d "$m" 2>/dev/null)
+	# fusectl names a connection by the device's minor number (FUSE's
+	# major is 0), which stat -c %d encodes differently above 255
+	dev=$(mountpoint -d "$m" 2>/dev/null) && dev=${dev#*:}
 	for i in $(seq 50); do
 		fusermount3 -u "$m" 2>/dev/null && break
 		sleep 0.1

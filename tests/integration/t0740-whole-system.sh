@@ -162,7 +162,8 @@ bene=$(make_fs ext4:bene 2G)
 printf 'the secret of t0740 %s%s\n' "$RANDOM" "$RANDOM" > "$T/secret"
 chmod 600 "$T/secret"
 printf '#!/bin/sh\nexec %s "%s" "$@"\n' "${PX[*]:-}" "$VFS" > "$T/vfs-p"
-chmod 755 "$T/vfs-p"
+printf '#!/bin/sh\nexec %s "$@"\n' "${PX[*]:-}" > "$T/net-p"
+chmod 755 "$T/vfs-p" "$T/net-p"
 logs="$VFS_BUILD/test-logs"
 mkdir -p "$logs"
 
@@ -186,6 +187,7 @@ run_seed() {
 	"$wsm" --work "$w" --bin "$VFS_BUILD" --vfs "$T/vfs-p" \
 		--repd "$T/repd.$seed" --repd-log "$logs/t0740-repd.$seed.log" \
 		--peer-dir "$r" --peer "$ADDR:$port" --secret "$T/secret" \
+		--net "$T/net-p" \
 		--spec1 "dir:$c/b1,$c/b2,$c/b3?rs=2+1" \
 		--spec2 "dir:$c/o1,$c/o2?replicas=2" \
 		--seed "$seed" --steps "$steps" \

@@ -706,7 +706,8 @@ static void d_check(struct drun *r, bt_txn *txn, struct dlist *l)
 			      d.birth, d.ino, m->birth, m->ino);
 	}
 	/* a listing */
-	qsort(r->rec, r->n, sizeof(r->rec[0]), drec_cmp);
+	if (r->n > 1)
+		qsort(r->rec, r->n, sizeof(r->rec[0]), drec_cmp);
 	l->n = 0;
 	rc = bt_dir_foreach(txn, dir, at, NULL, 0, dlist_cb, l);
 	if (rc)

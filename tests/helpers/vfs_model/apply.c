@@ -275,7 +275,7 @@ void apply(int side, const struct op *o, struct res *r)
 					v[n++] = xstrdup(de->d_name);
 			closedir(d);
 			if (n)
-				qsort(v, n, sizeof(*v), name_cmp);
+				vm_qsort(v, n, sizeof(*v), name_cmp);
 			for (size_t i = 0; i < n; i++) {
 				l += (size_t)snprintf(r->info + l,
 						      l < sizeof(r->info) ?

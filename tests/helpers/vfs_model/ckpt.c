@@ -124,7 +124,7 @@ static int list_views(uint64_t **ids, size_t *n)
 	}
 	closedir(d);
 	if (*n)
-		qsort(*ids, *n, sizeof(**ids), u64_cmp);
+		vm_qsort(*ids, *n, sizeof(**ids), u64_cmp);
 	return 0;
 }
 
@@ -138,7 +138,7 @@ int check_listing(const char *when)
 	for (size_t i = 0; i < ncks; i++)
 		known[i] = cks[i].id;
 	if (ncks)
-		qsort(known, ncks, sizeof(*known), u64_cmp);
+		vm_qsort(known, ncks, sizeof(*known), u64_cmp);
 	if (list_views(&ids, &n)) {
 		free(known);
 		return -1;
@@ -193,9 +193,9 @@ int check_ctl_list(const char *when)
 	for (size_t i = 0; i < ncks; i++)
 		known[i] = cks[i].id;
 	if (ncks)
-		qsort(known, ncks, sizeof(*known), u64_cmp);
+		vm_qsort(known, ncks, sizeof(*known), u64_cmp);
 	if (n)
-		qsort(ids, n, sizeof(*ids), u64_cmp);
+		vm_qsort(ids, n, sizeof(*ids), u64_cmp);
 	rc = 0;
 	for (size_t i = 0; !rc && (i < n || i < ncks); i++)
 		if (i >= n || i >= ncks || ids[i] != known[i])

@@ -142,7 +142,7 @@ static uint64_t *live_ids(void)
 	for (size_t i = 0; i < ncks; i++)
 		v[i] = cks[i].id;
 	if (ncks)
-		qsort(v, ncks, sizeof(*v), u64_cmp);
+		vm_qsort(v, ncks, sizeof(*v), u64_cmp);
 	return v;
 }
 
@@ -412,7 +412,7 @@ static size_t prune_ids(uint64_t **ids)
 		p += 5;
 	}
 	if (n)
-		qsort(*ids, n, sizeof(**ids), u64_cmp);
+		vm_qsort(*ids, n, sizeof(**ids), u64_cmp);
 	return n;
 }
 

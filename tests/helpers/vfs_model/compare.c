@@ -102,7 +102,7 @@ int tree_walk(const char *root, const char *rel, struct tree *t,
 	}
 	closedir(d);
 	if (nn)
-		qsort(names, nn, sizeof(*names), name_cmp);
+		vm_qsort(names, nn, sizeof(*names), name_cmp);
 	for (size_t i = 0; i < nn; i++) {
 		char sub[RELMAX * 2];
 
@@ -337,7 +337,7 @@ static int user_xattrs(const char *path, char ***names, size_t *n, int *err)
 		(*names)[(*n)++] = xstrdup(buf + i);
 	}
 	if (*n)
-		qsort(*names, *n, sizeof(**names), name_cmp);
+		vm_qsort(*names, *n, sizeof(**names), name_cmp);
 	return 0;
 }
 
@@ -473,8 +473,8 @@ static void report_names(const struct tree *a, const struct tree *b)
 		x[k] = a->v[k].path;
 	for (size_t k = 0; k < b->n; k++)
 		y[k] = b->v[k].path;
-	qsort(x, a->n, sizeof(*x), name_cmp);
-	qsort(y, b->n, sizeof(*y), name_cmp);
+	vm_qsort(x, a->n, sizeof(*x), name_cmp);
+	vm_qsort(y, b->n, sizeof(*y), name_cmp);
 	while (i < a->n || j < b->n) {
 		int c = i >= a->n ? 1 : j >= b->n ? -1 : strcmp(x[i], y[j]);
 

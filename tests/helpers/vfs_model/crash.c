@@ -217,7 +217,7 @@ void crash_round(unsigned round)
 			mine[nmine++] = cks[i].id;
 		}
 	if (nmine)
-		qsort(mine, nmine, sizeof(*mine), u64_cmp);
+		vm_qsort(mine, nmine, sizeof(*mine), u64_cmp);
 	for (size_t i = nmine; i-- > 0;) {
 		if (mine[i] == latest_ckpt() && i + 1 == nmine)
 			continue;	/* recovery rolled back to it already */

@@ -134,7 +134,7 @@ static void trim_checkpoints(void)
 	v = xmalloc(ncks * sizeof(*v));
 	for (size_t i = 0; i < ncks; i++)
 		v[i] = cks[i].id;
-	qsort(v, ncks, sizeof(*v), u64_cmp);
+	vm_qsort(v, ncks, sizeof(*v), u64_cmp);
 	for (size_t i = 0; i < ncks && n < 3; i++)
 		if (v[i] != mc_parent)
 			ids[n++] = v[i];

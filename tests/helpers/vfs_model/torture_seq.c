@@ -436,7 +436,7 @@ void mt_seq_clean(void)
 	for (size_t i = 0; i < ncks; i++)
 		if (cks[i].id != mc_parent)
 			v[nv++] = cks[i].id;
-	qsort(v, nv, sizeof(*v), u64_cmp);
+	vm_qsort(v, nv, sizeof(*v), u64_cmp);
 	if (nv < 2) {
 		free(v);
 		kill_now();

@@ -51,6 +51,14 @@
 #include <sys/types.h>
 #include <time.h>
 
+/* qsort of an array that may be empty, and then NULL: qsort's pointer
+   must not be NULL even for 0 elements (UBSan ends the process). */
+#define vm_qsort(v, n, size, cmp) \
+	do { \
+		if ((n) > 1) \
+			qsort((v), (n), (size), (cmp)); \
+	} while (0)
+
 #define MODEL_RELMAX	256		/* relative paths */
 #define RELMAX		MODEL_RELMAX
 #define PAGE		4096u

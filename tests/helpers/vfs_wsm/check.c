@@ -220,7 +220,7 @@ void check_replica(struct store *s, bool full, bool synced)
 		fail("s%d is synced, but its replica lacks its newest "
 		     "checkpoint %" PRIu64, s->idx, newest);
 	/* new ones first, then the least recently compared */
-	qsort(seen, nseen, sizeof(*seen), step_cmp);
+	vm_qsort(seen, nseen, sizeof(*seen), step_cmp);
 	for (size_t i = 0, again = 0; i < nseen; i++) {
 		struct sck *c = seen[i];
 		char view[PATH_MAX];
@@ -319,7 +319,7 @@ void check_chunks(const char *spec, bool full)
 					  c->chk_step[k] + 1 : 0,
 					  strlen(g) == 32 };
 	}
-	qsort(rows, n, sizeof(*rows), row_cmp);
+	vm_qsort(rows, n, sizeof(*rows), row_cmp);
 	snprintf(prog, sizeof(prog), "%s/versionfs-restore", W.bin);
 	snprintf(dir, sizeof(dir), "%s/plain", W.work);
 	for (size_t i = 0, again = 0; i < n; i++) {

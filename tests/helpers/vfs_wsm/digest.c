@@ -133,7 +133,7 @@ static int hash_xattrs(const char *path, struct dent *e)
 			names[n++] = list + i;
 	if (!n)
 		return 0;
-	qsort(names, n, sizeof(*names), name_cmp);
+	vm_qsort(names, n, sizeof(*names), name_cmp);
 	h = XXH3_createState();
 	if (!h)
 		return mismatch("out of memory");

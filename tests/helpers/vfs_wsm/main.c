@@ -3,7 +3,7 @@
  * and the run.
  *
  *   vfs_wsm --work DIR --bin DIR --vfs CMD --repd CMD --repd-log FILE
- *           --peer-dir DIR --peer ADDR:PORT --secret FILE
+ *           --peer-dir DIR --peer ADDR:PORT --secret FILE [--net CMD]
  *           --spec1 SPEC --spec2 SPEC [--seed N] [--steps N] [--ops N]
  *           [--xattr-max BYTES] [--sync-secs N] [--bigwrite]
  *           [--no-copy] [--no-restore] [--no-failover] [--no-forge]
@@ -80,7 +80,7 @@ static void usage(void)
 {
 	printf(
 "usage: vfs_wsm --work DIR --bin DIR --vfs CMD --repd CMD --repd-log FILE\n"
-"               --peer-dir DIR --peer ADDR:PORT --secret FILE\n"
+"               --peer-dir DIR --peer ADDR:PORT --secret FILE [--net CMD]\n"
 "               --spec1 SPEC --spec2 SPEC [--seed N] [--steps N] [--ops N]\n"
 "               [--xattr-max BYTES] [--sync-secs N] [--bigwrite]\n"
 "               [--no-copy] [--no-restore] [--no-failover] [--no-forge]\n"
@@ -170,6 +170,8 @@ int main(int argc, char **argv)
 			W.peer_addr = v;
 		else if (!strcmp(a, "--secret"))
 			W.secret = v;
+		else if (!strcmp(a, "--net"))
+			W.net = v;
 		else if (!strcmp(a, "--spec1"))
 			W.spec1 = v;
 		else if (!strcmp(a, "--spec2"))

@@ -119,6 +119,43 @@ void replica_path(const struct store *s, char *buf, size_t len)
 }
 
 /*
+ * versionfs-send --peer: a one-shot shipment to versionfs-replicad of a
+ * store whose daemon replicates there continuously (issue 28: a one-shot
+ * sender beside the daemon's own thread, on the same replica).  It must
+ * succeed (a deleted checkpoint the cleaner has not merged yet is
+ * "waiting for the cleaner", not an error), except for a forged store,
+ * whose replica is another's: refused.  The daemon's replication then
+ * finds the peer ahead of what it acknowledged, and the sinks are synced
+ * and compared as after any step that changes them.
+ */
+void send_peer(struct store *s)
+{
+	char prog[PATH_MAX];
+	char *argv[] = { (char *)W.net, prog, s->mnt, "--peer",
+			 (char *)W.peer_addr, "--secret-file", (char *)W.secret,
+			 "-v", NULL };
+	int rc;
+
+	if (!repd_up() || s->bare)
+		return;
+	snprintf(prog, sizeof(prog), "%s/versionfs-send", W.bin);
+	/* from the primaries' network namespace, as their daemons connect */
+	rc = run(W.net ? argv : argv + 1, W.sync_secs + 60);
+	logf_("send --peer s%d -> %d %.300s", s->idx, rc, errbuf);
+	if (s->forged) {
+		if (rc == 0)
+			fail("versionfs-send --peer of s%d, which names another "
+			     "store's id, was not refused: %s", s->idx, errbuf);
+		count("send-peer-refused");
+		return;
+	}
+	if (rc)
+		fail("versionfs-send --peer of s%d: exit %d: %s", s->idx, rc,
+		     errbuf);
+	count("send-peer-ok");
+}
+
+/*
  * A replication that no longer moves (issue 28, reproduction 2: "only a
  * new full replica helps"), with --recover-stalled: stop it, move the
  * replica aside (checked and fsck'd where it is, as a replica of s up to
@@ -469,7 +506,7 @@ struct store *restore_store(void)
 		free(c);
 		return NULL;
 	}
-	qsort(c, n, sizeof(*c), cand_cmp);
+	vm_qsort(c, n, sizeof(*c), cand_cmp);
 	pick = c[rnd(n)];
 	free(c);
 	src = &stores[pick.store];

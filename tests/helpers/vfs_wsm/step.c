@@ -26,6 +26,8 @@
  *                     meanwhile)
  *   kill-push         a versionfs-chunk push killed (sinks.c)
  *   push-other        versionfs-ctl push --to SPEC2 --wait
+ *   send-peer         versionfs-send --peer to versionfs-replicad beside
+ *                     the daemon's own replication (sinks.c)
  *   chunk-prune-gc    versionfs-chunk prune and gc --grace 0
  *   restore           a pushed checkpoint restored as a new primary,
  *                     which then works, replicates and pushes
@@ -64,14 +66,14 @@ enum action {
 	A_NONE, A_CHECKPOINT, A_ROLLBACK, A_DELETE, A_DELETE_FRESH, A_POLICY,
 	A_PRUNE, A_CLEAN, A_REMOUNT, A_KILL_DAEMON, A_KILL_REPD, A_KILL_PUSH,
 	A_PUSH_OTHER, A_CHUNK_GC, A_RESTORE, A_COPY, A_FAILOVER, A_FORGE,
-	NACTIONS
+	A_SEND_PEER, NACTIONS
 };
 
 static const char *const aname[NACTIONS] = {
 	"none", "checkpoint", "rollback", "delete", "delete-fresh", "policy",
 	"prune", "clean", "remount", "kill-daemon", "kill-replicad",
 	"kill-push", "push-other", "chunk-prune-gc", "restore", "copy",
-	"failover", "forge",
+	"failover", "forge", "send-peer",
 };
 
 static const unsigned weight[NACTIONS] = {
@@ -80,6 +82,7 @@ static const unsigned weight[NACTIONS] = {
 	[A_REMOUNT] = 3, [A_KILL_DAEMON] = 4, [A_KILL_REPD] = 3,
 	[A_KILL_PUSH] = 3, [A_PUSH_OTHER] = 3, [A_CHUNK_GC] = 2,
 	[A_RESTORE] = 3, [A_COPY] = 1, [A_FAILOVER] = 1, [A_FORGE] = 1,
+	[A_SEND_PEER] = 2,
 };
 
 static unsigned drawn[NACTIONS];
@@ -445,6 +448,12 @@ void step(void)
 	case A_FORGE:
 		sync_all();
 		forge_store(s);
+		sync = true;
+		break;
+	case A_SEND_PEER:
+		if (s->dirty || pct(50))
+			store_checkpoint(s);
+		send_peer(s);
 		sync = true;
 		break;
 	default:

@@ -33,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -285,7 +287,7 @@ size_t store_certain(struct store *s, uint64_t *ids, size_t max)
 	for (size_t i = 0; i < s->nck && n < max; i++)
 		if (s->ck[i].state == CK_ALIVE)
 			ids[n++] = s->ck[i].id;
-	qsort(ids, n, sizeof(*ids), cmp_u64);
+	vm_qsort(ids, n, sizeof(*ids), cmp_u64);
 	return n;
 }
 
@@ -439,10 +441,44 @@ void fsck_store(const char *backing, const char *what)
 		     what, backing, rc, outbuf, errbuf);
 }
 
+/*
+ * A copy of the mount in another mount namespace (one made while it was
+ * mounted: another test's node namespaces) keeps the file system alive
+ * after our unmount, and its daemon serves it, idle, instead of exiting.
+ * Its connection's fusectl directory lives exactly as long as the file
+ * system: if it is still there after 5 s, cut it off, as an unmount of
+ * that copy would (lib.sh's vfs_umount does the same).
+ */
+static void abort_elsewhere(pid_t pid, dev_t dev)
+{
+	char path[96];
+	int fd;
+
+	for (int i = 0; i < 50; i++) {
+		if (kill(pid, 0) < 0 && errno == ESRCH)
+			return;
+		msleep(100);
+	}
+	if (mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0,
+		  NULL) < 0 && errno != EBUSY)
+		return;
+	snprintf(path, sizeof(path), "/sys/fs/fuse/connections/%u/abort",
+		 (unsigned)minor(dev));
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
+		return;
+	logf_("the daemon %d still serves a copy of its mount in another "
+	      "namespace: aborting its connection", (int)pid);
+	if (write(fd, "1", 1) != 1)
+		logf_("abort: %s", strerror(errno));
+	close(fd);
+}
+
 void store_umount(struct store *s, bool fsck)
 {
 	char *argv[] = { "fusermount3", "-u", s->mnt, NULL };
 	pid_t pid = store_pid(s);
+	struct stat st;
+	dev_t dev = stat(s->mnt, &st) == 0 ? st.st_dev : 0;
 	int rc = 1;
 
 	logf_("unmount %s", s->mnt);
@@ -453,6 +489,8 @@ void store_umount(struct store *s, bool fsck)
 	}
 	if (rc)
 		fail("cannot unmount %s: %s", s->mnt, errbuf);
+	if (pid > 0 && dev && major(dev) == 0)
+		abort_elsewhere(pid, dev);
 	wait_gone(pid, "the daemon after its unmount");
 	s->live = false;
 	if (fsck)

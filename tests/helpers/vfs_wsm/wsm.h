@@ -172,6 +172,8 @@ struct config {
 	const char *work;		/* backings, mounts, restores (XFS) */
 	const char *bin;		/* the build directory */
 	const char *vfs;		/* command that mounts a primary */
+	const char *net;		/* CMD PROG ARGS runs PROG in the
+					   primaries' network namespace */
 	const char *repd;		/* command that runs versionfs-replicad */
 	const char *repd_log;
 	const char *peer_dir;		/* versionfs-replicad --dir */
@@ -244,6 +246,7 @@ bool repd_up(void);
 bool repl_synced(struct store *s, bool must);
 void replica_path(const struct store *s, char *buf, size_t len);
 void chunk_sync(struct store *s);
+void send_peer(struct store *s);
 int chunk_list(const char *spec, char *out, size_t len);
 bool chunk_row(const char *line, char id[GUIDLEN], uint64_t *ck,
 	       char guid[GUIDLEN]);
