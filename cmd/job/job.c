@@ -32,8 +32,12 @@
 
 static const char usage[] =
 "usage: versionfs-job COMMAND [OPTIONS]\n"
-"  checkpoint [--tag T] [--wait-sink]  checkpoint every node's mounts, all\n"
-"                                 or nothing; prints the job checkpoint id\n"
+"  checkpoint [--tag T] [--wait-sink] [--adopt TAG]\n"
+"                                 checkpoint every node's mounts, all or\n"
+"                                 nothing; prints the job checkpoint id;\n"
+"                                 --adopt: take none, make every mount's\n"
+"                                 checkpoint tagged TAG (a CRIU dump, a\n"
+"                                 DMTCP generation) the job checkpoint\n"
 "  rollback [--id N | --tag T] [--dry-run]\n"
 "                                 roll every node back to its member of the\n"
 "                                 latest complete job checkpoint (or N, or\n"

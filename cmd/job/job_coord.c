@@ -385,8 +385,8 @@ static const char *ck_decide(void *arg, struct jnode *r)
 
 int do_checkpoint(struct jctx *ctx, int argc, char **argv)
 {
-	const char *tag = "";
-	char mtag[VFS_TAG_MAX + 1], *args[4];
+	const char *tag = NULL, *adopt = NULL;
+	char mtag[VFS_TAG_MAX + 1], *args[5];
 	size_t nargs = 0, bad;
 	struct jnode *r;
 	struct ckstate st = { .ctx = ctx };
@@ -400,16 +400,32 @@ int do_checkpoint(struct jctx *ctx, int argc, char **argv)
 			tag = argv[++i];
 		else if (!strncmp(argv[i], "--tag=", 6))
 			tag = argv[i] + 6;
+		else if (!strcmp(argv[i], "--adopt") && i + 1 < argc)
+			adopt = argv[++i];
+		else if (!strncmp(argv[i], "--adopt=", 8))
+			adopt = argv[i] + 8;
 		else
 			return die_usage("unknown argument '%s'", argv[i]);
 	}
-	if (*tag && !valid_tag(tag))
+	if (tag && *tag && !valid_tag(tag))
 		return die_usage("tag '%s': 1 to %d of A-Z a-z 0-9 . _ : @ + = "
 				 ", -", tag, VFS_TAG_MAX);
+	if (adopt && !valid_tag(adopt))
+		return die_usage("--adopt '%s': a checkpoint tag, 1 to %d of "
+				 "A-Z a-z 0-9 . _ : @ + = , -", adopt,
+				 VFS_TAG_MAX);
+	if (adopt && !strncmp(adopt, "vfsjob.", 7))
+		return die_usage("--adopt '%s': tags vfsjob.* are versionfs-job's "
+				 "own", adopt);
+	if (!tag)	/* an adopted generation is named by its own tag */
+		tag = adopt ? adopt : "";
 	/* after the usage checks: a refusal leaks nothing (LeakSanitizer
 	   made the exit 2 of a bad tag a 1 in the ASan build) */
 	r = xmalloc(ctx->nnodes * sizeof(*r));
-	make_mtag(ctx, mtag, sizeof(mtag));
+	if (adopt)
+		snprintf(mtag, sizeof(mtag), "%s", adopt);
+	else
+		make_mtag(ctx, mtag, sizeof(mtag));
 	st.tag = tag;
 	st.mtag = mtag;
 	st.why = calloc(ctx->nnodes, sizeof(*st.why));
@@ -420,6 +436,8 @@ int do_checkpoint(struct jctx *ctx, int argc, char **argv)
 	args[nargs++] = "--mtag";
 	args[nargs++] = mtag;
 	args[nargs++] = "--await";
+	if (adopt)
+		args[nargs++] = "--adopt";
 	if (sink)
 		args[nargs++] = "--wait-sink";
 	/* one launch: phase 1, the decision on every node's standard input,
@@ -435,8 +453,9 @@ int do_checkpoint(struct jctx *ctx, int argc, char **argv)
 				refuse("abort: node%zu (%s): %s; its member (tag "
 				       "%s) is in no record and is never used",
 				       i, ctx->nodes[i], r[i].why, mtag);
-		refuse("no job checkpoint recorded%s", bad ? "" :
-		       "; the members taken were deleted");
+		refuse("no job checkpoint recorded%s", adopt ?
+		       "; the adopted checkpoints stay, in no record" : bad ?
+		       "" : "; the members taken were deleted");
 		goto out;
 	}
 	if (bad == ctx->nnodes) {
@@ -604,6 +623,7 @@ static bool recorded_mtag(const struct jquery *q, const char *mtag)
 
 int do_status(struct jctx *ctx, int argc, char **argv)
 {
+	char prefix[160];
 	struct jquery q;
 	size_t down = 0;
 	bool first = true;
@@ -712,13 +732,17 @@ int do_status(struct jctx *ctx, int argc, char **argv)
 	}
 	if (ctx->json)
 		printf("],\"incomplete\":[");
+	snprintf(prefix, sizeof(prefix), "vfsjob.%s.", ctx->job);
 	for (size_t i = 0; i < ctx->nnodes; i++)
 		for (size_t k = 0; k < q.r[i].nlines; k++) {
 			char shex[64], mt[256];
 			unsigned long long id;
 
+			/* ours, in no record (an adopted tag in none is the
+			   tool's checkpoint, not ours to list) */
 			if (sscanf(q.r[i].lines[k], "have %63s %llu %255s",
-				   shex, &id, mt) != 3 || recorded_mtag(&q, mt))
+				   shex, &id, mt) != 3 || recorded_mtag(&q, mt) ||
+			    strncmp(mt, prefix, strlen(prefix)))
 				continue;
 			if (ctx->json) {
 				printf("%s{\"node\":%zu,\"host\":",

@@ -4,7 +4,7 @@
  * mounts of the job (--mount, $VERSIONFS_JOB_MOUNTS, else every versionfs
  * mount that the caller may control).
  *
- *   checkpoint --mtag TAG [--wait-sink] [--await]
+ *   checkpoint --mtag TAG [--adopt] [--wait-sink] [--await]
  *                 checkpoint every mount with the member tag TAG (after
  *                 the syncfs libversionfs does), wait for its sink if
  *                 asked; answer "member STORE ID GUID MOUNT" per mount and
@@ -13,7 +13,11 @@
  *                 decision from standard input: "commit HEX" (record, as
  *                 below) or "abort" (as below; "aborted"), so that a job
  *                 checkpoint costs one launch; no decision in time is an
- *                 abort
+ *                 abort.  With --adopt, take no checkpoint: every mount's
+ *                 existing checkpoint tagged TAG (a DMTCP generation, a
+ *                 CRIU dump: taken by a hook at the image's instant) is
+ *                 the member, and an abort deletes nothing (they are the
+ *                 tool's, and its images need them)
  *   record --rec HEX
  *                 keep the job record in every member store of this node
  *   abort --mtag TAG
@@ -26,7 +30,10 @@
  *                 "push STORE SPEC PUSHED" (the chunk store and the last
  *                 checkpoint pushed there in order),
  *                 "have STORE ID TAG GUID" ("-": none) for every
- *                 member checkpoint of the job here, and every record
+ *                 tagged checkpoint here (a member is tagged
+ *                 vfsjob.JOB.*, or adopted with its own tag, which a
+ *                 store rebuilt from a sink holds before it holds the
+ *                 record again), and every record
  *                 kept here in hex, cut in "rec+ HEX" lines and a last
  *                 "rec. HEX" (srun cuts lines of more than a kilobyte)
  *   rollback --rec HEX [--dry-run]
@@ -325,6 +332,35 @@ static uint64_t max_rec(const struct nmount *m, size_t n)
 static int op_abort(struct nmount *m, size_t n, const char *mtag);
 static int op_record(struct nmount *m, size_t n, const char *hex);
 
+/* Adopt: mount x's checkpoint tagged mtag, active and in no record of
+   the job yet, into *id: 0 or 1 (said). */
+static int adopt_one(struct nmount *x, const char *mtag, uint64_t *id)
+{
+	struct vfs_ckpt_info *v;
+	size_t nv, k;
+
+	for (k = 0; k < x->nrecs; k++)
+		if (!strcmp(x->recs[k].mtag, mtag))
+			return nfail("%s: the checkpoint tagged %s is already "
+				     "the member of job checkpoint %llu",
+				     x->path, mtag,
+				     (unsigned long long)x->recs[k].id);
+	if (vfs_list(x->c, &v, &nv))
+		return nfail("%s: list: %s", x->path,
+			     vfs_client_error(x->c));
+	for (k = 0; k < nv; k++)
+		if (v[k].state == VFS_CKPT_ACTIVE && !strcmp(v[k].tag, mtag))
+			break;
+	if (k < nv)
+		*id = v[k].id;
+	free(v);
+	if (k == nv)
+		return nfail("%s: no checkpoint tagged %s here (the tool's "
+			     "hook did not checkpoint this mount, or failed)",
+			     x->path, mtag);
+	return 0;
+}
+
 /* The coordinator's decision on standard input, "commit HEX" or "abort",
    within timeout seconds: the line (malloc'ed), or NULL. */
 static char *await_decision(unsigned timeout)
@@ -349,7 +385,7 @@ static char *await_decision(unsigned timeout)
    coordinator's decision from standard input.  A failure here deletes
    the members already taken here before saying so. */
 static int op_checkpoint(struct nmount *m, size_t n, const char *mtag,
-			 bool sink, bool await, unsigned timeout)
+			 bool adopt, bool sink, bool await, unsigned timeout)
 {
 	unsigned char guid[16];
 	char ghex[33], *line;
@@ -357,7 +393,10 @@ static int op_checkpoint(struct nmount *m, size_t n, const char *mtag,
 	int rc = 0;
 
 	for (size_t i = 0; i < n && !rc; i++) {
-		if (vfs_checkpoint(m[i].c, mtag, &id)) {
+		if (adopt) {
+			if (adopt_one(&m[i], mtag, &id))
+				return 1;
+		} else if (vfs_checkpoint(m[i].c, mtag, &id)) {
 			char why[600];
 
 			snprintf(why, sizeof(why), "%s: checkpoint: %s",
@@ -368,7 +407,8 @@ static int op_checkpoint(struct nmount *m, size_t n, const char *mtag,
 		}
 		if (store_now(&m[i]) ||
 		    (sink && wait_sink(&m[i], id, timeout))) {
-			op_abort(m, i + 1, mtag);
+			if (!adopt)
+				op_abort(m, i + 1, mtag);
 			return 1;
 		}
 		member_guid(m[i].c, id, guid);
@@ -384,10 +424,14 @@ static int op_checkpoint(struct nmount *m, size_t n, const char *mtag,
 	if (line && !strncmp(line, "commit ", 7))
 		rc = op_record(m, n, line + 7);
 	else {
-		op_abort(m, n, mtag);
+		/* adopted members are the tool's (its images need them):
+		   an abort leaves them, in no record */
+		if (!adopt)
+			op_abort(m, n, mtag);
 		rc = line && !strcmp(line, "abort") ? 0 :
-		     nfail("no decision from the coordinator within %us; the "
-			   "members taken here were deleted", timeout);
+		     nfail("no decision from the coordinator within %us; %s",
+			   timeout, adopt ? "no job checkpoint recorded" :
+			   "the members taken here were deleted");
 		if (!rc)
 			say("aborted");
 	}
@@ -519,11 +563,8 @@ static void say_rec(const struct vfs_job *j)
 	free(b);
 }
 
-static int op_query(struct nmount *m, size_t n, const char *job)
+static int op_query(struct nmount *m, size_t n)
 {
-	char prefix[160];
-
-	snprintf(prefix, sizeof(prefix), "vfsjob.%s.", job);
 	for (size_t i = 0; i < n; i++) {
 		struct vfs_ckpt_info *v;
 		size_t nv;
@@ -544,8 +585,7 @@ static int op_query(struct nmount *m, size_t n, const char *job)
 			return nfail("%s: list: %s", m[i].path,
 				     vfs_client_error(m[i].c));
 		for (size_t k = 0; k < nv; k++)
-			if (v[k].state == VFS_CKPT_ACTIVE &&
-			    !strncmp(v[k].tag, prefix, strlen(prefix)))
+			if (v[k].state == VFS_CKPT_ACTIVE && v[k].tag[0])
 				say("have %s %llu %s %s", m[i].shex,
 				    (unsigned long long)v[k].id, v[k].tag,
 				    v[k].guid[0] ? v[k].guid : "-");
@@ -726,6 +766,7 @@ int node_main(int argc, char **argv)
 	const char *paths[JOB_MAX_MOUNTS];
 	struct nmount m[JOB_MAX_MOUNTS];
 	bool sink = false, dry = false, discovered = false, await = false;
+	bool adopt = false;
 	size_t np = 0, nm = 0;
 	uint64_t timeout = 300, idx;
 	const char *e;
@@ -742,6 +783,8 @@ int node_main(int argc, char **argv)
 			sink = true;
 		else if (!strcmp(a, "--await"))
 			await = true;
+		else if (!strcmp(a, "--adopt"))
+			adopt = true;
 		else if (!strcmp(a, "--dry-run"))
 			dry = true;
 		else if (!v)
@@ -801,14 +844,14 @@ int node_main(int argc, char **argv)
 	if (open_mounts(job, paths, np, discovered, m, &nm))
 		return 1;
 	if (!strcmp(op, "checkpoint") && mtag)
-		rc = op_checkpoint(m, nm, mtag, sink, await,
+		rc = op_checkpoint(m, nm, mtag, adopt, sink, await,
 				   (unsigned)timeout);
 	else if (!strcmp(op, "record") && rec)
 		rc = op_record(m, nm, rec);
 	else if (!strcmp(op, "abort") && mtag)
 		rc = op_abort(m, nm, mtag);
 	else if (!strcmp(op, "query"))
-		rc = op_query(m, nm, job);
+		rc = op_query(m, nm);
 	else if (!strcmp(op, "rollback") && rec)
 		rc = op_rollback(m, nm, rec, dry);
 	else

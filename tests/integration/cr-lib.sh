@@ -37,6 +37,16 @@ alive() {
 	[ -n "$s" ] && [ "$s" != Z ] && [ "$s" != X ]
 }
 
+# wait_gone PID: until PID is gone (10 s, else the test fails)
+wait_gone() {
+	local i
+	for i in $(seq 500); do
+		alive "$1" || return 0
+		sleep 0.02
+	done
+	fail "pid $1 did not die"
+}
+
 _cr_pids=()
 # cr_track PID...: kill PID (and its process group) at exit
 cr_track() { _cr_pids+=("$@"); }

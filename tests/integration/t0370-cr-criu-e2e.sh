@@ -44,15 +44,6 @@ if [ "$pid_max" -lt 4194304 ] && echo 4194304 >/proc/sys/kernel/pid_max 2>/dev/n
 	trap 'cr_cleanup; echo "$pid_max" >/proc/sys/kernel/pid_max; _cleanup' EXIT
 fi
 
-wait_gone() {
-	local i
-	for i in $(seq 500); do
-		alive "$1" || return 0
-		sleep 0.02
-	done
-	fail "pid $1 did not die"
-}
-
 # cycles A B HOOK|none STATUS: the dump / run on / kill -9 / restore cycles.
 # Sets RESTORE_FAILED to the cycle whose restore CRIU refused (0: none).
 cycles() {

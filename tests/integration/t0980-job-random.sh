@@ -9,6 +9,10 @@
 #             rank's mount and to a plain reference directory alike;
 #   jcp       versionfs-job checkpoint --wait-sink: must succeed; the
 #             references are kept under its id;
+#   jadopt    every rank checkpointed with one tag (as the DMTCP and CRIU
+#             hooks do), then versionfs-job checkpoint --adopt TAG: must
+#             succeed, as jcp; or one rank lacks the tag: refused, nothing
+#             recorded, the others' checkpoints kept;
 #   jfail     one rank's daemon killed, then versionfs-job checkpoint:
 #             must fail and record nothing; the rank is mounted again
 #             and the job rolled back (its live state after the kill is
@@ -154,10 +158,48 @@ do_write() {
 }
 
 do_jcp() {
-	local k r
+	local k
 	what="job checkpoint"
 	k=$(JOBN checkpoint --wait-sink --tag "s$step" 2>"$T/err") ||
 		fail "step $step: job checkpoint: $(cat "$T/err")"
+	jcp_keep "$k"
+}
+
+# do_jadopt: the tool's hooks (a DMTCP generation, a CRIU dump on every
+# node) checkpoint every rank's mount with one tag, then versionfs-job
+# checkpoint --adopt makes them a job checkpoint.  One time in three a
+# rank's hook did not run: the adoption is refused, records nothing and
+# deletes none of the others' checkpoints (they are the tool's).
+do_jadopt() {
+	local r miss=-1 k out
+	[ $((RANDOM % 3)) = 0 ] && miss=$((RANDOM % 4))
+	for r in 0 1 2 3; do
+		[ "$r" = "$miss" ] && continue
+		out=$(node_exec "${RANKS[$r]}" "$VFSCTL" checkpoint "$JDIR" --tag "h$step" 2>&1) ||
+			fail "step $step: the hook's checkpoint on rank $r: $out"
+	done
+	if [ "$miss" -ge 0 ]; then
+		what="adoption of h$step, which rank $miss lacks"
+		out=$(JOBN checkpoint --wait-sink --adopt "h$step" 2>&1) &&
+			fail "step $step: adopting a tag rank $miss lacks succeeded: $out"
+		echo "$out" | grep -q "no checkpoint tagged h$step" ||
+			fail "step $step: the refusal: $out"
+		for r in 0 1 2 3; do
+			[ "$r" = "$miss" ] && continue
+			node_exec "${RANKS[$r]}" "$VFSCTL" list "$JDIR" | grep -qw "h$step" ||
+				fail "step $step: a refused adoption deleted rank $r's checkpoint h$step"
+		done
+		return 0
+	fi
+	what="adoption of h$step"
+	k=$(JOBN checkpoint --wait-sink --adopt "h$step" 2>"$T/err") ||
+		fail "step $step: adopting h$step: $(cat "$T/err")"
+	jcp_keep "$k"
+}
+
+# jcp_keep K: job checkpoint K was recorded: keep the references
+jcp_keep() {
+	local k=$1 r
 	[ "$k" -gt "$LAST" ] || fail "step $step: job checkpoint id $k after $LAST"
 	rm -rf "$T/ref/ck/$k"	# a number a rollback forgot, taken again
 	for r in 0 1 2 3; do
@@ -274,8 +316,10 @@ for ((step = 1; step <= STEPS; step++)); do
 	x=$((RANDOM % 100)) what=nothing
 	if [ "$x" -lt 50 ]; then
 		kind='write'; do_write
-	elif [ "$x" -lt 72 ]; then
+	elif [ "$x" -lt 65 ]; then
 		kind=jcp; do_jcp
+	elif [ "$x" -lt 72 ]; then
+		kind=jadopt; do_jadopt
 	elif [ "$x" -lt 79 ]; then
 		kind=jfail; do_jfail
 	elif [ "$x" -lt 91 ]; then
