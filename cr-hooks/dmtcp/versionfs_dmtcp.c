@@ -21,7 +21,9 @@
  *      of a file in DMTCP's node-local temporary directory, named by
  *      computation, generation and device): the one winner per node and
  *      mount takes the checkpoint, tagged dmtcp-COMPUTATION-GENERATION, and
- *      writes the outcome into that file;
+ *      writes the outcome into that file (a file of the same name left by
+ *      an earlier run of the computation, before a restart from an older
+ *      generation, is removed before step 3);
  *   5. meets the others again, then reads the outcome of each of its mounts;
  *   6. when all its mounts were checkpointed, completes its record: the
  *      tag, each mount's checkpoint id, mount point and backing directory,
@@ -287,6 +289,30 @@ static void vote_path(char *buf, size_t len, const struct vmount *m,
 		 major(m->dev), minor(m->dev));
 }
 
+/*
+ * Before the first barrier: remove this generation's election files of
+ * our mounts left by an earlier run of the computation.  A restart from
+ * an older generation's images (a job restarted from its previous job
+ * checkpoint) brings the generation number back, and the files of the
+ * generations taken after it are still in the node's temporary directory:
+ * no process would win the election, none would checkpoint, and every
+ * record would name the earlier run's checkpoint, which the rollback
+ * discarded.  Nobody votes before the barrier, so what is removed here is
+ * always such a leftover.
+ */
+static void clear_votes(uint32_t gen)
+{
+	char path[1200];
+
+	for (int i = 0; i < nmounts; i++) {
+		if (!mounts[i].used)
+			continue;
+		vote_path(path, sizeof path, &mounts[i], gen);
+		if (unlink(path) && errno != ENOENT)
+			note("cannot remove %s: %s", path, strerror(errno));
+	}
+}
+
 /* Take the checkpoints we won the election for. */
 static void elect_and_checkpoint(uint32_t gen)
 {
@@ -474,6 +500,7 @@ static void precheckpoint(void)
 	load_mounts();
 	if (flush_fds() || flush_maps())
 		ok = 0;
+	clear_votes(gen);
 	dmtcp_global_barrier("versionfs:flushed");
 	if (ok)
 		elect_and_checkpoint(gen);

@@ -221,18 +221,16 @@ finish_writer() {
 
 # ---- DMTCP end to end (t0380, t0385) ---------------------------------------
 
-# dmtcp_setup ROUNDS: DMTCP 4.1.1 built from ../shared/vendor
+# dmtcp_build ROUNDS: DMTCP 4.1.1 built from ../shared/vendor
 # (tests/vendor/dmtcp.sh, cached) and the plugin built against it, or skip
 # (77) saying why; PATH and VERSIONFS_DMTCP_RESTART point at that DMTCP,
-# the caller's DMTCP_* settings are cleared, and one coordinator runs for
-# the test on a free port, in $T (it writes its dmtcp_restart_script.sh
-# into its working directory), stopped by the EXIT trap.  Sets T0 (the
-# start), DMTCP_PREFIX, PLUGIN, RESTART (versionfs-dmtcp_restart), PORT,
-# DOPTS (dmtcp_launch and dmtcp_restart options: join it, tmpdir), rounds
+# the caller's DMTCP_* settings are cleared.  Sets T0 (the start),
+# DMTCP_PREFIX, PLUGIN, RESTART (versionfs-dmtcp_restart), DCOMMAND
+# (dmtcp_command, how peers and wait_peers reach the coordinator), rounds
 # ($VFS_ROUNDS, else ROUNDS) and seed ($VFS_SEED, else from the clock;
-# RANDOM is seeded with it).
-dmtcp_setup() {
-	local top i
+# RANDOM is seeded with it).  No coordinator (t0958 runs its own on a node).
+dmtcp_build() {
+	local top
 	top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 	[ -x "$WRITER" ] || fail "$WRITER missing (make tests-build)"
 	T0=$(date +%s)
@@ -252,6 +250,16 @@ dmtcp_setup() {
 		VERSIONFS_DMTCP_ROLLED_BACK
 	export VERSIONFS_DMTCP_RESTART=$DMTCP_PREFIX/bin/dmtcp_restart
 	PATH=$DMTCP_PREFIX/bin:$PATH
+	DCOMMAND=(dmtcp_command)
+}
+
+# dmtcp_setup ROUNDS: dmtcp_build, then one coordinator for the test on a
+# free port, in $T (it writes its dmtcp_restart_script.sh into its working
+# directory), stopped by the EXIT trap.  Sets PORT and DOPTS (dmtcp_launch
+# and dmtcp_restart options: join it, tmpdir) too.
+dmtcp_setup() {
+	local i
+	dmtcp_build "$1"
 	mkdir -p "$T/dtmp"
 	(cd "$T" && exec dmtcp_coordinator --daemon -q -p 0 --port-file "$T/port" \
 		--tmpdir "$T/dtmp" --ckptdir "$T") >"$T/coord.log" 2>&1 ||
@@ -266,7 +274,7 @@ dmtcp_setup() {
 # writer_why: the last lines the writer wrote (what explains a death)
 writer_why() { grep -v -e "^\s*$" "$T/writer.out" | tail -n 30; }
 # peers: how many processes the coordinator counts
-peers() { dmtcp_command -p "$PORT" -s 2>/dev/null | sed -n 's/.*NUM_PEERS=//p'; }
+peers() { "${DCOMMAND[@]}" -p "$PORT" -s 2>/dev/null | sed -n 's/.*NUM_PEERS=//p'; }
 # wait_peers N: until the coordinator counts N processes (15 s)
 wait_peers() {
 	local i

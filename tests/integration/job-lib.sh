@@ -14,6 +14,7 @@
 #   node_lose NODE           every process of NODE, then its disk (dead)
 #   node_fsck NODE           versionfs-fsck of NODE's store (unmounted)
 #   node_addr NODE           its address on the bridge
+#   node_spawn NODE DIR OUT CMD...  CMD in the background on NODE ($!)
 #   JRAW                     the node's disk seen without the mount:
 #                            $JRAW/job/.versionfs is the store
 #   LAUNCHER                 the per-node launcher for versionfs-job
@@ -27,9 +28,12 @@
 # mount namespace only: other nodes and the test's own shell do not see
 # it, as on a cluster.  The EXIT trap kills every node's processes (its
 # daemons and namespace holder), which takes its mounts and loop device
-# with it, then removes the namespaces.
+# with it, then removes the namespaces.  Sourcing it skips the test (77)
+# where mkfs.xfs or nsenter is missing.
 # shellcheck shell=bash
 
+command -v mkfs.xfs >/dev/null || skip "mkfs.xfs (xfsprogs) not installed"
+command -v nsenter >/dev/null || skip "nsenter (util-linux) not installed"
 JDISK=$T/disk
 JDIR=$JDISK/job
 JRAW=$T/raw		# the node's disk without its versionfs mount: the store
@@ -78,6 +82,21 @@ node_exec() {
 	nsenter -t "$(node_pid "$n")" -m -n -u -- "$@"
 }
 node_addr() { echo "$JNET.$((10 + ${1#n}))"; }
+# node_spawn NODE DIR OUT CMD...: CMD in the background on NODE, in DIR,
+# in a session of its own, its standard input /dev/null and its output
+# appended to OUT, every descriptor opened on the node: checkpointers
+# (CRIU, DMTCP) refuse or fail on a descriptor the test's shell opened,
+# which is on a mount of another mount namespace ("Can't lookup mount"),
+# so the inherited ones above 2 are closed.  nsenter itself, not the
+# function node_exec: $! is then CMD's pid (nsenter, bash and setsid exec
+# it), not a subshell's in the test's namespaces.
+node_spawn() {
+	# shellcheck disable=SC2016 # expanded by that bash
+	nsenter -t "$(node_pid "$1")" -m -n -u -- env D="$2" E="$3" bash -c 'for fd in $(ls /proc/$$/fd); do
+		[ "$fd" -gt 2 ] && eval "exec $fd>&-"; done
+		cd "$D" || exit 1
+		exec setsid "$@" </dev/null >>"$E" 2>&1' spawn "${@:4}" &
+}
 
 # cluster_up N [SIZE]
 cluster_up() {
@@ -265,6 +284,101 @@ EOA
 JOB() {
 	"$JOBBIN" --job "${JOBID:-4242}" --nodes "$(IFS=,; echo "${NODES[*]}")" \
 		--launcher "$LAUNCHER" --mount "$JDIR" "$@"
+}
+
+# ---- checkpoint/restart tools over the nodes (t0957, t0958) -----------------
+#
+# One cr_writer per node (cr-lib.sh: ops, wait_ops, set_target, alive): the
+# caller keeps its pid in WP[NODE] (after a restore, the writer's), and in
+# RP[NODE] the process to reap once it ended, if any (CRIU's restore, its
+# parent); its status file is $T/st.NODE, and "why NODE" says what ended it.
+
+# jcr_run_on: every writer does 20 to 120 more operations
+jcr_run_on() {
+	local n
+	for n in "${NODES[@]}"; do
+		wait_ops "$T/st.$n" $(($(ops "$T/st.$n") + 20 + RANDOM % 100)) \
+			"${WP[$n]}" "why $n" || fail "$n: the writer finished early"
+	done
+}
+
+# jcr_adopt TAG ID: "versionfs-job checkpoint --adopt TAG" records job
+# checkpoint ID, held and recorded by every node
+jcr_adopt() {
+	local id k=${#NODES[@]}
+	id=$(JOB checkpoint --adopt "$1" 2>"$T/ck") || fail "adopt $1: $(cat "$T/ck")"
+	[ "$id" = "$2" ] || fail "adopting $1 made job checkpoint $id, not $2"
+	JOB status >"$T/st" || fail "status: $(cat "$T/st")"
+	grep -q "^$id .*$1 .* $k/$k .* $k/$k .*complete$" "$T/st" ||
+		fail "status after adopting $1: $(cat "$T/st")"
+}
+
+# jcr_adopt_refused TAG NODE: adopting TAG, which NODE lacks, exits 1
+# naming NODE, records nothing and deletes none of the other nodes'
+# checkpoints tagged TAG (they are the tool's: its images need them)
+jcr_adopt_refused() {
+	local rc=0 n
+	JOB checkpoint --adopt "$1" >"$T/ck" 2>&1 || rc=$?
+	[ "$rc" = 1 ] || fail "adopting $1, which $2 lacks, exited $rc: $(cat "$T/ck")"
+	grep -q "node${2#n} ($2).*no checkpoint tagged $1" "$T/ck" ||
+		fail "the node without the checkpoint is not named: $(cat "$T/ck")"
+	grep -q 'no job checkpoint recorded; the adopted checkpoints stay' "$T/ck" ||
+		fail "$(cat "$T/ck")"
+	for n in "${NODES[@]}"; do
+		[ "$n" = "$2" ] && continue
+		node_exec "$n" "$VFSCTL" list "$JDIR" | grep -qw "$1" ||
+			fail "a refused adoption deleted the tool's checkpoint $1 on $n"
+	done
+	JOB status >"$T/st"
+	grep -qw "$1" "$T/st" && fail "a refused adoption was recorded: $(cat "$T/st")"
+	return 0
+}
+
+# jcr_newest TAG: every node's newest checkpoint is tagged TAG (after a job
+# rollback: the checkpoints of a refused adoption went with it)
+jcr_newest() {
+	local n last
+	for n in "${NODES[@]}"; do
+		last=$(node_exec "$n" "$VFSCTL" list "$JDIR" | awk 'NR > 1 { t = $NF } END { print t }')
+		[ "$last" = "$1" ] ||
+			fail "after the job rollback $n's newest checkpoint is tagged '$last', not $1"
+	done
+}
+
+# jcr_finish SEED [OPTION...]: every writer runs to a target a little
+# beyond where it is; its files ($JDIR/a, $JDIR/b) must equal an
+# uninterrupted run of that many operations with its seed (SEED + its node
+# index) and the writer's OPTIONs
+jcr_finish() {
+	local seed=$1 i n k d target
+	shift
+	for i in "${!NODES[@]}"; do
+		n=${NODES[$i]}
+		kill -STOP "${WP[$n]}"
+		target=$(($(ops "$T/st.$n") + 200))
+		set_target "$T/st.$n" "$target"
+		kill -CONT "${WP[$n]}"
+		for ((k = 0; k < 3000; k++)); do
+			alive "${WP[$n]}" || break
+			sleep 0.02
+		done
+		alive "${WP[$n]}" && fail "$n: the writer did not reach $target operations in 60 s (at $(ops "$T/st.$n"))"
+		if declare -p RP >/dev/null 2>&1 && [ -n "${RP[$n]:-}" ]; then
+			wait "${RP[$n]}" 2>/dev/null
+		fi
+		[ "$(ops "$T/st.$n")" = "$target" ] ||
+			fail "$n: the writer ended at $(ops "$T/st.$n") operations, not $target: $(why "$n")"
+		mkdir -p "$T/ref/$n/a" "$T/ref/$n/b"
+		"$WRITER" --seed $((seed + i)) --status "$T/ref.st.$n" --ops "$target" \
+			"$@" "$T/ref/$n/a" "$T/ref/$n/b" || fail "reference run of $n failed"
+		for d in a b; do
+			# (*.cr_link: CRIU's links to files removed while open)
+			node_exec "$n" diff -r --no-dereference -x '*.cr_link' \
+				"$T/ref/$n/$d" "$JDIR/$d" >"$T/diff" 2>&1 ||
+				fail "$n: $d differs from an uninterrupted run: $(head -n 20 "$T/diff")"
+		done
+	done
+	note "every node's files are byte-identical to an uninterrupted run"
 }
 
 # ---- a real Slurm over the nodes (t0960) ------------------------------------

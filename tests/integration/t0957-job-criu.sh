@@ -23,8 +23,6 @@
 # timeout: 1200
 . "$(dirname "$0")/lib.sh"
 need_root
-command -v mkfs.xfs >/dev/null || skip "mkfs.xfs (xfsprogs) not installed"
-command -v nsenter >/dev/null || skip "nsenter (util-linux) not installed"
 . "$(dirname "$0")/cr-lib.sh"
 . "$(dirname "$0")/job-lib.sh"
 HOOK=$HOOKS/versionfs-criu-hook
@@ -57,25 +55,14 @@ why() { cat "$T/w.$1.err"; }
 for i in "${!NODES[@]}"; do
 	n=${NODES[$i]}
 	# its descriptors opened on the node: CRIU dumps only files of the
-	# node's mounts (a descriptor the test's shell opened is on a mount
-	# of another namespace, "Can't lookup mount")
-	# (nsenter itself, not the function node_exec: $! is then the writer)
-	nsenter -t "$(node_pid "$n")" -m -n -u -- env E="$T/w.$n.err" bash -c 'for fd in $(ls /proc/$$/fd); do
-		[ "$fd" -gt 2 ] && eval "exec $fd>&-"; done
-		exec setsid "$@" </dev/null >/dev/null 2>"$E"' writer \
+	# node's mounts (job-lib.sh's node_spawn)
+	node_spawn "$n" / "$T/w.$n.err" \
 		"$WRITER" --seed $((seed + i)) --status "$T/st.$n" \
-		"$JDIR/a" "$JDIR/b" &
+		"$JDIR/a" "$JDIR/b"
 	WP[$n]=$!
 	RP[$n]=""
 	cr_track "${WP[$n]}"
 done
-run_on() {	# every writer does 20 to 120 more operations
-	local n
-	for n in "${NODES[@]}"; do
-		wait_ops "$T/st.$n" $(($(ops "$T/st.$n") + 20 + RANDOM % 100)) \
-			"${WP[$n]}" "why $n" || fail "$n: the writer finished early"
-	done
-}
 dump() {	# dump NODE TAG R
 	node_exec "$1" env VERSIONFS_CR_TAG="$2" "$CRIU" dump -t "${WP[$1]}" \
 		-D "$T/img.$1.$3" -o dump.log --leave-running \
@@ -84,7 +71,7 @@ dump() {	# dump NODE TAG R
 
 good=0 goodr=0 fault=2
 for ((r = 1; r <= rounds; r++)); do
-	run_on
+	jcr_run_on
 	tag=jobdump-$r
 	for n in "${NODES[@]}"; do
 		mkdir -p "$T/img.$n.$r"
@@ -94,27 +81,11 @@ for ((r = 1; r <= rounds; r++)); do
 			fail "cycle $r: criu dump on $n failed: $(grep -i -e error -e versionfs "$T/img.$n.$r/dump.log" | grep -v RLIMIT_NOFILE | head -n 8)"
 	done
 	if [ "$r" = "$fault" ]; then
-		rc=0
-		JOB checkpoint --adopt "$tag" >"$T/ck" 2>&1 || rc=$?
-		[ "$rc" = 1 ] || fail "cycle $r: adopting a tag n3 lacks exited $rc: $(cat "$T/ck")"
-		grep -q "node3 (n3).*no checkpoint tagged $tag" "$T/ck" ||
-			fail "the node without the dump is not named: $(cat "$T/ck")"
-		grep -q 'no job checkpoint recorded; the adopted checkpoints stay' "$T/ck" ||
-			fail "$(cat "$T/ck")"
-		for n in n0 n1 n2; do
-			node_exec "$n" "$VFSCTL" list "$JDIR" | grep -qw "$tag" ||
-				fail "a refused adoption deleted CRIU's checkpoint on $n"
-		done
-		JOB status >"$T/st"
-		grep -qw "$tag" "$T/st" && fail "a refused adoption was recorded: $(cat "$T/st")"
+		jcr_adopt_refused "$tag" n3
 	else
-		id=$(JOB checkpoint --adopt "$tag" 2>"$T/ck") ||
-			fail "cycle $r: adopt: $(cat "$T/ck")"
-		[ "$id" = $((good + 1)) ] || fail "cycle $r: job checkpoint $id, not $((good + 1))"
+		id=$((good + 1))
+		jcr_adopt "$tag" "$id"
 		good=$id goodr=$r
-		JOB status >"$T/st" || fail "status: $(cat "$T/st")"
-		grep -q "^$id .*$tag .* 4/4 .* 4/4 .*complete$" "$T/st" ||
-			fail "status after adopting $tag: $(cat "$T/st")"
 		if [ "$r" = 1 ]; then
 			# refusals, each recording nothing
 			rc=0; JOB checkpoint --adopt "$tag" >"$T/ck" 2>&1 || rc=$?
@@ -137,7 +108,7 @@ for ((r = 1; r <= rounds; r++)); do
 				fail "a refusal recorded something: $(cat "$T/st2")"
 		fi
 	fi
-	run_on
+	jcr_run_on
 	# the job fails: every writer is killed; the restore that was a
 	# writer's parent reaps it
 	for n in "${NODES[@]}"; do kill -9 "${WP[$n]}"; done
@@ -149,11 +120,7 @@ for ((r = 1; r <= rounds; r++)); do
 	[ "$out" = "$good" ] || fail "cycle $r: rolled back to '$out', not $good"
 	# every node is at that job checkpoint's dump, the newest it has (a
 	# refused adoption's checkpoints went with the rollback)
-	for n in "${NODES[@]}"; do
-		last=$(node_exec "$n" "$VFSCTL" list "$JDIR" | awk 'NR > 1 { t = $NF } END { print t }')
-		[ "$last" = "jobdump-$goodr" ] ||
-			fail "cycle $r: after the job rollback $n's newest checkpoint is tagged '$last', not jobdump-$goodr"
-	done
+	jcr_newest "jobdump-$goodr"
 	for n in "${NODES[@]}"; do
 		img=$T/img.$n.$goodr
 		nsenter -t "$(node_pid "$n")" -m -n -u -- \
@@ -177,31 +144,6 @@ done
 JOB status >"$T/st"
 note "job checkpoints: $(grep -c '^[0-9]' "$T/st") recorded, $(awk '$1 ~ /^[0-9]/ { printf "%s ", $2 }' "$T/st")"
 
-# every writer runs to a target a little beyond where it is; its files
-# must equal an uninterrupted run of that many operations
-for i in "${!NODES[@]}"; do
-	n=${NODES[$i]}
-	kill -STOP "${WP[$n]}"
-	target=$(($(ops "$T/st.$n") + 200))
-	set_target "$T/st.$n" "$target"
-	kill -CONT "${WP[$n]}"
-	for ((k = 0; k < 3000; k++)); do
-		alive "${WP[$n]}" || break
-		sleep 0.02
-	done
-	alive "${WP[$n]}" && fail "$n: the writer did not reach $target operations in 60 s (at $(ops "$T/st.$n"))"
-	wait "${RP[$n]}" 2>/dev/null
-	[ "$(ops "$T/st.$n")" = "$target" ] ||
-		fail "$n: the writer ended at $(ops "$T/st.$n") operations, not $target: $(why "$n")"
-	mkdir -p "$T/ref/$n/a" "$T/ref/$n/b"
-	"$WRITER" --seed $((seed + i)) --status "$T/ref.st.$n" --ops "$target" \
-		"$T/ref/$n/a" "$T/ref/$n/b" || fail "reference run of $n failed"
-	for d in a b; do
-		node_exec "$n" diff -r --no-dereference -x '*.cr_link' \
-			"$T/ref/$n/$d" "$JDIR/$d" >"$T/diff" 2>&1 ||
-			fail "$n: $d differs from an uninterrupted run: $(head -n 20 "$T/diff")"
-	done
-done
-note "every node's files are byte-identical to an uninterrupted run"
+jcr_finish "$seed"
 for n in "${NODES[@]}"; do node_umount "$n"; done
 note ok
