@@ -150,6 +150,19 @@ out:
 	return rc;
 }
 
+/* The store's open epoch: the id its next checkpoint takes. */
+static int open_epoch(struct vstore *st, uint64_t *e)
+{
+	bt_txn *txn;
+	int rc;
+
+	if ((rc = bt_txn_begin(store_env(st), BT_TXN_RDONLY, &txn)))
+		return rc;
+	rc = bt_kv_get_u64(txn, "epoch", e);
+	bt_txn_abort(txn);
+	return rc;
+}
+
 /* Wait for the ACK of ckpt (or a REFUSE). */
 static int wait_ack(struct rep_conn *c, const struct rep_peer_opts *o,
 		    uint64_t ckpt, void **buf, size_t *cap, char *err,
@@ -378,7 +391,35 @@ static int round_on(struct vstore *st, struct rep_conn *c, uint32_t offer,
 	}
 	if (common && last_held != common) {
 		struct rep_wire d = { .type = RW_DISCARD, .ckpt = common };
+		uint64_t next = 0;
 
+		/* After a discard the replica opens an epoch above every one
+		   it had and takes no checkpoint numbered below it
+		   (discard.c): at least its newest + 2.  A rollback here
+		   opened one above them too; a checkpoint merged into its
+		   successor after it was shipped (deleted here while no
+		   hold kept it: a one-shot peer between two sends) did not,
+		   and discarding it would leave a replica that takes no
+		   stream at all.  Refuse before anything is discarded. */
+		for (i = 0; i < nline && !next; i++)
+			if (line[i].id == common)
+				next = i + 1 < nline ? line[i + 1].id : 0;
+		if (!next && (rc = open_epoch(st, &next)))
+			goto out;
+		if (next < last_held + 2) {
+			rep_errf(err, errlen, "the peer's newest checkpoint "
+				 "%llu is no longer on this store's line: it "
+				 "was deleted here after it was shipped, and "
+				 "merged into %llu; the peer keeps its "
+				 "checkpoints but can take no later one of "
+				 "this store (send to a new replica; a one-shot "
+				 "versionfs-send keeps checkpoints from deletion "
+				 "only while it runs, -o replicate always)",
+				 (unsigned long long)last_held,
+				 (unsigned long long)next);
+			rc = -EPROTO;
+			goto out;
+		}
 		if ((rc = rep_wire_send(c, &d, NULL)) ||
 		    (rc = wait_ack(c, o, common, buf, cap, err, errlen)))
 			goto out;

@@ -16,7 +16,10 @@
 #   - a base-layer root the job never changed reads the same on a replica
 #     (mode and mtime were the replica directory's own);
 #   - a file truncated then fallocated: the checkpoint (what every sink
-#     gets) keeps the mtime stat showed, and a rollback shows it again.
+#     gets) keeps the mtime stat showed, and a rollback shows it again;
+#   - a one-shot peer's newest checkpoint deleted and merged away between
+#     two sends: the next send is refused before the peer discards
+#     anything (it discarded, then took no stream ever again).
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -189,6 +192,50 @@ live_times() {
 	vfs_fsck "$b"
 }
 
+# A one-shot peer's newest checkpoint deleted and merged away between two
+# sends (a user's delete, a keep-last policy while no sender runs): the
+# next send told the peer to discard it, and the replica, whose reopened
+# epoch was then above the checkpoint that absorbed it, refused that one
+# and every later stream ("changed since ... (mounted and written?)"),
+# having lost its newest checkpoint for nothing.  Now the send is refused
+# before anything is discarded, saying why, and the peer keeps all it had.
+oneshot_merged() {
+	local b=$root/os1 m=$root/osm1 r=$root/osr1 rm=$root/osrm1 out pid
+	local port=$((20000 + $$ % 20000))
+	printf 'the secret of this case %s\n' "$RANDOM$RANDOM" >"$T/os.secret"
+	chmod 600 "$T/os.secret"
+	mkdir -p "$r"
+	"$VFS_BUILD/versionfs-replicad" -f --listen "127.0.0.1:$port" --dir "$r" \
+		--secret-file "$T/os.secret" >"$T/os.repd.log" 2>&1 </dev/null &
+	pid=$!
+	trap 'kill "$pid" 2>/dev/null' EXIT
+	sleep 0.3
+	vfs_mount "$b" "$m"
+	head -c 100000 /dev/urandom >"$m/f1"
+	ctl checkpoint "$m" >/dev/null || fail "checkpoint 1"
+	head -c 100000 /dev/urandom >"$m/f2"
+	ctl checkpoint "$m" >/dev/null || fail "checkpoint 2"
+	out=$("$SEND" "$m" --peer "127.0.0.1:$port" --secret-file "$T/os.secret" 2>&1) ||
+		fail "first send: $out"
+	echo more >>"$m/f1"
+	ctl checkpoint "$m" >/dev/null || fail "checkpoint 3"
+	ctl delete "$m" 2 >/dev/null || fail "delete 2"
+	"$VFS_BUILD/versionfs-clean" "$m" >/dev/null || fail "clean"
+	out=$("$SEND" "$m" --peer "127.0.0.1:$port" --secret-file "$T/os.secret" 2>&1) &&
+		fail "a send after the peer's newest was merged away succeeded: $out"
+	echo "$out" | grep -q "newest checkpoint 2 is no longer on this store's line: it was deleted here after it was shipped, and merged into 3" ||
+		fail "the refusal: $out"
+	grep -q "discarded" "$T/os.repd.log" && fail "the peer discarded: $(cat "$T/os.repd.log")"
+	vfs_umount "$m"
+	kill "$pid"
+	wait "$pid" 2>/dev/null
+	vfs_mount "$(ls -d "$r"/*/ | head -n 1)" "$rm"
+	[ "$(ls "$rm/.checkpoints" | tr '\n' ' ')" = "1 2 " ] ||
+		fail "the peer's checkpoints: $(ls "$rm/.checkpoints")"
+	vfs_umount "$rm"
+	vfs_fsck "$b"
+}
+
 test_case "scratch directories and files within an epoch replicate" scratch_dirs
 test_case "keep-last 3 with every checkpoint shipped" keep_last
 test_case "versionfs-recv refuses bytes after END" trailing_bytes
@@ -196,4 +243,5 @@ test_case "a checkpoint's written bytes count every write" written_bytes
 test_case "versionfs-ctl from another network namespace" other_netns
 test_case "a base-layer root keeps its mode and times on a replica" base_root
 test_case "truncate then fallocate: the checkpoint keeps the time stat showed" live_times
+test_case "a one-shot peer's newest merged away between sends: refused before any discard" oneshot_merged
 cases_done
