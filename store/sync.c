@@ -122,14 +122,24 @@ static int collect(const struct bt_log *l, void *arg)
 }
 
 /* fsync one file of (ino, e); one that does not exist is fine (an inode
-   whose data did not change has no content.e). */
+   whose data did not change has no content.e).  ESTALE from the open is
+   tried again: on a FUSE backing served through libfuse's path API
+   (LazyFS) a name replaced between the kernel's lookup and its open (the
+   cleaner renaming a merged file into place, which it fsyncs itself)
+   leaves the looked-up node without a path, and the open says ESTALE
+   where a local file system opens either file; the name then holds the
+   new one (K9, t0630: a checkpoint refused, "Stale file handle"). */
 static int sync_obj(const struct vstore *st, uint64_t ino, uint64_t e,
 		    bool meta)
 {
-	int fd = meta ? store_open_meta(st, ino, e, O_RDONLY) :
-			store_open_content(st, ino, e, O_RDONLY);
-	int rc = 0;
+	int fd, rc = 0;
 
+	for (int tries = 0;; tries++) {
+		fd = meta ? store_open_meta(st, ino, e, O_RDONLY) :
+			    store_open_content(st, ino, e, O_RDONLY);
+		if (fd != -ESTALE || tries == 3)
+			break;
+	}
 	if (fd == -ENOENT)
 		return 0;
 	if (fd < 0)
