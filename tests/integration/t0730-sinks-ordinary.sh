@@ -200,7 +200,7 @@ live_times() {
 # having lost its newest checkpoint for nothing.  Now the send is refused
 # before anything is discarded, saying why, and the peer keeps all it had.
 oneshot_merged() {
-	local b=$root/os1 m=$root/osm1 r=$root/osr1 rm=$root/osrm1 out pid
+	local b=$root/os1 m=$root/osm1 r=$root/osr1 rm=$root/osrm1 out
 	local port=$((20000 + $$ % 20000))
 	printf 'the secret of this case %s\n' "$RANDOM$RANDOM" >"$T/os.secret"
 	chmod 600 "$T/os.secret"
