@@ -19,7 +19,8 @@
 #     gets) keeps the mtime stat showed, and a rollback shows it again;
 #   - a one-shot peer's newest checkpoint deleted and merged away between
 #     two sends: the next send is refused before the peer discards
-#     anything (it discarded, then took no stream ever again).
+#     anything (it discarded, then took no stream ever again); with
+#     VFS_LONG=1 a random generator of such sequences (K10, open).
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -192,6 +193,17 @@ live_times() {
 	vfs_fsck "$b"
 }
 
+# oneshot_repd DIR PORT SECRET: a versionfs-replicad of a case's own on
+# loopback, its pid in pid (killed when the case's subshell exits)
+oneshot_repd() {
+	mkdir -p "$1"
+	"$VFS_BUILD/versionfs-replicad" -f --listen "127.0.0.1:$2" --dir "$1" \
+		--secret-file "$3" >>"$3.repd.log" 2>&1 </dev/null &
+	pid=$!
+	trap 'kill "$pid" 2>/dev/null' EXIT
+	sleep 0.3
+}
+
 # A one-shot peer's newest checkpoint deleted and merged away between two
 # sends (a user's delete, a keep-last policy while no sender runs): the
 # next send told the peer to discard it, and the replica, whose reopened
@@ -204,12 +216,7 @@ oneshot_merged() {
 	local port=$((20000 + $$ % 20000))
 	printf 'the secret of this case %s\n' "$RANDOM$RANDOM" >"$T/os.secret"
 	chmod 600 "$T/os.secret"
-	mkdir -p "$r"
-	"$VFS_BUILD/versionfs-replicad" -f --listen "127.0.0.1:$port" --dir "$r" \
-		--secret-file "$T/os.secret" >"$T/os.repd.log" 2>&1 </dev/null &
-	pid=$!
-	trap 'kill "$pid" 2>/dev/null' EXIT
-	sleep 0.3
+	oneshot_repd "$r" "$port" "$T/os.secret"
 	vfs_mount "$b" "$m"
 	head -c 100000 /dev/urandom >"$m/f1"
 	ctl checkpoint "$m" >/dev/null || fail "checkpoint 1"
@@ -225,7 +232,7 @@ oneshot_merged() {
 		fail "a send after the peer's newest was merged away succeeded: $out"
 	echo "$out" | grep -q "newest checkpoint 2 is no longer on this store's line: it was deleted here after it was shipped, and merged into 3" ||
 		fail "the refusal: $out"
-	grep -q "discarded" "$T/os.repd.log" && fail "the peer discarded: $(cat "$T/os.repd.log")"
+	grep -q "discarded" "$T/os.secret.repd.log" && fail "the peer discarded: $(cat "$T/os.secret.repd.log")"
 	vfs_umount "$m"
 	kill "$pid"
 	wait "$pid" 2>/dev/null
@@ -236,6 +243,88 @@ oneshot_merged() {
 	vfs_fsck "$b"
 }
 
+# The generator for it: a seeded random sequence of writes, checkpoints,
+# deletes (with or without a cleaner pass), rollbacks and one-shot sends
+# to a peer of its own.  A send must succeed, or, only when the peer's
+# newest checkpoint was deleted since it was shipped, be refused saying
+# so (the peer then moved away, the next send a full one).  After every
+# successful send each checkpoint the peer holds that the primary still
+# has reads the same on both.  VFS_LONG=1 only, VFS_SEED (default 7).
+# K10, open: with VFS_SEED=3 about one run in three ends with the peer's
+# checkpoint 10 lacking a file the primary's checkpoint 10 has.  The
+# sequence (trace in the failure): peer holds 4 and 8; a rollback to 8
+# opened epoch 10; checkpoint 10; delete 8 (the daemon's cleaner merges
+# it when it runs); send: the peer discards 8 and takes 10 from 4.  A
+# simple replay of that sequence by hand did not diverge; the timing of
+# the merge against the send seems to matter.
+oneshot_random() {
+	local b=$root/or1 m=$root/orm1 r=$root/orr1 rm=$root/orrm1 out
+	local port=$((21000 + $$ % 20000)) step newest="" deleted=0 c v k
+	local sends=0 refused=0 ck
+	RANDOM=${VFS_SEED:-7}
+	printf 'the secret of this case %s\n' "$RANDOM$RANDOM" >"$T/or.secret"
+	chmod 600 "$T/or.secret"
+	oneshot_repd "$r" "$port" "$T/or.secret"
+	vfs_mount "$b" "$m"
+	for ((step = 1; step <= 60; step++)); do
+		ck=$(ctl list "$m" | awk 'NR > 1 { print $1 }')
+		echo "[$step: $(echo $ck)]" >>"$T/or.trace"
+		case $((RANDOM % 6)) in
+		0 | 1)
+			head -c $((RANDOM % 20000 + 1)) /dev/urandom >"$m/f$((RANDOM % 4))"
+			ctl checkpoint "$m" >/dev/null || fail "step $step: checkpoint" ;;
+		2)
+			k=$(echo "$ck" | shuf -n 1 --random-source=<(yes "$step"))
+			[ -n "$k" ] && [ "$k" != "$(echo "$ck" | tail -n 1)" ] || continue
+			ctl delete "$m" "$k" >/dev/null 2>&1 || continue
+			echo "delete $k" >>"$T/or.trace"
+			[ "$k" = "$newest" ] && deleted=1
+			[ $((RANDOM % 2)) = 0 ] && echo clean >>"$T/or.trace" &&
+				"$VFS_BUILD/versionfs-clean" "$m" >/dev/null ;;
+		3)
+			k=$(echo "$ck" | tail -n 1)
+			[ -n "$k" ] || continue
+			echo "$step" >>"$m/f0"
+			ctl rollback "$m" "$k" >/dev/null || fail "step $step: rollback to $k"
+			echo "rollback $k" >>"$T/or.trace" ;;
+		*)
+			sends=$((sends + 1))
+			echo send >>"$T/or.trace"
+			if out=$("$SEND" "$m" --peer "127.0.0.1:$port" --secret-file "$T/or.secret" 2>&1); then
+				echo "ok: $(echo $out | tail -c 150)" >>"$T/or.trace"
+				newest=$(ctl list "$m" | awk 'NR > 1 { id = $1 } END { print id }') deleted=0
+				continue
+			fi
+			echo "$out" | grep -q "is no longer on this store's line" && [ "$deleted" = 1 ] ||
+				fail "step $step: send refused (peer's newest $newest, deleted $deleted): $out"
+			refused=$((refused + 1))
+			echo "refused, new replica" >>"$T/or.trace"
+			# a new replica for the next send: the old one moved away
+			kill "$pid"; wait "$pid" 2>/dev/null
+			mv "$r" "$r.$step"
+			oneshot_repd "$r" "$port" "$T/or.secret"
+			newest="" deleted=0 ;;
+		esac
+	done
+	out=$("$SEND" "$m" --peer "127.0.0.1:$port" --secret-file "$T/or.secret" 2>&1) ||
+		echo "$out" | grep -q "is no longer on this store's line" ||
+		fail "the last send: $out"
+	kill "$pid"; wait "$pid" 2>/dev/null
+	if ls -d "$r"/*/ >/dev/null 2>&1; then
+		vfs_mount "$(ls -d "$r"/*/ | head -n 1)" "$rm"
+		for v in $(ls "$rm/.checkpoints"); do
+			[ -d "$m/.checkpoints/$v" ] || continue
+			diff <(sig "$m/.checkpoints/$v" ALL) <(sig "$rm/.checkpoints/$v" ALL) >"$T/or.diff" ||
+				fail "checkpoint $v differs on the peer: $(head -n 8 "$T/or.diff" | tr '\n' ' '); trace: $(tr '\n' ' ' <"$T/or.trace")"
+			c=$((${c:-0} + 1))
+		done
+		vfs_umount "$rm"
+	fi
+	vfs_umount "$m"
+	vfs_fsck "$b"
+	note "one-shot peer: $sends sends, $refused refused after the peer's newest was merged away, ${c:-0} checkpoints compared at the end"
+}
+
 test_case "scratch directories and files within an epoch replicate" scratch_dirs
 test_case "keep-last 3 with every checkpoint shipped" keep_last
 test_case "versionfs-recv refuses bytes after END" trailing_bytes
@@ -244,4 +333,9 @@ test_case "versionfs-ctl from another network namespace" other_netns
 test_case "a base-layer root keeps its mode and times on a replica" base_root
 test_case "truncate then fallocate: the checkpoint keeps the time stat showed" live_times
 test_case "a one-shot peer's newest merged away between sends: refused before any discard" oneshot_merged
+# Long mode only: it finds K10, not fixed (VFS_SEED=3 fails about one run
+# in three: a checkpoint the peer took after a discard lacks a file the
+# primary's has; see the comment above oneshot_random)
+[ -z "${VFS_LONG:-}" ] ||
+	test_case "random writes, checkpoints, deletes, cleaning, rollbacks and one-shot sends" oneshot_random
 cases_done
